@@ -1,0 +1,75 @@
+// Graph: a typed dataflow graph. Values are edges (each with a TensorType), nodes are
+// operators in ONNX's vocabulary (op_type + domain + opset), and constants are values
+// that refer to the graph's ConstantPool by ID. Nodes hold no tensor bytes.
+// Not thread-safe for mutation; read-only use from many threads is fine.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "ir/attribute.h"
+#include "ir/constant_pool.h"
+#include "ir/type.h"
+
+namespace partita::ir {
+
+using ValueId = int32_t;
+using NodeId = int32_t;
+inline constexpr ValueId kNoValue = -1;  // an omitted optional input or output
+inline constexpr NodeId kNoNode = -1;
+
+struct Value {
+  std::string name;
+  TensorType type;
+  NodeId producer = kNoNode;  // kNoNode for graph inputs and constants
+  ConstId constant = kNoConst;  // set when this value is a constant
+  bool isConstant() const { return constant != kNoConst; }
+};
+
+struct Node {
+  std::string op_type;
+  std::string domain;  // "" is the default ONNX domain
+  int opset = 0;       // the opset version of `domain` the model imports
+  std::string name;
+  std::vector<ValueId> inputs;   // kNoValue for an omitted optional input
+  std::vector<ValueId> outputs;  // kNoValue for an omitted optional output
+  AttributeMap attrs;
+
+  // Number of inputs ignoring trailing omitted ones.
+  bool hasInput(size_t i) const { return i < inputs.size() && inputs[i] != kNoValue; }
+  bool hasOutput(size_t i) const { return i < outputs.size() && outputs[i] != kNoValue; }
+};
+
+class Graph {
+ public:
+  std::string name;
+  std::vector<Value> values;
+  std::vector<Node> nodes;  // in a topological order once verify() passes
+  std::vector<ValueId> inputs;
+  std::vector<ValueId> outputs;
+  ConstantPool constants;
+
+  ValueId addValue(std::string name, TensorType type = {});
+  ValueId addConstantValue(std::string name, ConstId id);  // type taken from the constant
+  NodeId addNode(Node node);  // sets producer of its outputs
+
+  const Value& value(ValueId id) const { return values.at(size_t(id)); }
+  Value& value(ValueId id) { return values.at(size_t(id)); }
+  const TensorType& typeOf(ValueId id) const { return value(id).type; }
+
+  // Per-value count of node inputs and graph outputs that read it.
+  std::vector<int> useCounts() const;
+
+  // Throws Error(kInternal) describing the first broken invariant: ids in range, each
+  // value produced at most once, nodes in topological order, constants in the pool
+  // with matching types, graph outputs produced.
+  void verify() const;
+
+  // Readable text form, one node per line.
+  void print(std::ostream& os) const;
+  std::string str() const;
+};
+
+}  // namespace partita::ir

@@ -1,0 +1,66 @@
+#include "ir/type.h"
+
+#include <sstream>
+
+namespace partita::ir {
+
+TensorType TensorType::of(DType t, const std::vector<int64_t>& shape) {
+  TensorType tt{t, true, {}};
+  tt.dims.reserve(shape.size());
+  for (int64_t d : shape) tt.dims.push_back(Dim::known(d));
+  return tt;
+}
+
+bool TensorType::isStatic() const {
+  if (!has_rank) return false;
+  for (const Dim& d : dims)
+    if (!d.isKnown()) return false;
+  return true;
+}
+
+std::vector<int64_t> TensorType::staticShape() const {
+  std::vector<int64_t> s;
+  s.reserve(dims.size());
+  for (const Dim& d : dims) s.push_back(d.value);
+  return s;
+}
+
+int64_t TensorType::numel() const {
+  if (!isStatic()) return -1;
+  return shapeNumel(staticShape());
+}
+
+std::string TensorType::str() const {
+  std::ostringstream os;
+  os << dtypeName(dtype);
+  if (!has_rank) {
+    os << "[*]";
+    return os.str();
+  }
+  os << '[';
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) os << ',';
+    if (dims[i].isKnown())
+      os << dims[i].value;
+    else
+      os << (dims[i].symbol.empty() ? "?" : dims[i].symbol);
+  }
+  os << ']';
+  return os.str();
+}
+
+int64_t shapeNumel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shapeStr(const std::vector<int64_t>& shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? "," : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+}  // namespace partita::ir

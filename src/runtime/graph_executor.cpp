@@ -1,0 +1,150 @@
+#include "runtime/graph_executor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include <omp.h>
+
+#include "backend/host/op_util.h"
+#include "partita/error.h"
+
+namespace partita::runtime {
+
+GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared_ptr<const ConstStore> store)
+    : graph_(std::move(graph)), store_(std::move(store)) {
+  const ir::Graph& g = *graph_;
+  const size_t nvalues = g.values.size();
+  placement_.assign(nvalues, Placement::kUnused);
+  offset_.assign(nvalues, 0);
+  last_use_.assign(nvalues, -1);
+
+  for (ir::ValueId in : g.inputs) placement_[size_t(in)] = Placement::kInput;
+  for (size_t v = 0; v < nvalues; ++v)
+    if (g.values[v].isConstant()) placement_[v] = Placement::kConstant;
+
+  steps_.resize(g.nodes.size());
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const ir::Node& node = g.nodes[n];
+    const host::OpDef* op = host::OpRegistry::global().find(node.domain, node.op_type);
+    if (!op)
+      throw Error(ErrorCode::kUnsupported,
+                  "no kernel for op " + node.op_type + " (node '" + node.name + "')");
+    steps_[n].op = op;
+    bool all_static = true;
+    for (ir::ValueId in : node.inputs)
+      if (in != ir::kNoValue) {
+        last_use_[size_t(in)] = int32_t(n);
+        if (!g.typeOf(in).isStatic()) all_static = false;
+      }
+    for (ir::ValueId out : node.outputs)
+      if (out != ir::kNoValue && !g.typeOf(out).isStatic()) all_static = false;
+    steps_[n].dynamic = !all_static;
+  }
+  for (ir::ValueId out : g.outputs) last_use_[size_t(out)] = int32_t(steps_.size());
+
+  std::vector<BufferRequest> requests;
+  std::vector<ir::ValueId> planned;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    for (ir::ValueId out : g.nodes[n].outputs) {
+      if (out == ir::kNoValue) continue;
+      if (steps_[n].dynamic) {
+        placement_[size_t(out)] = Placement::kDynamic;
+        continue;
+      }
+      placement_[size_t(out)] = Placement::kArena;
+      const ir::TensorType& t = g.typeOf(out);
+      int32_t last = std::max(last_use_[size_t(out)], int32_t(n));
+      requests.push_back({size_t(t.numel()) * ir::dtypeSize(t.dtype), int32_t(n), last});
+      planned.push_back(out);
+    }
+  }
+  plan_ = planMemory(requests);
+  for (size_t i = 0; i < planned.size(); ++i) offset_[size_t(planned[i])] = plan_.offsets[i];
+}
+
+std::unique_ptr<GraphExecutor::RunState> GraphExecutor::newRunState() const {
+  auto state = std::make_unique<RunState>();
+  size_t bytes = std::max<size_t>(plan_.arena_bytes, kArenaAlignment);
+  state->arena_storage = std::unique_ptr<void, void (*)(void*)>(std::aligned_alloc(kArenaAlignment, bytes), std::free);
+  if (!state->arena_storage) throw std::bad_alloc();
+  state->arena = state->arena_storage.get();
+  state->values.resize(graph_->values.size());
+  return state;
+}
+
+void GraphExecutor::checkInput(size_t index, const ir::Tensor& t) const {
+  const ir::Value& v = graph_->value(graph_->inputs.at(index));
+  const ir::TensorType& want = v.type;
+  if (t.dtype != want.dtype)
+    throw Error(ErrorCode::kInvalidArgument, "input '" + v.name + "' must be " + want.str() + " but got " +
+                                                 std::string(ir::dtypeName(t.dtype)) + ir::shapeStr(t.shape));
+  if (!want.has_rank) return;
+  bool ok = t.shape.size() == want.rank();
+  for (size_t i = 0; ok && i < want.rank(); ++i)
+    if (want.dims[i].isKnown() && want.dims[i].value != t.shape[i]) ok = false;
+  if (!ok)
+    throw Error(ErrorCode::kInvalidArgument, "input '" + v.name + "' must have shape " + want.str() +
+                                                 " but got " + std::string(ir::dtypeName(t.dtype)) +
+                                                 ir::shapeStr(t.shape));
+}
+
+std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vector<ir::Tensor>& inputs) const {
+  const ir::Graph& g = *graph_;
+  if (inputs.size() != g.inputs.size())
+    throw Error(ErrorCode::kInvalidArgument, "the model takes " + std::to_string(g.inputs.size()) +
+                                                 " inputs but " + std::to_string(inputs.size()) + " were given");
+  omp_set_num_threads(host::kernelThreads());
+  auto& values = state.values;
+  state.dynamic.clear();
+
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkInput(i, inputs[i]);
+    values[size_t(g.inputs[i])] = inputs[i];
+  }
+  for (size_t v = 0; v < values.size(); ++v) {
+    if (placement_[v] == Placement::kConstant) values[v] = store_->get(g.values[v].constant);
+    if (placement_[v] == Placement::kArena) {
+      const ir::TensorType& t = g.values[v].type;
+      values[v] = ir::Tensor{t.dtype, t.staticShape(), static_cast<std::byte*>(state.arena) + offset_[v]};
+    }
+  }
+
+  for (size_t n = 0; n < steps_.size(); ++n) {
+    const ir::Node& node = g.nodes[n];
+    host::KernelContext ctx{node, store_.get(), {}, {}, host::kernelThreads()};
+    ctx.inputs.reserve(node.inputs.size());
+    for (ir::ValueId in : node.inputs) ctx.inputs.push_back(in == ir::kNoValue ? ir::Tensor{} : values[size_t(in)]);
+    if (steps_[n].dynamic) {
+      std::vector<ir::TensorType> in_types;
+      std::vector<const ir::Tensor*> in_values;
+      for (const ir::Tensor& t : ctx.inputs) {
+        in_types.push_back(t.defined() ? t.type() : ir::TensorType{});
+        in_values.push_back(t.defined() ? &t : nullptr);
+      }
+      std::vector<ir::TensorType> out_types = host::inferNode(node, in_types, in_values, store_.get());
+      for (size_t o = 0; o < node.outputs.size(); ++o) {
+        ir::ValueId out = node.outputs[o];
+        if (out == ir::kNoValue) continue;
+        if (!out_types[o].isStatic())
+          throw Error(ErrorCode::kInternal, node.op_type + " node '" + node.name +
+                                                "': output shape unknown even with all inputs known");
+        state.dynamic.emplace_back(out_types[o].dtype, out_types[o].staticShape());
+        values[size_t(out)] = state.dynamic.back().view();
+      }
+    }
+    ctx.outputs.reserve(node.outputs.size());
+    for (ir::ValueId out : node.outputs) ctx.outputs.push_back(out == ir::kNoValue ? ir::Tensor{} : values[size_t(out)]);
+    steps_[n].op->run(ctx);
+  }
+
+  std::vector<ir::OwnedTensor> outputs;
+  outputs.reserve(g.outputs.size());
+  for (ir::ValueId out : g.outputs) {
+    const ir::Tensor& t = values[size_t(out)];
+    outputs.emplace_back(t.dtype, t.shape);
+    if (t.nbytes()) std::memcpy(outputs.back().data(), t.data, t.nbytes());
+  }
+  return outputs;
+}
+
+}  // namespace partita::runtime

@@ -1,0 +1,67 @@
+// GraphExecutor: runs an ir::Graph whose nodes are host ops, over a ConstStore.
+//
+// At construction it decides, for every value, where it lives during a run:
+// graph inputs are the caller's tensors, constants are store views (zero copy),
+// statically shaped intermediates get an offset in one arena planned by liveness,
+// and values whose shape depends on data are allocated at run time after
+// re-running shape inference with the actual inputs.
+//
+// Thread-safety: a GraphExecutor is immutable after construction and may be shared;
+// each concurrent run needs its own RunState (one per Session).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/host/op_registry.h"
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "runtime/const_store.h"
+#include "runtime/memory_plan.h"
+
+namespace partita::runtime {
+
+class GraphExecutor {
+ public:
+  // Keeps `graph` and `store` alive. Throws Error(kUnsupported) for an op with no kernel.
+  GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared_ptr<const ConstStore> store);
+
+  const ir::Graph& graph() const { return *graph_; }
+  const ConstStore& store() const { return *store_; }
+  size_t plannedActivationBytes() const { return plan_.arena_bytes; }
+  size_t unsharedActivationBytes() const { return plan_.unshared_bytes; }
+
+  // Per-run scratch: the arena and value table. Reused across runs of one session.
+  struct RunState {
+    void* arena = nullptr;
+    std::unique_ptr<void, void (*)(void*)> arena_storage{nullptr, nullptr};
+    std::vector<ir::Tensor> values;
+    std::vector<ir::OwnedTensor> dynamic;  // storage of data-dependent values
+  };
+  std::unique_ptr<RunState> newRunState() const;
+
+  // Runs the graph. `inputs` are in graph input order; their dtypes and shapes are
+  // checked against the declared types (Error kInvalidArgument names the input).
+  // Returns the outputs in graph output order (copied out of the arena).
+  std::vector<ir::OwnedTensor> run(RunState& state, const std::vector<ir::Tensor>& inputs) const;
+
+  // Checks one input against the declared type of graph input `index`.
+  void checkInput(size_t index, const ir::Tensor& t) const;
+
+ private:
+  enum class Placement : uint8_t { kInput, kConstant, kArena, kDynamic, kUnused };
+  struct Step {
+    const host::OpDef* op = nullptr;
+    bool dynamic = false;  // shapes known only at run time
+  };
+
+  std::shared_ptr<const ir::Graph> graph_;
+  std::shared_ptr<const ConstStore> store_;
+  std::vector<Step> steps_;
+  std::vector<Placement> placement_;
+  std::vector<size_t> offset_;  // arena offset per value (kArena)
+  std::vector<int32_t> last_use_;  // last step reading each value; graph outputs: steps_.size()
+  MemoryPlan plan_;
+};
+
+}  // namespace partita::runtime
