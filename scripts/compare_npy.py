@@ -17,6 +17,8 @@ def main():
     ap.add_argument("expected")
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--atol", type=float, default=1e-5)
+    ap.add_argument("--largest-rel", type=float, default=None,
+                    help="instead of allclose, require max|a-e| / max|e| <= this")
     args = ap.parse_args()
 
     a = np.load(args.actual)
@@ -31,6 +33,13 @@ def main():
     max_rel = (diff / np.maximum(np.abs(e64), tiny)).max() if diff.size else 0.0
     max_e = np.abs(e64).max() if diff.size else 0.0
     largest_rel = max_abs / max(max_e, tiny)
+    if args.largest_rel is not None:
+        ok = bool(largest_rel <= args.largest_rel)
+        print(f"shape {a.shape} actual {a.dtype} expected {e.dtype}")
+        print(f"max abs error:          {max_abs:.6g}")
+        print(f"largest relative error: {largest_rel:.6g}  (max|a-e| / max|e|; limit {args.largest_rel})")
+        print("OK" if ok else "FAIL")
+        return 0 if ok else 1
     ok = np.allclose(a64, e64, rtol=args.rtol, atol=args.atol)
     print(f"shape {a.shape} actual {a.dtype} expected {e.dtype}")
     print(f"max abs error:          {max_abs:.6g}")

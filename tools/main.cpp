@@ -1,1 +1,24 @@
-int main() { return 0; }
+#include <cstdio>
+#include <exception>
+
+#include "partita/error.h"
+#include "tools/cli.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"partita: compile ONNX models into one artifact and run them"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "partita 0.1.0");
+  partita::cli::addRunCommand(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const partita::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -2,6 +2,7 @@
 // artifacts (docs/format.md), so never renumber, only append.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace partita {
@@ -22,5 +23,8 @@ enum class DType : uint8_t {
   kUInt64 = 12,
   kBool = 13,
 };
+
+// Bytes per element (0 for kUndefined).
+size_t dtypeSize(DType t);
 
 }  // namespace partita

@@ -3,7 +3,7 @@
 #include <bit>
 #include <cstring>
 
-namespace partita::ir {
+namespace partita {
 
 size_t dtypeSize(DType t) {
   switch (t) {
@@ -24,6 +24,10 @@ size_t dtypeSize(DType t) {
   }
   return 0;
 }
+
+}  // namespace partita
+
+namespace partita::ir {
 
 static constexpr std::string_view kNames[kNumDTypes] = {
     "undefined", "float32", "float16", "bfloat16", "float64", "int8",  "int16",

@@ -14,7 +14,7 @@ using partita::DType;
 
 constexpr int kNumDTypes = 14;
 
-size_t dtypeSize(DType t);
+using partita::dtypeSize;
 std::string_view dtypeName(DType t);  // "float32", "int64", ...
 DType dtypeFromName(std::string_view name);  // kUndefined when unknown
 bool isFloat(DType t);    // float16, bfloat16, float32, float64

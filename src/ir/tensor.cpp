@@ -2,12 +2,15 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
-namespace partita::ir {
+namespace partita {
 
-void OwnedTensor::Free::operator()(void* p) const { std::free(p); }
+int64_t numelOf(const std::vector<int64_t>& shape) { return ir::shapeNumel(shape); }
 
-OwnedTensor::OwnedTensor(DType dtype, std::vector<int64_t> shape) {
+void Tensor::Free::operator()(void* p) const { std::free(p); }
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape) {
   view_.dtype = dtype;
   view_.shape = std::move(shape);
   size_t bytes = view_.nbytes();
@@ -19,13 +22,19 @@ OwnedTensor::OwnedTensor(DType dtype, std::vector<int64_t> shape) {
   view_.data = storage_.get();
 }
 
-OwnedTensor::OwnedTensor(const OwnedTensor& other) : OwnedTensor(other.dtype(), other.shape()) {
+Tensor::Tensor(const Tensor& other) : Tensor(other.dtype(), other.shape()) {
   if (other.nbytes()) std::memcpy(view_.data, other.data(), other.nbytes());
 }
 
-OwnedTensor& OwnedTensor::operator=(const OwnedTensor& other) {
-  if (this != &other) *this = OwnedTensor(other);
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this != &other) *this = Tensor(other);
   return *this;
 }
 
-}  // namespace partita::ir
+Tensor Tensor::copyOf(const TensorView& v) {
+  Tensor t(v.dtype, v.shape);
+  if (v.nbytes()) std::memcpy(t.data(), v.data, v.nbytes());
+  return t;
+}
+
+}  // namespace partita

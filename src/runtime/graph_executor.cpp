@@ -118,7 +118,7 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
       std::vector<ir::TensorType> in_types;
       std::vector<const ir::Tensor*> in_values;
       for (const ir::Tensor& t : ctx.inputs) {
-        in_types.push_back(t.defined() ? t.type() : ir::TensorType{});
+        in_types.push_back(t.defined() ? ir::typeOf(t) : ir::TensorType{});
         in_values.push_back(t.defined() ? &t : nullptr);
       }
       std::vector<ir::TensorType> out_types = host::inferNode(node, in_types, in_values, store_.get());

@@ -1,0 +1,22 @@
+// The compile-time C++ API: ONNX model -> runnable Model (in memory) or artifact.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "partita/model.h"
+
+namespace partita {
+
+struct CompileOptions {
+  // Fixes symbolic input dimensions: input name -> full static shape.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+};
+
+// Imports and optimizes an ONNX model and returns it ready to run, without writing
+// an artifact. Weights stay where the importer put them (external data mapped).
+std::shared_ptr<const Model> compileOnnx(const std::string& onnx_path, const CompileOptions& options = {});
+
+}  // namespace partita

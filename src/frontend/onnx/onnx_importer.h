@@ -1,0 +1,28 @@
+// ONNX -> IR. Reads a ModelProto (opsets 7..17 of the default domain), converts
+// initializers and Constant nodes into the constant pool (external data files are
+// mapped, not read), and builds the graph with the declared value types.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+
+namespace partita::frontend {
+
+struct ImportOptions {
+  // Fixes symbolic input dimensions: input name -> full static shape.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+};
+
+// Throws Error(kIo) when the file cannot be read, Error(kInvalidModel) naming the
+// problem for a malformed model, and Error(kUnsupported) listing every unsupported
+// op type with its node names and opset in one message.
+ir::Graph importOnnx(const std::string& path, const ImportOptions& options = {});
+
+// Reads a serialized onnx.TensorProto (.pb), as in ONNX's backend test data.
+ir::OwnedTensor readTensorProtoFile(const std::string& path);
+
+}  // namespace partita::frontend

@@ -1,0 +1,100 @@
+#include "tools/cli_util.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "base/npy.h"
+#include "frontend/onnx/onnx_importer.h"
+#include "ir/dtype.h"
+#include "partita/compiler.h"
+
+namespace partita::cli {
+
+namespace {
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
+std::map<std::string, std::vector<int64_t>> parseShapes(const std::vector<std::string>& specs) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const std::string& spec : specs) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      throw Error(ErrorCode::kInvalidArgument, "--shape expects NAME=DxDxD, got '" + spec + "'");
+    std::vector<int64_t> dims;
+    std::stringstream ss(spec.substr(eq + 1));
+    std::string item;
+    while (std::getline(ss, item, 'x')) {
+      char* end = nullptr;
+      long long v = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || v < 0)
+        throw Error(ErrorCode::kInvalidArgument, "--shape: bad dimension '" + item + "' in '" + spec + "'");
+      dims.push_back(v);
+    }
+    out[spec.substr(0, eq)] = dims;
+  }
+  return out;
+}
+
+std::shared_ptr<const Model> loadAnyModel(const std::string& path,
+                                          const std::map<std::string, std::vector<int64_t>>& shapes) {
+  if (endsWith(path, ".onnx")) {
+    CompileOptions options;
+    options.input_shapes = shapes;
+    return compileOnnx(path, options);
+  }
+  if (!shapes.empty())
+    throw Error(ErrorCode::kInvalidArgument, "--shape applies to .onnx models; an artifact's shapes are fixed at compile time");
+  return Model::load(path);
+}
+
+Tensor readTensorFile(const std::string& path) {
+  if (endsWith(path, ".pb")) return frontend::readTensorProtoFile(path);
+  return readNpy(path);
+}
+
+std::string summarize(const Tensor& t) {
+  int64_t n = t.numel();
+  if (n == 0) return "";
+  std::vector<double> v;
+  v.reserve(size_t(n));
+  for (int64_t i = 0; i < n; ++i) {
+    switch (t.dtype()) {
+      case DType::kFloat32: v.push_back(t.as<float>()[i]); break;
+      case DType::kFloat64: v.push_back(t.as<double>()[i]); break;
+      case DType::kFloat16: v.push_back(ir::halfToFloat(t.as<uint16_t>()[i])); break;
+      case DType::kInt64: v.push_back(double(t.as<int64_t>()[i])); break;
+      case DType::kInt32: v.push_back(t.as<int32_t>()[i]); break;
+      case DType::kBool: v.push_back(t.as<bool>()[i]); break;
+      case DType::kUInt8: v.push_back(t.as<uint8_t>()[i]); break;
+      case DType::kInt8: v.push_back(t.as<int8_t>()[i]); break;
+      default: return "";
+    }
+  }
+  double mn = v[0], mx = v[0], sum = 0;
+  for (double x : v) {
+    mn = std::min(mn, x);
+    mx = std::max(mx, x);
+    sum += x;
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "  min %.6g max %.6g mean %.6g first [", mn, mx, sum / double(n));
+  std::string s = buf;
+  for (size_t i = 0; i < std::min<size_t>(v.size(), 5); ++i) {
+    std::snprintf(buf, sizeof buf, "%s%.6g", i ? ", " : "", v[i]);
+    s += buf;
+  }
+  return s + (v.size() > 5 ? ", ...]" : "]");
+}
+
+std::string safeFileName(const std::string& name) {
+  std::string s = name;
+  for (char& c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) c = '_';
+  if (s.empty() || s[0] == '.') s = "_" + s;
+  return s;
+}
+
+}  // namespace partita::cli
