@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
+#include "partita/compiler.h"
 #include "partita/model.h"
 
 namespace partita::cli {
@@ -14,8 +17,18 @@ namespace partita::cli {
 std::map<std::string, std::vector<int64_t>> parseShapes(const std::vector<std::string>& specs);
 
 // .onnx: import + optimize in memory; anything else: a .pta artifact.
-std::shared_ptr<const Model> loadAnyModel(const std::string& path,
-                                          const std::map<std::string, std::vector<int64_t>>& shapes);
+// `options` applies to .onnx only (an artifact was compiled already).
+std::shared_ptr<const Model> loadAnyModel(const std::string& path, const CompileOptions& options);
+
+// Adds --backends, --allow, --deny, --min-region-size and --shape to a command.
+struct CompileFlags {
+  std::string backends = "host";
+  std::vector<std::string> allow, deny, shapes;
+  size_t min_region_size = 1;
+  void add(CLI::App* cmd);
+  CompileOptions options() const;  // throws Error(kInvalidArgument) on malformed flags
+  bool isDefault() const { return backends == "host" && allow.empty() && deny.empty() && shapes.empty() && min_region_size == 1; }
+};
 
 // .npy or ONNX TensorProto .pb, by extension.
 Tensor readTensorFile(const std::string& path);

@@ -22,7 +22,7 @@ namespace {
 struct RunArgs {
   std::string model;
   std::vector<std::string> inputs;
-  std::vector<std::string> shapes;
+  CompileFlags compile;
   std::string output_dir;
   int repeat = 1;
   int warmup = 0;
@@ -71,8 +71,10 @@ Tensor randomTensor(const IoInfo& info, std::mt19937_64& rng) {
 
 void runCommand(const RunArgs& args) {
   setNumThreads(args.threads);
+  if (!args.compile.isDefault() && args.model.size() > 4 && args.model.substr(args.model.size() - 4) == ".pta")
+    throw Error(ErrorCode::kInvalidArgument, "compile flags (--backends, --shape, ...) apply to .onnx models; an artifact was compiled already");
   auto t0 = std::chrono::steady_clock::now();
-  std::shared_ptr<const Model> model = loadAnyModel(args.model, parseShapes(args.shapes));
+  std::shared_ptr<const Model> model = loadAnyModel(args.model, args.compile.options());
   double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   std::map<std::string, std::string> given;
@@ -142,7 +144,7 @@ void addRunCommand(CLI::App& app) {
   cmd->add_option("-i,--input", args->inputs,
                   "Input data NAME=PATH (.npy or ONNX TensorProto .pb); repeatable. Without any, inputs are random "
                   "(see --seed)");
-  cmd->add_option("--shape", args->shapes, "Fix a symbolic input shape for .onnx: NAME=1x3x224x224; repeatable");
+  args->compile.add(cmd);
   cmd->add_option("-o,--output-dir", args->output_dir, "Write each output to DIR/<name>.npy");
   cmd->add_option("-n,--repeat", args->repeat, "Timed runs (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", args->warmup, "Untimed runs before timing (default 0)")->check(CLI::NonNegativeNumber);

@@ -13,6 +13,11 @@ namespace partita {
 struct CompileOptions {
   // Fixes symbolic input dimensions: input name -> full static shape.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Backends in priority order, e.g. {"dnnl", "host"}; "host" runs what no other takes.
+  std::vector<std::string> backends = {"host"};
+  // Per-backend op allow / deny lists (backend name -> op types) and minimum region size.
+  std::map<std::string, std::vector<std::string>> allow_ops, deny_ops;
+  size_t min_region_size = 1;
 };
 
 // Imports and optimizes an ONNX model and returns it ready to run, without writing

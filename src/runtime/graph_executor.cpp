@@ -10,8 +10,9 @@
 
 namespace partita::runtime {
 
-GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared_ptr<const ConstStore> store)
-    : graph_(std::move(graph)), store_(std::move(store)) {
+GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared_ptr<const ConstStore> store,
+                             std::vector<std::shared_ptr<const RuntimeModule>> modules)
+    : graph_(std::move(graph)), store_(std::move(store)), modules_(std::move(modules)) {
   const ir::Graph& g = *graph_;
   const size_t nvalues = g.values.size();
   placement_.assign(nvalues, Placement::kUnused);
@@ -25,11 +26,20 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
   steps_.resize(g.nodes.size());
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const ir::Node& node = g.nodes[n];
-    const host::OpDef* op = host::OpRegistry::global().find(node.domain, node.op_type);
-    if (!op)
-      throw Error(ErrorCode::kUnsupported,
-                  "no kernel for op " + node.op_type + " (node '" + node.name + "')");
-    steps_[n].op = op;
+    if (node.domain == kCallDomain && node.op_type == kCallOp) {
+      int64_t m = node.attrs.getInt("module", -1);
+      if (m < 0 || size_t(m) >= modules_.size())
+        throw Error(ErrorCode::kInvalidArtifact, "call node '" + node.name + "' refers to module " + std::to_string(m) +
+                                                     " but the model has " + std::to_string(modules_.size()));
+      steps_[n].module = modules_[size_t(m)].get();
+      steps_[n].function = uint32_t(node.attrs.getInt("function", 0));
+    } else {
+      const host::OpDef* op = host::OpRegistry::global().find(node.domain, node.op_type);
+      if (!op)
+        throw Error(ErrorCode::kUnsupported,
+                    "no kernel for op " + node.op_type + " (node '" + node.name + "')");
+      steps_[n].op = op;
+    }
     bool all_static = true;
     for (ir::ValueId in : node.inputs)
       if (in != ir::kNoValue) {
@@ -39,6 +49,8 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
     for (ir::ValueId out : node.outputs)
       if (out != ir::kNoValue && !g.typeOf(out).isStatic()) all_static = false;
     steps_[n].dynamic = !all_static;
+    if (steps_[n].module && !all_static)
+      throw Error(ErrorCode::kUnsupported, "call node '" + node.name + "' has values of unknown shape");
   }
   for (ir::ValueId out : g.outputs) last_use_[size_t(out)] = int32_t(steps_.size());
 
@@ -134,7 +146,10 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
     }
     ctx.outputs.reserve(node.outputs.size());
     for (ir::ValueId out : node.outputs) ctx.outputs.push_back(out == ir::kNoValue ? ir::Tensor{} : values[size_t(out)]);
-    steps_[n].op->run(ctx);
+    if (steps_[n].module)
+      steps_[n].module->run(steps_[n].function, ctx.inputs, ctx.outputs);
+    else
+      steps_[n].op->run(ctx);
   }
 
   std::vector<ir::OwnedTensor> outputs;

@@ -18,16 +18,25 @@
 #include "ir/tensor.h"
 #include "runtime/const_store.h"
 #include "runtime/memory_plan.h"
+#include "runtime/module.h"
 
 namespace partita::runtime {
 
+// The op that calls into an external module.
+inline constexpr const char* kCallDomain = "partita";
+inline constexpr const char* kCallOp = "Call";
+
 class GraphExecutor {
  public:
-  // Keeps `graph` and `store` alive. Throws Error(kUnsupported) for an op with no kernel.
-  GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared_ptr<const ConstStore> store);
+  // Keeps `graph`, `store` and `modules` alive. Nodes are host ops, or `partita.Call`
+  // nodes that call function `function` of `modules[module]`. Throws
+  // Error(kUnsupported) for an op with no kernel.
+  GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared_ptr<const ConstStore> store,
+                std::vector<std::shared_ptr<const RuntimeModule>> modules = {});
 
   const ir::Graph& graph() const { return *graph_; }
   const ConstStore& store() const { return *store_; }
+  const std::vector<std::shared_ptr<const RuntimeModule>>& modules() const { return modules_; }
   size_t plannedActivationBytes() const { return plan_.arena_bytes; }
   size_t unsharedActivationBytes() const { return plan_.unshared_bytes; }
 
@@ -51,12 +60,15 @@ class GraphExecutor {
  private:
   enum class Placement : uint8_t { kInput, kConstant, kArena, kDynamic, kUnused };
   struct Step {
-    const host::OpDef* op = nullptr;
+    const host::OpDef* op = nullptr;     // a host op, or
+    const RuntimeModule* module = nullptr;  // a call into an external module
+    uint32_t function = 0;
     bool dynamic = false;  // shapes known only at run time
   };
 
   std::shared_ptr<const ir::Graph> graph_;
   std::shared_ptr<const ConstStore> store_;
+  std::vector<std::shared_ptr<const RuntimeModule>> modules_;
   std::vector<Step> steps_;
   std::vector<Placement> placement_;
   std::vector<size_t> offset_;  // arena offset per value (kArena)

@@ -1,0 +1,36 @@
+// The backends of this build: one line each. A backend's runtime half registers its
+// module kind itself (a static registrar in its folder, linked whole-archive).
+#include <functional>
+#include <map>
+
+#include "backend/backend.h"
+#if PARTITA_HAVE_DNNL
+#include "backend/dnnl/dnnl_backend.h"
+#endif
+
+namespace partita::backend {
+
+namespace {
+using Factory = std::function<std::unique_ptr<Backend>()>;
+const std::map<std::string, Factory>& factories() {
+  static const std::map<std::string, Factory> table = {
+#if PARTITA_HAVE_DNNL
+      {"dnnl", [] { return makeDnnlBackend(); }},
+#endif
+  };
+  return table;
+}
+}  // namespace
+
+std::unique_ptr<Backend> makeBackend(const std::string& name) {
+  auto it = factories().find(name);
+  return it == factories().end() ? nullptr : it->second();
+}
+
+std::vector<std::string> backendNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, f] : factories()) names.push_back(name);
+  return names;
+}
+
+}  // namespace partita::backend

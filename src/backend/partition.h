@@ -1,0 +1,40 @@
+// Partitioning: each enabled backend, in priority order, claims the nodes it
+// supports; adjacent claimed nodes of one backend merge into regions without
+// creating cycles; each region is compiled by its backend and replaced in the main
+// graph by one `partita.Call` node. Nodes nobody claims stay host nodes.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "ir/graph.h"
+#include "runtime/module.h"
+
+namespace partita::backend {
+
+struct PartitionOptions {
+  std::vector<std::string> backends = {"host"};            // priority order; "host" may be omitted
+  std::map<std::string, std::set<std::string>> allow_ops;  // backend -> only these op types
+  std::map<std::string, std::set<std::string>> deny_ops;   // backend -> never these op types
+  size_t min_region_size = 1;  // smaller regions go back to the host
+};
+
+struct RegionSummary {
+  std::string backend;
+  size_t module = 0, function = 0;
+  std::vector<std::string> ops;    // op types in order
+  std::vector<std::string> nodes;  // node names in order
+};
+
+struct PartitionResult {
+  std::vector<runtime::ModuleImage> modules;  // index = the Call nodes' "module" attribute
+  std::vector<RegionSummary> regions;
+};
+
+// Rewrites `g` in place. Throws Error(kInvalidArgument) for an unknown backend name.
+PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options);
+
+}  // namespace partita::backend

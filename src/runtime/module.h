@@ -1,0 +1,71 @@
+// Runtime modules: the run-time half of an external backend. A module is compiled
+// into an opaque blob plus a declaration of which constants it uses and how; at load
+// it receives its blob and the shared ConstStore and asks the store for the IDs it
+// declared (zero copy). The graph executor calls its functions through
+// `partita.Call` nodes (attributes: module = index in the model's module table,
+// function = index within the module).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/bytes.h"
+#include "ir/constant_pool.h"
+#include "ir/tensor.h"
+#include "runtime/const_store.h"
+
+namespace partita::runtime {
+
+// How a module uses a constant. Stable numbering: written into artifacts.
+enum class ConstUseKind : uint8_t {
+  kBorrow = 1,  // reads the stored tensor as it is
+  kDerive = 2,  // reads a tensor it derived at compile time (e.g. a packed layout),
+                // stored in the shared weight store; `source` is the original
+  kEmbed = 3,   // absorbed the tensor into its own blob; needs nothing from the store
+};
+
+struct ConstUse {
+  ir::ConstId id = ir::kNoConst;
+  ConstUseKind kind = ConstUseKind::kBorrow;
+  ir::ConstId source = ir::kNoConst;  // kDerive: the constant it was derived from
+
+  bool operator==(const ConstUse&) const = default;
+};
+
+// What a backend's compile step produces and the linker writes as one module section.
+struct ModuleImage {
+  std::string kind;  // the registered runtime module kind, e.g. "dnnl"
+  std::vector<std::byte> blob;
+  std::vector<ConstUse> uses;
+  uint32_t num_functions = 0;
+};
+
+class RuntimeModule {
+ public:
+  virtual ~RuntimeModule() = default;
+  // Runs function `fn`. Thread-safe: sessions call it concurrently. Inputs and
+  // outputs are dense row-major tensors allocated by the executor.
+  virtual void run(uint32_t fn, const std::vector<ir::Tensor>& inputs,
+                   const std::vector<ir::Tensor>& outputs) const = 0;
+  // Bytes of scratch memory the module holds per concurrent run (for reports).
+  virtual size_t scratchpadBytes() const { return 0; }
+};
+
+struct ModuleLoadContext {
+  Bytes blob;                   // the module's section, a view into the mapped file
+  const ConstStore* store;      // the shared weight store
+  std::vector<ConstUse> uses;   // what the module declared at compile time
+};
+
+using ModuleLoader = std::shared_ptr<RuntimeModule> (*)(const ModuleLoadContext& ctx);
+
+// The table of module kinds. Backends register at start-up (src/backend/backends.cpp
+// lists them); loading an artifact with an unregistered kind is Error(kUnsupported).
+void registerModuleKind(const std::string& kind, ModuleLoader loader);
+ModuleLoader findModuleKind(const std::string& kind);  // nullptr when unknown
+std::shared_ptr<RuntimeModule> loadModule(const std::string& kind, const ModuleLoadContext& ctx);
+
+}  // namespace partita::runtime
