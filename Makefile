@@ -44,5 +44,18 @@ tsan: setup
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && ctest --output-on-failure -L threads
 
+# The artifact loader's libFuzzer target (fuzz/): clang with ASan+UBSan in its own
+# build dir, seeded with small valid artifacts, run for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DPARTITA_FUZZ=ON -DPARTITA_SANITIZE=address -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link
+	cmake --build build-fuzz -j $(JOBS) --target artifact_fuzzer artifact_fuzz_seeds
+	mkdir -p build-fuzz/corpus build-fuzz/crashes
+	build-fuzz/bin/artifact_fuzz_seeds build-fuzz/corpus
+	build-fuzz/bin/artifact_fuzzer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -timeout=10 \
+	  -artifact_prefix=build-fuzz/crashes/ build-fuzz/corpus
+
 clean:
-	rm -rf $(BUILD) build-debug build-asan build-tsan
+	rm -rf $(BUILD) build-debug build-asan build-tsan build-fuzz

@@ -9,6 +9,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "partita 0.1.0");
   partita::cli::addRunCommand(app);
+  partita::cli::addConformanceCommand(app);
+  partita::cli::addCompileCommand(app);
+  partita::cli::addInspectCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

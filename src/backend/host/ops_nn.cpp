@@ -1,8 +1,15 @@
+#include "backend/host/nn_ops.h"
 #include "backend/host/op_registry.h"
-#include "backend/host/op_util.h"
 
 namespace partita::host {
 
-void registerNnOps(OpRegistry& r) {}
+void registerNnOps(OpRegistry& r) {
+  registerConvOps(r);
+  registerPoolOps(r);
+  registerMatMulOps(r);
+  registerNormOps(r);
+  registerResizeOps(r);
+  registerQuantOps(r);
+}
 
 }  // namespace partita::host

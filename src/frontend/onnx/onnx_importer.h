@@ -10,11 +10,17 @@
 #include "ir/graph.h"
 #include "ir/tensor.h"
 
+namespace partita::host {
+class OpRegistry;
+}
+
 namespace partita::frontend {
 
 struct ImportOptions {
   // Fixes symbolic input dimensions: input name -> full static shape.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // The ops the model may use; nullptr means host::OpRegistry::global().
+  const host::OpRegistry* ops = nullptr;
 };
 
 // Throws Error(kIo) when the file cannot be read, Error(kInvalidModel) naming the

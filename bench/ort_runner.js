@@ -1,0 +1,155 @@
+#!/usr/bin/env node
+// The ONNX Runtime worker of bench/bench.py (onnxruntime-node, CPU execution provider).
+//
+//   node ort_runner.js MODEL.onnx --input NAME=X.npy [--input ...] --threads N [--output OUT.npy]
+//
+// Same protocol as partita_bench_model (bench/model_runner.cpp): loads the model with
+// intraOpNumThreads = N and interOpNumThreads = 1, runs once, writes output 0 as .npy,
+// prints {"event":"ready",...} with memory read from /proc/self after that first run,
+// then answers "run K" with {"event":"times","ms":[...]} until "quit".
+'use strict';
+
+const fs = require('fs');
+const readline = require('readline');
+
+function emit(obj) {
+  process.stdout.write(JSON.stringify(obj) + '\n');
+}
+
+const NPY_TYPES = {
+  '<f4': ['float32', Float32Array],
+  '<f8': ['float64', Float64Array],
+  '<i8': ['int64', BigInt64Array],
+  '<i4': ['int32', Int32Array],
+  '|u1': ['uint8', Uint8Array],
+  '|b1': ['bool', Uint8Array],
+};
+
+function readNpy(path) {
+  const buf = fs.readFileSync(path);
+  if (buf.readUInt8(0) !== 0x93 || buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(`${path}: not a .npy file`);
+  const major = buf.readUInt8(6);
+  const headerLen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
+  const start = major === 1 ? 10 : 12;
+  const header = buf.toString('latin1', start, start + headerLen);
+  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
+  if (/'fortran_order':\s*True/.test(header)) throw new Error(`${path}: Fortran order is not supported`);
+  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').map((s) => s.trim()).filter((s) => s).map(Number);
+  const type = NPY_TYPES[descr];
+  if (!type) throw new Error(`${path}: unsupported dtype ${descr}`);
+  const [name, Ctor] = type;
+  const offset = start + headerLen;
+  const count = shape.reduce((a, b) => a * b, 1);
+  // Copy into an aligned buffer: typed arrays need element alignment.
+  const bytes = new Uint8Array(count * Ctor.BYTES_PER_ELEMENT);
+  bytes.set(buf.subarray(offset, offset + bytes.length));
+  let data = new Ctor(bytes.buffer);
+  if (descr === '|b1') data = Uint8Array.from(data);
+  return { type: name, data, shape };
+}
+
+function writeNpy(path, tensor) {
+  const descr = { float32: '<f4', float64: '<f8', int64: '<i8', int32: '<i4', uint8: '|u1', bool: '|b1' }[tensor.type];
+  if (!descr) throw new Error(`cannot write output of type ${tensor.type}`);
+  const dims = tensor.dims.length === 1 ? `${tensor.dims[0]},` : tensor.dims.join(', ');
+  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${dims}), }`;
+  // Magic (6) + version (2) + length (2) + header + '\n' padded to a multiple of 64.
+  const pad = 64 - ((10 + header.length + 1) % 64);
+  header += ' '.repeat(pad % 64) + '\n';
+  const head = Buffer.alloc(10);
+  head.writeUInt8(0x93, 0);
+  head.write('NUMPY', 1, 'latin1');
+  head.writeUInt8(1, 6);
+  head.writeUInt8(0, 7);
+  head.writeUInt16LE(header.length, 8);
+  const data = tensor.data;
+  const body = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  fs.writeFileSync(path, Buffer.concat([head, Buffer.from(header, 'latin1'), body]));
+}
+
+function procKb(path, keys) {
+  const out = {};
+  for (const line of fs.readFileSync(path, 'latin1').split('\n')) {
+    const m = /^([A-Za-z_]+):\s+(\d+)/.exec(line);
+    if (m && keys.includes(m[1])) out[m[1]] = Number(m[2]);
+  }
+  return out;
+}
+
+function memory() {
+  const s = procKb('/proc/self/status', ['VmHWM', 'VmRSS', 'RssAnon', 'RssFile']);
+  const r = procKb('/proc/self/smaps_rollup', ['Private_Clean', 'Private_Dirty', 'Shared_Clean']);
+  return {
+    peak_rss_kb: s.VmHWM, rss_kb: s.VmRSS, rss_anon_kb: s.RssAnon, rss_file_kb: s.RssFile,
+    private_clean_kb: r.Private_Clean, private_dirty_kb: r.Private_Dirty, shared_clean_kb: r.Shared_Clean,
+  };
+}
+
+function parseArgs(argv) {
+  const args = { model: null, inputs: [], threads: 1, output: null };
+  for (let i = 0; i < argv.length; ++i) {
+    const a = argv[i];
+    if (a === '--input') {
+      const spec = argv[++i];
+      const eq = spec.indexOf('=');
+      if (eq <= 0) throw new Error(`--input expects NAME=PATH, got ${spec}`);
+      args.inputs.push([spec.slice(0, eq), spec.slice(eq + 1)]);
+    } else if (a === '--threads') {
+      args.threads = Number(argv[++i]);
+    } else if (a === '--output') {
+      args.output = argv[++i];
+    } else if (!a.startsWith('-') && args.model === null) {
+      args.model = a;
+    } else {
+      throw new Error(`unknown argument ${a}`);
+    }
+  }
+  if (!args.model) throw new Error('usage: ort_runner.js MODEL.onnx --input NAME=X.npy --threads N');
+  return args;
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const ort = require('onnxruntime-node');
+  let t0 = process.hrtime.bigint();
+  const session = await ort.InferenceSession.create(args.model, {
+    executionProviders: ['cpu'],
+    intraOpNumThreads: args.threads,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    graphOptimizationLevel: 'all',
+  });
+  const loadMs = Number(process.hrtime.bigint() - t0) / 1e6;
+  const feeds = {};
+  for (const [name, path] of args.inputs) {
+    const x = readNpy(path);
+    feeds[name] = new ort.Tensor(x.type, x.data, x.shape);
+  }
+  t0 = process.hrtime.bigint();
+  let result = await session.run(feeds);
+  const firstMs = Number(process.hrtime.bigint() - t0) / 1e6;
+  const mem = memory();
+  if (args.output) writeNpy(args.output, result[session.outputNames[0]]);
+  result = null;
+  emit({ event: 'ready', load_ms: loadMs, first_run_ms: firstMs, memory: mem, ort_version: ort.env.versions?.common });
+
+  const rl = readline.createInterface({ input: process.stdin, terminal: false });
+  for await (const line of rl) {
+    const [verb, count] = line.trim().split(/\s+/);
+    if (verb === 'quit') break;
+    if (verb !== 'run') throw new Error(`unknown command: ${line}`);
+    const ms = [];
+    for (let i = 0; i < Number(count); ++i) {
+      const s = process.hrtime.bigint();
+      await session.run(feeds);
+      ms.push(Number(process.hrtime.bigint() - s) / 1e6);
+    }
+    emit({ event: 'times', ms });
+  }
+  process.exit(0);
+}
+
+main().catch((e) => {
+  emit({ event: 'error', message: String(e && e.message ? e.message : e) });
+  process.exit(1);
+});

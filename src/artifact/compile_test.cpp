@@ -1,0 +1,217 @@
+// `partita compile` and `partita inspect` end to end, through the command line:
+// deterministic output, a failing compile that leaves nothing behind, inspect's
+// report, and a corrupted artifact rejected with a clear message.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include "artifact/artifact_testing.h"
+#include "artifact/reader.h"
+#include "artifact/writer.h"
+#include "frontend/onnx/onnx_importer.h"
+#include "passes/pipeline.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kDemo = PARTITA_SOURCE_DIR "/models/fashion/fashion_cnn.onnx";
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout + stderr
+};
+
+Result runCli(const std::string& args) {
+  const char* cli = std::getenv("PARTITA_CLI");
+  std::string cmd = std::string(cli ? cli : PARTITA_BINARY_DIR "/bin/partita") + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.output.append(buf, n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string readAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class ArtifactCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("partita_artifact_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::vector<std::string> list() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+  fs::path dir_;
+};
+
+TEST_F(ArtifactCli, CompilingTwiceGivesIdenticalFiles) {
+  Result a = runCli("compile " + kDemo + " -o " + path("a.pta"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_NE(a.output.find("wrote " + path("a.pta")), std::string::npos) << a.output;
+  Result b = runCli("compile " + kDemo + " -o " + path("b.pta") + " --quiet");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_EQ(b.output, "");
+  std::string fa = readAll(path("a.pta")), fb = readAll(path("b.pta"));
+  ASSERT_GT(fa.size(), 800000u);
+  EXPECT_TRUE(fa == fb) << "the two compiles differ";
+}
+
+// An unsupported op: exit 1 with a message naming it; no artifact written, the
+// existing one untouched, no temporary left.
+TEST_F(ArtifactCli, FailingCompileLeavesNothingBehind) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("g");
+  for (const char* name : {"x", "y"}) {
+    onnx::ValueInfoProto* vi = std::string(name) == "x" ? g->add_input() : g->add_output();
+    vi->set_name(name);
+    onnx::TypeProto::Tensor* t = vi->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    t->mutable_shape()->add_dim()->set_dim_value(4);
+  }
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type("NoSuchOp");
+  n->set_name("mystery");
+  n->add_input("x");
+  n->add_output("y");
+  std::ofstream(path("bad.onnx"), std::ios::binary) << m.SerializeAsString();
+
+  ASSERT_EQ(runCli("compile " + kDemo + " -o " + path("model.pta") + " -q").exit_code, 0);
+  std::string before = readAll(path("model.pta"));
+  Result r = runCli("compile " + path("bad.onnx") + " -o " + path("model.pta"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.output.rfind("error: ", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("NoSuchOp"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("mystery"), std::string::npos) << r.output;
+  EXPECT_TRUE(readAll(path("model.pta")) == before);
+  EXPECT_EQ(list(), (std::vector<std::string>{"bad.onnx", "model.pta"}));
+
+  Result fresh = runCli("compile " + path("bad.onnx") + " -o " + path("fresh.pta"));
+  EXPECT_EQ(fresh.exit_code, 1);
+  EXPECT_FALSE(fs::exists(path("fresh.pta")));
+}
+
+TEST_F(ArtifactCli, InspectPrintsTablesAndAccounting) {
+  ASSERT_EQ(runCli("compile " + kDemo + " -o " + path("m.pta") + " -q").exit_code, 0);
+  Result r = runCli("inspect " + path("m.pta") + " --verify");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* needle :
+       {"format version 1", "manifest", "weights", "host.graph", "borrow:10", "fc1.weight", "float32  [128,1568]",
+        "file / distinct weights", "distinct weights", "padding", "metadata", "planned activations",
+        "private growth budget", "weights verified"})
+    EXPECT_NE(r.output.find(needle), std::string::npos) << "missing '" << needle << "' in:\n" << r.output;
+}
+
+TEST_F(ArtifactCli, InspectRejectsACorruptedArtifact) {
+  ASSERT_EQ(runCli("compile " + kDemo + " -o " + path("m.pta") + " -q").exit_code, 0);
+  std::string bytes = readAll(path("m.pta"));
+  bytes[200] ^= 0x40;  // inside the manifest
+  std::ofstream(path("bad.pta"), std::ios::binary) << bytes;
+  Result r = runCli("inspect " + path("bad.pta"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.output, "error: invalid artifact '" + path("bad.pta") +
+                          "': section 0 (manifest) checksum mismatch: the file is corrupted\n");
+
+  std::string weights = readAll(path("m.pta"));
+  weights[weights.size() - 100] ^= 0x01;  // inside the last tensor
+  std::ofstream(path("w.pta"), std::ios::binary) << weights;
+  EXPECT_EQ(runCli("inspect " + path("w.pta")).exit_code, 0);
+  Result v = runCli("inspect " + path("w.pta") + " --verify");
+  EXPECT_EQ(v.exit_code, 1);
+  EXPECT_NE(v.output.find("error: invalid artifact '" + path("w.pta") + "': the weights of constant 9 ('onnx::Conv_40')"),
+            std::string::npos)
+      << v.output;
+}
+
+// An ONNX model with tied weights (two initializers with the same bytes, as an
+// encoder/decoder pair often has) links to a file smaller than the untied model by
+// exactly the repeated tensor.
+onnx::ModelProto twoLayerModel(bool tied) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("tied");
+  for (const char* name : {"x", "y"}) {
+    onnx::ValueInfoProto* vi = std::string(name) == "x" ? g->add_input() : g->add_output();
+    vi->set_name(name);
+    onnx::TypeProto::Tensor* t = vi->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    t->mutable_shape()->add_dim()->set_dim_value(2);
+    t->mutable_shape()->add_dim()->set_dim_value(64);
+  }
+  std::vector<float> w = partita::artifact::testing::randomFloats(64 * 64, 3);
+  for (const char* name : {"enc.weight", "dec.weight"}) {
+    onnx::TensorProto* init = g->add_initializer();
+    init->set_name(name);
+    init->set_data_type(onnx::TensorProto::FLOAT);
+    init->add_dims(64);
+    init->add_dims(64);
+    if (!tied && std::string(name) == "dec.weight") w[17] += 1.0f;
+    init->set_raw_data(w.data(), w.size() * sizeof(float));
+  }
+  const char* io[2][3] = {{"x", "enc.weight", "h"}, {"h", "dec.weight", "y"}};
+  for (auto& n : io) {
+    onnx::NodeProto* node = g->add_node();
+    node->set_op_type("MatMul");
+    node->set_name(std::string("mm_") + n[2]);
+    node->add_input(n[0]);
+    node->add_input(n[1]);
+    node->add_output(n[2]);
+  }
+  return m;
+}
+
+using ArtifactCompile = ArtifactCli;  // same temporary-directory fixture
+
+TEST_F(ArtifactCompile, TiedOnnxWeightsAreStoredOnce) {
+  using namespace partita;
+  uint64_t sizes[2] = {};
+  artifact::LinkReport reports[2];
+  for (int tied = 0; tied < 2; ++tied) {
+    std::string onnx = path(tied ? "tied.onnx" : "untied.onnx");
+    std::ofstream(onnx, std::ios::binary) << twoLayerModel(tied).SerializeAsString();
+    ir::Graph g = frontend::importOnnx(onnx);
+    passes::optimize(g);
+    reports[tied] = artifact::writeArtifact(g, onnx + ".pta");
+    sizes[tied] = fs::file_size(onnx + ".pta");
+  }
+  const uint64_t w = 64 * 64 * 4;
+  EXPECT_EQ(reports[0].weight_bytes, 2 * w);
+  EXPECT_EQ(reports[0].distinct_weight_bytes, 2 * w);
+  EXPECT_EQ(reports[1].weight_bytes, 2 * w);
+  EXPECT_EQ(reports[1].distinct_weight_bytes, w);
+  EXPECT_EQ(sizes[0] - sizes[1], w);
+
+  artifact::Artifact a = artifact::openArtifact(path("tied.onnx.pta"));
+  ASSERT_EQ(a.constants.size(), 2u);
+  EXPECT_EQ(a.constants[0].offset, a.constants[1].offset);
+  EXPECT_NE(a.constants[0].name, a.constants[1].name);
+}
+
+}  // namespace

@@ -1,0 +1,39 @@
+#include "backend/dnnl/dnnl_backend.h"
+
+#include "backend/dnnl/dnnl_lowering.h"
+#include "backend/dnnl/dnnl_ops.h"
+
+namespace partita::backend {
+
+namespace {
+
+class DnnlBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "dnnl"; }
+
+  bool supports(const ir::Graph& g, ir::NodeId node) const override {
+    return dnnl_backend::supportsNode(g, g.nodes[size_t(node)]);
+  }
+
+  std::vector<std::string> patterns() const override {
+    return {"Conv+BatchNormalization (folded into derived weights)",
+            "Conv|ConvTranspose|MatMul|Gemm+<activation>...",
+            "Conv|ConvTranspose|MatMul|Gemm+Add(residual)+<activation>...",
+            "Conv|ConvTranspose|MatMul|Gemm+<binary op with a constant or broadcast operand>",
+            "Gemm(C) as bias, sum or binary post-op",
+            "Add|Sub|Mul|Div|Max|Min+<activation>...",
+            "x*Sigmoid(x) (SiLU) as swish",
+            "Div+Erf+Add+Mul+Mul (Gelu) as gelu_erf",
+            "ReduceMean+Sub+Pow+ReduceMean+Add+Sqrt+Div+Mul+Add as LayerNormalization"};
+  }
+
+  runtime::ModuleImage compile(ir::Graph& g, const std::vector<Region>& regions) override {
+    return dnnl_backend::compileRegions(g, regions);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> makeDnnlBackend() { return std::make_unique<DnnlBackend>(); }
+
+}  // namespace partita::backend

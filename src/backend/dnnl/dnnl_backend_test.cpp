@@ -1,0 +1,782 @@
+// The dnnl backend on hand-built graphs: every op family against the host backend
+// (same inputs, outputs within 1e-4 relative), the fusions it performs, the constant
+// uses it declares, and the nodes it must leave to the host.
+#include "backend/dnnl/dnnl_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "backend/dnnl/dnnl_module.h"
+#include "backend/dnnl/dnnl_ops.h"
+#include "backend/dnnl/dnnl_testing.h"
+#include "partita/error.h"
+
+namespace partita::dnnl_backend {
+namespace {
+
+using testing::Compiled;
+using testing::GraphBuilder;
+using testing::randomFloats;
+
+// Attribute maps in one expression: Attrs().i("group", 2).ints("strides", {1, 1}).
+struct Attrs {
+  ir::AttributeMap map;
+  Attrs& i(const char* k, int64_t v) {
+    map.setInt(k, v);
+    return *this;
+  }
+  Attrs& ints(const char* k, std::vector<int64_t> v) {
+    map.setInts(k, std::move(v));
+    return *this;
+  }
+  Attrs& f(const char* k, float v) {
+    map.setFloat(k, v);
+    return *this;
+  }
+  Attrs& s(const char* k, const char* v) {
+    map.setString(k, v);
+    return *this;
+  }
+  operator ir::AttributeMap() const { return map; }
+};
+
+// Runs the graph host-only and with dnnl,host on the same random inputs and expects
+// the same outputs; returns the dnnl compilation for further checks.
+Compiled expectMatchesHost(const GraphBuilder& b, size_t expected_regions = 1, double rtol = 1e-4,
+                           double atol = 1e-5) {
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  EXPECT_EQ(testing::dnnlRegions(dnnl), expected_regions) << "regions the dnnl backend took";
+  std::vector<ir::OwnedTensor> inputs = testing::randomInputs(*host.graph, 7);
+  std::vector<ir::OwnedTensor> want = host.run(inputs), got = dnnl.run(inputs);
+  EXPECT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i)
+    EXPECT_LE(testing::closeness(got[i], want[i], rtol, atol), 1.0) << "output " << i;
+  return dnnl;
+}
+
+const DnnlModule& moduleOf(const Compiled& c, size_t m = 0) {
+  auto* mod = dynamic_cast<const DnnlModule*>(c.modules.at(m).get());
+  if (!mod) throw Error(ErrorCode::kInternal, "not a dnnl module");
+  return *mod;
+}
+
+std::vector<StepKind> stepKinds(const Compiled& c, size_t m = 0, uint32_t fn = 0) {
+  std::vector<StepKind> kinds;
+  for (const auto& s : moduleOf(c, m).steps(fn)) kinds.push_back(s.kind);
+  return kinds;
+}
+
+size_t countUses(const Compiled& c, runtime::ConstUseKind kind) {
+  size_t n = 0;
+  for (const auto& u : c.parts.modules.at(0).uses) n += u.kind == kind;
+  return n;
+}
+
+struct ConvCase {
+  std::vector<int64_t> x, w;
+  int64_t group;
+  std::vector<int64_t> strides, pads, dilations;
+  bool bias;
+};
+
+TEST(DnnlConv, MatchesHostAcrossShapes) {
+  const std::vector<ConvCase> cases = {
+      {{1, 3, 17, 15}, {8, 3, 3, 3}, 1, {1, 1}, {1, 1, 1, 1}, {1, 1}, true},
+      {{2, 16, 12, 12}, {32, 16, 1, 1}, 1, {2, 2}, {0, 0, 0, 0}, {1, 1}, false},
+      {{1, 8, 10, 9}, {8, 4, 3, 3}, 2, {1, 2}, {0, 1, 2, 0}, {1, 1}, true},      // grouped, asymmetric pads
+      {{1, 32, 14, 14}, {32, 1, 3, 3}, 32, {1, 1}, {1, 1, 1, 1}, {1, 1}, true},  // depthwise
+      {{1, 4, 11, 11}, {6, 4, 3, 3}, 1, {1, 1}, {2, 2, 2, 2}, {2, 2}, true},     // dilated
+      {{1, 5, 20}, {7, 5, 4}, 1, {2}, {1, 2}, {1}, true},                        // 1-D
+      {{1, 2, 5, 6, 7}, {4, 2, 3, 3, 3}, 1, {1, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}, true},  // 3-D
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    const ConvCase& k = cases[i];
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", k.x);
+    ir::ValueId w = b.constant("w", k.w, randomFloats(size_t(ir::shapeNumel(k.w)), 11 + i));
+    std::vector<ir::ValueId> ins = {x, w};
+    if (k.bias) ins.push_back(b.constant("b", {k.w[0]}, randomFloats(size_t(k.w[0]), 3)));
+    b.output(b.node("Conv", ins,
+                    Attrs()
+                        .i("group", k.group)
+                        .ints("strides", k.strides)
+                        .ints("pads", k.pads)
+                        .ints("dilations", k.dilations)));
+    expectMatchesHost(b);
+  }
+}
+
+TEST(DnnlConv, AutoPadSameAndValid) {
+  for (const char* mode : {"SAME_UPPER", "SAME_LOWER", "VALID"}) {
+    SCOPED_TRACE(mode);
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", {1, 3, 10, 11});
+    ir::ValueId w = b.constant("w", {4, 3, 4, 4}, randomFloats(4 * 3 * 16, 5));
+    b.output(b.node("Conv", {x, w}, Attrs().ints("strides", {2, 2}).s("auto_pad", mode)));
+    expectMatchesHost(b);
+  }
+}
+
+TEST(DnnlConvTranspose, MatchesHost) {
+  struct Case {
+    std::vector<int64_t> x, w;
+    int64_t group;
+    std::vector<int64_t> strides, pads, output_padding;
+    size_t regions;
+  };
+  const std::vector<Case> cases = {
+      {{1, 4, 5, 5}, {4, 6, 3, 3}, 1, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
+      {{1, 6, 4, 7}, {6, 2, 3, 2}, 3, {1, 2}, {0, 1, 0, 1}, {0, 1}, 1},
+      {{2, 3, 8}, {3, 5, 4}, 1, {3}, {1, 2}, {0}, 1},
+      // output_padding beyond the end padding: oneDNN would need a negative pad; host.
+      {{1, 6, 4, 7}, {6, 2, 3, 2}, 3, {1, 2}, {0, 1, 0, 0}, {0, 1}, 0},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    const Case& k = cases[i];
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", k.x);
+    ir::ValueId w = b.constant("w", k.w, randomFloats(size_t(ir::shapeNumel(k.w)), 21 + i));
+    int64_t c_out = k.w[1] * k.group;
+    ir::ValueId bias = b.constant("b", {c_out}, randomFloats(size_t(c_out), 4));
+    b.output(b.node("ConvTranspose", {x, w, bias},
+                    Attrs()
+                        .i("group", k.group)
+                        .ints("strides", k.strides)
+                        .ints("pads", k.pads)
+                        .ints("output_padding", k.output_padding)));
+    expectMatchesHost(b, k.regions);
+  }
+}
+
+TEST(DnnlMatMul, ConstantWeightsAreDerivedAndBatchesBroadcast) {
+  {
+    GraphBuilder b;
+    ir::ValueId a = b.input("a", {5, 64});
+    ir::ValueId w = b.constant("w", {64, 100}, randomFloats(6400, 1));
+    b.output(b.node("MatMul", {a, w}));
+    Compiled c = expectMatchesHost(b);
+    EXPECT_EQ(stepKinds(c), std::vector<StepKind>{StepKind::kMatMul});
+  }
+  {
+    GraphBuilder b;  // batched, both operands computed, batch broadcast
+    ir::ValueId a = b.input("a", {2, 3, 4, 8});
+    ir::ValueId w = b.input("b", {1, 3, 8, 5});
+    b.output(b.node("MatMul", {a, w}));
+    expectMatchesHost(b);
+  }
+  {
+    GraphBuilder b;  // a batch of rows against one matrix folds into one GEMM; residual and bias post-ops
+    ir::ValueId a = b.node("Relu", {b.input("a", {6, 1, 32})});
+    ir::ValueId h = b.node("MatMul", {a, b.constant("w", {32, 32}, randomFloats(1024, 3))});
+    ir::ValueId y = b.node("Add", {b.node("Add", {h, b.constant("bias", {32}, randomFloats(32, 4))}), a});
+    b.output(b.node("Relu", {y}));
+    Compiled c = expectMatchesHost(b);
+    // The residual is also the MatMul's source, so it is copied into dst first.
+    EXPECT_EQ(stepKinds(c),
+              (std::vector<StepKind>{StepKind::kEltwise, StepKind::kReorder, StepKind::kMatMul}));
+    EXPECT_EQ(moduleOf(c).steps(0)[2].post_ops, 3u);
+    EXPECT_NE(moduleOf(c).steps(0)[2].label.find("Add"), std::string::npos);
+  }
+  {
+    GraphBuilder b;  // vector operands
+    ir::ValueId a = b.input("a", {7});
+    ir::ValueId w = b.constant("w", {3, 7, 4}, randomFloats(84, 2));
+    b.output(b.node("MatMul", {a, w}));
+    expectMatchesHost(b);
+  }
+}
+
+TEST(DnnlGemm, AttributesAndBiasForms) {
+  struct Case {
+    bool trans_a, trans_b;
+    float alpha, beta;
+    std::vector<int64_t> c;  // empty: no C
+    bool c_const;
+  };
+  const std::vector<Case> cases = {
+      {false, false, 1, 1, {}, true},     {false, true, 1, 1, {6}, true},
+      {true, false, 1, 1, {1, 6}, true},  {true, true, 0.5f, 2, {4, 6}, true},
+      {false, true, 1, 0.25f, {6}, true}, {false, false, 1, 1, {4, 1}, true},
+      {false, false, 1, 1, {}, true},     {false, true, 1, 3, {4, 6}, false},
+      {false, false, 1, 1, {6}, false},   {false, false, 1, 1, {1}, true},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    const Case& k = cases[i];
+    GraphBuilder b;
+    ir::ValueId a = b.input("a", k.trans_a ? std::vector<int64_t>{5, 4} : std::vector<int64_t>{4, 5});
+    ir::ValueId w = b.constant("w", k.trans_b ? std::vector<int64_t>{6, 5} : std::vector<int64_t>{5, 6},
+                               randomFloats(30, 3 + i));
+    std::vector<ir::ValueId> ins = {a, w};
+    if (!k.c.empty())
+      ins.push_back(k.c_const ? b.constant("c", k.c, randomFloats(size_t(ir::shapeNumel(k.c)), 9))
+                              : b.input("c", k.c));
+    b.output(
+        b.node("Gemm", ins,
+               Attrs().i("transA", k.trans_a).i("transB", k.trans_b).f("alpha", k.alpha).f("beta", k.beta)));
+    expectMatchesHost(b);
+  }
+}
+
+TEST(DnnlPool, MatchesHost) {
+  struct Case {
+    const char* op;
+    std::vector<int64_t> x, kernel, strides, pads;
+    int64_t ceil, include_pad;
+    std::vector<int64_t> dilations;
+  };
+  const std::vector<Case> cases = {
+      {"MaxPool", {1, 3, 11, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0, 0, {}},
+      {"MaxPool", {1, 2, 10, 10}, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1, 0, {}},    // ceil_mode
+      {"MaxPool", {1, 2, 9, 9}, {2, 2}, {1, 1}, {0, 0, 0, 0}, 0, 0, {2, 2}},  // dilated
+      {"MaxPool", {2, 4, 12}, {3}, {2}, {1, 0}, 0, 0, {}},
+      {"AveragePool", {1, 3, 11, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0, 0, {}},
+      {"AveragePool", {1, 3, 11, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0, 1, {}},
+      {"AveragePool", {1, 2, 10, 10}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 1, 0, {}},  // ceil_mode, pads not counted
+      {"AveragePool", {1, 2, 5, 6, 7}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0, 0, 0, 0}, 0, 0, {}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    const Case& k = cases[i];
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", k.x);
+    ir::AttributeMap a =
+        Attrs().ints("kernel_shape", k.kernel).ints("strides", k.strides).ints("pads", k.pads);
+    a.setInt("ceil_mode", k.ceil);
+    if (std::string(k.op) == "AveragePool") a.setInt("count_include_pad", k.include_pad);
+    if (!k.dilations.empty()) a.setInts("dilations", k.dilations);
+    b.output(b.node(k.op, {x}, a));
+    expectMatchesHost(b);
+  }
+  for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"}) {
+    GraphBuilder b;
+    b.output(b.node(op, {b.input("x", {2, 5, 7, 3})}));
+    expectMatchesHost(b);
+  }
+}
+
+TEST(DnnlPool, CeilModeAveragePoolCountingPadsStaysOnHost) {
+  GraphBuilder b;
+  b.output(b.node("AveragePool", {b.input("x", {1, 2, 10, 10})},
+                  Attrs()
+                      .ints("kernel_shape", {3, 3})
+                      .ints("strides", {2, 2})
+                      .ints("pads", {1, 1, 1, 1})
+                      .i("ceil_mode", 1)
+                      .i("count_include_pad", 1)));
+  expectMatchesHost(b, 0);
+}
+
+TEST(DnnlEltwise, EveryActivationMatchesHost) {
+  struct Case {
+    const char* op;
+    ir::AttributeMap attrs;
+    float lo, hi;
+  };
+  ir::AttributeMap leaky, elu, hs, clip6;
+  leaky.setFloat("alpha", 0.2f);
+  elu.setFloat("alpha", 0.7f);
+  hs.setFloat("alpha", 0.3f);
+  hs.setFloat("beta", 0.4f);
+  const std::vector<Case> cases = {
+      {"Relu", {}, -3, 3},    {"LeakyRelu", leaky, -3, 3}, {"Elu", elu, -3, 3},      {"Selu", {}, -3, 3},
+      {"Sigmoid", {}, -6, 6}, {"HardSigmoid", hs, -4, 4},  {"HardSwish", {}, -5, 5}, {"Tanh", {}, -3, 3},
+      {"Abs", {}, -3, 3},     {"Sqrt", {}, 0.01f, 9},      {"Exp", {}, -4, 4},       {"Softplus", {}, -5, 5},
+      {"Neg", {}, -3, 3},     {"Round", {}, -3, 3},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.op);
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", {2, 3, 7, 5});
+    b.output(b.node(k.op, {x}, k.attrs));
+    Compiled host = testing::compile(b.g, {"host"});
+    Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+    EXPECT_EQ(testing::dnnlRegions(dnnl), 1u);
+    ir::OwnedTensor in(ir::DType::kFloat32, {2, 3, 7, 5});
+    std::vector<float> r = randomFloats(size_t(in.numel()), 3, k.lo, k.hi);
+    if (std::string(k.op) == "Round")
+      for (size_t i = 0; i < r.size(); i += 7) r[i] = float(int(r[i])) + 0.5f;  // ties round to even
+    std::copy(r.begin(), r.end(), in.as<float>());
+    std::vector<ir::OwnedTensor> inputs;
+    inputs.push_back(in);
+    EXPECT_LE(testing::closeness(dnnl.run(inputs)[0], host.run(inputs)[0]), 1.0);
+  }
+}
+
+TEST(DnnlEltwise, ClipAndPowTakeConstantScalars) {
+  {
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", {3, 8});
+    b.output(b.node("Clip", {x, b.constant("lo", {}, {-0.25f}), b.constant("hi", {}, {0.5f})}, {}, 13));
+    expectMatchesHost(b);
+  }
+  {
+    GraphBuilder b;  // opset 6 attributes
+    ir::ValueId x = b.input("x", {3, 8});
+    b.output(b.node("Clip", {x}, Attrs().f("min", -0.1f).f("max", 0.3f), 6));
+    expectMatchesHost(b);
+  }
+  for (float p : {2.0f, 3.0f, 0.5f}) {
+    SCOPED_TRACE(p);
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", {3, 8});
+    ir::ValueId in = p == 0.5f ? b.node("Abs", {x}) : x;
+    b.output(b.node("Pow", {in, b.constant("p", {}, {p})}));
+    expectMatchesHost(b);
+  }
+  {
+    GraphBuilder b;  // a computed bound stays on the host
+    ir::ValueId x = b.input("x", {3, 8});
+    ir::ValueId hi = b.input("hi", {});
+    b.output(b.node("Clip", {x, b.constant("lo", {}, {0.0f}), hi}, {}, 13));
+    expectMatchesHost(b, 0);
+  }
+}
+
+TEST(DnnlSoftmax, AxisSemanticsOfBothOpsets) {
+  for (int opset : {11, 13})
+    for (int64_t axis : {0, 1, 2, -1})
+      for (const char* op : {"Softmax", "LogSoftmax"}) {
+        SCOPED_TRACE(std::string(op) + " opset " + std::to_string(opset) + " axis " + std::to_string(axis));
+        GraphBuilder b;
+        ir::ValueId x = b.input("x", {3, 4, 5});
+        b.output(b.node(op, {x}, Attrs().i("axis", axis), opset));
+        expectMatchesHost(b);
+      }
+}
+
+TEST(DnnlNorm, LayerAndBatchNormalization) {
+  for (int64_t axis : {-1, 1}) {
+    SCOPED_TRACE(axis);
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", {2, 3, 8});
+    int64_t n = axis == -1 ? 8 : 24;
+    std::vector<int64_t> ps = axis == -1 ? std::vector<int64_t>{8} : std::vector<int64_t>{3, 8};
+    ir::ValueId s = b.constant("scale", ps, randomFloats(size_t(n), 1, 0.5f, 1.5f));
+    ir::ValueId bias = b.constant("bias", ps, randomFloats(size_t(n), 2));
+    b.output(b.node("LayerNormalization", {x, s, bias}, Attrs().i("axis", axis).f("epsilon", 1e-3f)));
+    expectMatchesHost(b);
+  }
+  {
+    GraphBuilder b;  // standalone BatchNormalization borrows its four parameters
+    ir::ValueId x = b.input("x", {2, 6, 5, 5});
+    auto p = [&](const char* name, uint64_t seed, float lo, float hi) {
+      return b.constant(name, {6}, randomFloats(6, seed, lo, hi));
+    };
+    b.output(b.node("BatchNormalization",
+                    {x, p("g", 1, 0.5f, 1.5f), p("b", 2, -1, 1), p("m", 3, -1, 1), p("v", 4, 0.5f, 2)},
+                    Attrs().f("epsilon", 1e-3f), 15));
+    Compiled c = expectMatchesHost(b);
+    EXPECT_EQ(countUses(c, runtime::ConstUseKind::kBorrow), 4u);
+  }
+}
+
+TEST(DnnlBinary, BroadcastingAndOperandOrder) {
+  struct Case {
+    const char* op;
+    std::vector<int64_t> a, b;
+    bool b_const;
+    size_t regions;
+  };
+  const std::vector<Case> cases = {
+      {"Add", {2, 3, 4, 5}, {2, 3, 4, 5}, false, 1},
+      {"Sub", {2, 3, 4, 5}, {3, 1, 1}, true, 1},  // per-channel constant
+      {"Mul", {2, 3, 4, 5}, {}, true, 1},         // scalar constant (embedded)
+      {"Div", {2, 3, 4, 5}, {5}, false, 1},       // broadcast computed operand
+      {"Max", {4, 5}, {2, 3, 4, 5}, false, 1},    // commutative: operands swap
+      {"Min", {1, 5}, {4, 1}, false, 0},          // both broadcast: host
+      {"Sub", {4, 5}, {2, 3, 4, 5}, false, 0},    // first operand broadcast, not commutative: host
+      {"Div", {2, 3, 4, 5}, {1, 3, 1, 5}, true, 1},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    const Case& k = cases[i];
+    GraphBuilder b;
+    ir::ValueId a = b.input("a", k.a);
+    ir::ValueId y = k.b_const ? b.constant("b", k.b, randomFloats(size_t(ir::shapeNumel(k.b)), 5, 0.5f, 2))
+                              : b.input("b", k.b);
+    b.output(b.node(k.op, {a, y}));
+    Compiled c = expectMatchesHost(b, k.regions);
+    if (i == 2) {
+      EXPECT_EQ(countUses(c, runtime::ConstUseKind::kEmbed), 1u);
+    }
+  }
+}
+
+TEST(DnnlFusion, ConvBiasReluIsOneStep) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 16, 8, 8});
+  ir::ValueId c = b.node("Conv",
+                         {x, b.constant("w", {16, 16, 3, 3}, randomFloats(16 * 16 * 9, 1)),
+                          b.constant("b", {16}, randomFloats(16, 2))},
+                         Attrs().ints("pads", {1, 1, 1, 1}));
+  b.output(b.node("Relu", {c}));
+  Compiled d = expectMatchesHost(b);
+  std::vector<DnnlModule::StepInfo> steps = moduleOf(d).steps(0);
+  size_t convs = 0;
+  for (const auto& s : steps)
+    if (s.kind == StepKind::kConvolution) {
+      ++convs;
+      EXPECT_EQ(s.post_ops, 1u);
+      EXPECT_NE(s.label.find("Relu"), std::string::npos) << s.label;
+    }
+  EXPECT_EQ(convs, 1u);
+  for (const auto& s : steps) EXPECT_NE(s.kind, StepKind::kEltwise);
+}
+
+// ResNet's basic block: conv-relu-conv, + identity, relu. The Add becomes a sum post-op
+// of the second conv, written in place over the identity's buffer.
+TEST(DnnlFusion, ResidualAddReluBecomesSumPostOp) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 16, 10, 10});
+  ir::ValueId x1 =
+      b.node("Relu", {b.node("Conv", {x, b.constant("w0", {16, 16, 1, 1}, randomFloats(256, 9))})});
+  auto conv = [&](ir::ValueId in, uint64_t seed) {
+    return b.node(
+        "Conv",
+        {in, b.constant("w" + std::to_string(seed), {16, 16, 3, 3}, randomFloats(16 * 16 * 9, seed)),
+         b.constant("b" + std::to_string(seed), {16}, randomFloats(16, seed + 1))},
+        Attrs().ints("pads", {1, 1, 1, 1}));
+  };
+  ir::ValueId h = b.node("Relu", {conv(x1, 1)});
+  ir::ValueId y = b.node("Relu", {b.node("Add", {conv(h, 3), x1})});
+  b.output(y);
+  Compiled d = expectMatchesHost(b);
+  size_t sums = 0;
+  for (const auto& s : moduleOf(d).steps(0)) {
+    EXPECT_NE(s.kind, StepKind::kBinary);
+    EXPECT_NE(s.kind, StepKind::kEltwise);
+    if (s.kind == StepKind::kConvolution && s.post_ops == 2) ++sums;
+  }
+  EXPECT_EQ(sums, 1u);
+  // The residual copy is avoided: the only reorders are at the region's edges.
+  size_t reorders = 0;
+  for (const auto& s : moduleOf(d).steps(0)) reorders += s.kind == StepKind::kReorder;
+  EXPECT_LE(reorders, 2u);
+}
+
+TEST(DnnlFusion, ConvBatchNormFoldsIntoDerivedWeights) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 8, 9, 9});
+  ir::ValueId c = b.node("Conv", {x, b.constant("w", {16, 8, 3, 3}, randomFloats(16 * 8 * 9, 1))});
+  auto p = [&](const char* name, uint64_t seed, float lo, float hi) {
+    return b.constant(name, {16}, randomFloats(16, seed, lo, hi));
+  };
+  ir::ValueId bn =
+      b.node("BatchNormalization",
+             {c, p("g", 2, 0.5f, 1.5f), p("be", 3, -1, 1), p("m", 4, -1, 1), p("v", 5, 0.5f, 2)}, {}, 15);
+  b.output(b.node("Relu", {bn}));
+  Compiled d = expectMatchesHost(b);
+  std::vector<DnnlModule::StepInfo> steps = moduleOf(d).steps(0);
+  EXPECT_EQ(
+      std::count_if(steps.begin(), steps.end(), [](const auto& s) { return s.kind == StepKind::kBatchNorm; }),
+      0);
+  // Weights derived (folded), the four BN parameters absorbed into the blob's bias.
+  EXPECT_EQ(countUses(d, runtime::ConstUseKind::kDerive), 1u);
+  EXPECT_EQ(countUses(d, runtime::ConstUseKind::kEmbed), 4u);
+  EXPECT_EQ(countUses(d, runtime::ConstUseKind::kBorrow), 0u);
+}
+
+// EfficientNet's SiLU: x * Sigmoid(x) is oneDNN's swish, fused into the conv before it
+// or run as one eltwise step.
+TEST(DnnlFusion, SiluBecomesSwish) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 16, 7, 7});
+  ir::ValueId c = b.node("Conv", {x, b.constant("w", {16, 16, 1, 1}, randomFloats(256, 1))});
+  ir::ValueId silu = b.node("Mul", {c, b.node("Sigmoid", {c})});
+  ir::ValueId p = b.node("MaxPool", {silu}, Attrs().ints("kernel_shape", {2, 2}));
+  b.output(b.node("Mul", {b.node("Sigmoid", {p}), p}));
+  Compiled d = expectMatchesHost(b);
+  std::vector<StepKind> kinds = stepKinds(d);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kBinary), 0);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kEltwise), 1);
+  for (const auto& s : moduleOf(d).steps(0))
+    if (s.kind == StepKind::kConvolution) {
+      EXPECT_EQ(s.post_ops, 1u);
+    }
+}
+
+// PyTorch's Gelu export (Div, Erf, Add, Mul, Mul) is one gelu_erf: a post-op of the
+// MatMul+bias before it, or one eltwise step.
+TEST(DnnlFusion, GeluBecomesGeluErf) {
+  auto gelu = [](GraphBuilder& b, ir::ValueId x) {
+    ir::ValueId e = b.node("Erf", {b.node("Div", {x, b.constant("sqrt2", {}, {1.4142135f})})});
+    ir::ValueId m = b.node("Mul", {x, b.node("Add", {e, b.constant("one", {}, {1.0f})})});
+    return b.node("Mul", {m, b.constant("half", {}, {0.5f})});
+  };
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {4, 16});
+  ir::ValueId h = b.node("Add", {b.node("MatMul", {x, b.constant("w", {16, 32}, randomFloats(512, 1))}),
+                                 b.constant("bias", {32}, randomFloats(32, 2))});
+  ir::ValueId y = gelu(b, h);
+  b.output(gelu(b, b.node("Softmax", {y})));
+  Compiled d = expectMatchesHost(b);
+  std::vector<StepKind> kinds = stepKinds(d);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kBinary), 0);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kEltwise), 1);
+  EXPECT_EQ(kinds.front(), StepKind::kMatMul);
+  EXPECT_EQ(moduleOf(d).steps(0).front().post_ops, 2u);  // bias add, gelu
+  GraphBuilder lone;                                     // Erf elsewhere stays on the host
+  lone.output(lone.node("Erf", {lone.input("x", {4})}));
+  expectMatchesHost(lone, 0);
+}
+
+// LayerNormalization as PyTorch exports it at opset 13 (ten nodes) is one oneDNN
+// layer normalization with borrowed gamma and beta.
+TEST(DnnlFusion, DecomposedLayerNormIsOneStep) {
+  GraphBuilder b;
+  ir::ValueId x = b.node("Relu", {b.input("x", {2, 5, 16})});
+  ir::AttributeMap last = Attrs().ints("axes", {-1});
+  ir::ValueId d = b.node("Sub", {x, b.node("ReduceMean", {x}, last, 13)});
+  ir::ValueId v = b.node("ReduceMean", {b.node("Pow", {d, b.constant("two", {}, {2.0f})})}, last, 13);
+  ir::ValueId s = b.node("Sqrt", {b.node("Add", {v, b.constant("eps", {}, {1e-5f})})});
+  ir::ValueId n = b.node("Div", {d, s});
+  ir::ValueId y =
+      b.node("Add", {b.node("Mul", {n, b.constant("gamma", {16}, randomFloats(16, 1, 0.5f, 1.5f))}),
+                     b.constant("beta", {16}, randomFloats(16, 2))});
+  b.output(b.node("Tanh", {y}));
+  Compiled c = expectMatchesHost(b);
+  std::vector<StepKind> kinds = stepKinds(c);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kLayerNorm), 1);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kBinary), 0);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kReduction), 0);
+}
+
+TEST(DnnlUses, ConvWeightsDerivedWithFullLayoutBiasBorrowed) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 16, 6, 6});
+  ir::ValueId w = b.constant("w", {32, 16, 3, 3}, randomFloats(32 * 16 * 9, 1));
+  ir::ValueId bias = b.constant("b", {32}, randomFloats(32, 2));
+  b.output(b.node("Conv", {x, w, bias}));
+  Compiled d = expectMatchesHost(b);
+  const auto& uses = d.parts.modules.at(0).uses;
+  ASSERT_EQ(uses.size(), 2u);
+  const ir::ConstId w_id = b.g.value(w).constant, b_id = b.g.value(bias).constant;
+  bool derived = false, borrowed = false;
+  for (const auto& u : uses) {
+    if (u.kind == runtime::ConstUseKind::kDerive) {
+      derived = true;
+      EXPECT_EQ(u.source, w_id);
+      const ir::Constant& c = d.graph->constants.get(u.id);
+      EXPECT_EQ(c.layout.rfind("dnnl:f32:", 0), 0u) << c.layout;
+      EXPECT_NE(c.layout.find(":dims=32,16,3,3:"), std::string::npos) << c.layout;
+      EXPECT_NE(c.layout.find(":blocks="), std::string::npos) << c.layout;
+      EXPECT_EQ(c.nbytes(), size_t(ir::shapeNumel(c.shape)) * 4);
+    }
+    if (u.kind == runtime::ConstUseKind::kBorrow) {
+      borrowed = true;
+      EXPECT_EQ(u.id, b_id);
+    }
+  }
+  EXPECT_TRUE(derived);
+  EXPECT_TRUE(borrowed);
+}
+
+TEST(DnnlUses, SharedWeightsAreDerivedOnce) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 16, 6, 6});
+  ir::ValueId w = b.constant("w", {16, 16, 3, 3}, randomFloats(16 * 16 * 9, 1));
+  ir::ValueId y = b.node("Conv", {b.node("Conv", {x, w}, Attrs().ints("pads", {1, 1, 1, 1})), w},
+                         Attrs().ints("pads", {1, 1, 1, 1}));
+  b.output(y);
+  Compiled d = expectMatchesHost(b);
+  EXPECT_EQ(countUses(d, runtime::ConstUseKind::kDerive), 1u);
+}
+
+// One use per constant: C scaled into the blob by one Gemm (beta 2) and borrowed as
+// it is by another is declared once, as a borrow.
+TEST(DnnlUses, OneUsePerConstantBorrowWins) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {3, 4});
+  ir::ValueId w = b.constant("w", {4, 4}, randomFloats(16, 1));
+  ir::ValueId c = b.constant("c", {4}, randomFloats(4, 2));
+  ir::ValueId y = b.node("Gemm", {x, w, c}, Attrs().f("beta", 2.0f));
+  b.output(b.node("Gemm", {b.node("Relu", {y}), w, c}));
+  Compiled d = expectMatchesHost(b);
+  const auto& uses = d.parts.modules.at(0).uses;
+  for (size_t i = 1; i < uses.size(); ++i) EXPECT_LT(uses[i - 1].id, uses[i].id);
+  const ir::ConstId c_id = b.g.value(c).constant;
+  auto it = std::find_if(uses.begin(), uses.end(), [&](const auto& u) { return u.id == c_id; });
+  ASSERT_NE(it, uses.end());
+  EXPECT_EQ(it->kind, runtime::ConstUseKind::kBorrow);
+}
+
+TEST(DnnlViews, FlattenBetweenPoolAndGemmStaysInOneRegion) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 16, 7, 7});
+  ir::ValueId c =
+      b.node("Relu", {b.node("Conv", {x, b.constant("w", {32, 16, 3, 3}, randomFloats(32 * 16 * 9, 3))})});
+  ir::ValueId f = b.node("Flatten", {b.node("GlobalAveragePool", {c})}, Attrs().i("axis", 1));
+  b.output(b.node(
+      "Gemm",
+      {f, b.constant("fc", {10, 32}, randomFloats(320, 4)), b.constant("fb", {10}, randomFloats(10, 5))},
+      Attrs().i("transB", 1)));
+  Compiled d = expectMatchesHost(b);
+  EXPECT_EQ(d.graph->nodes.size(), 1u);
+}
+
+TEST(DnnlViews, ReshapeSqueezeUnsqueezeIdentity) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {2, 3, 4});
+  ir::ValueId r = b.node("Reshape", {b.node("Relu", {x}), b.constantInts("shape", {2}, {6, 4})});
+  ir::ValueId u = b.node("Unsqueeze", {r, b.constantInts("axes", {1}, {0})}, {}, 13);
+  ir::ValueId s = b.node("Squeeze", {b.node("Identity", {u}), b.constantInts("axes2", {1}, {0})}, {}, 13);
+  b.output(b.node("Sigmoid", {s}));
+  b.output(r);  // an intermediate output: the region writes it too
+  expectMatchesHost(b);
+}
+
+TEST(DnnlMove, TransposeAndSliceAreReorders) {
+  GraphBuilder b;
+  ir::ValueId x = b.node("Relu", {b.input("x", {2, 3, 4, 5})});
+  ir::ValueId t = b.node("Transpose", {x}, Attrs().ints("perm", {0, 2, 3, 1}));
+  ir::ValueId s =
+      b.node("Slice", {t, b.constantInts("starts", {2}, {1, -3}), b.constantInts("ends", {2}, {3, 100}),
+                       b.constantInts("axes", {2}, {1, 3})});
+  b.output(b.node("Sigmoid", {s}));
+  b.output(b.node("Transpose", {x}));  // default: reversed axes
+  Compiled d = expectMatchesHost(b);
+  std::vector<StepKind> kinds = stepKinds(d);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kReorder), 3);
+  GraphBuilder b2;  // a step other than 1 stays on the host
+  ir::ValueId y = b2.node("Relu", {b2.input("y", {8})});
+  b2.output(b2.node("Slice", {y, b2.constantInts("s", {1}, {0}), b2.constantInts("e", {1}, {8}),
+                              b2.constantInts("a", {1}, {0}), b2.constantInts("st", {1}, {2})}));
+  expectMatchesHost(b2, 1);
+}
+
+TEST(DnnlReduce, EveryReductionMatchesHost) {
+  for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                         "ReduceL2", "ReduceSumSquare"})
+    for (int64_t keep : {0, 1}) {
+      SCOPED_TRACE(std::string(op) + " keepdims " + std::to_string(keep));
+      GraphBuilder b;
+      ir::ValueId x = b.input("x", {2, 3, 4, 5});
+      if (std::string(op) == "ReduceSum")
+        b.output(b.node(op, {x, b.constantInts("axes", {2}, {1, -1})}, Attrs().i("keepdims", keep), 13));
+      else
+        b.output(b.node(op, {x}, Attrs().ints("axes", {1, -1}).i("keepdims", keep), 11));
+      expectMatchesHost(b);
+    }
+  GraphBuilder b;  // all axes
+  b.output(b.node("ReduceMean", {b.input("x", {3, 7})}, {}, 11));
+  expectMatchesHost(b);
+}
+
+TEST(DnnlConcat, KeepsProducerLayoutOrGoesRowMajor) {
+  GraphBuilder b;
+  ir::ValueId x = b.node("Relu", {b.input("x", {1, 16, 6, 6})});  // one producer: one region
+  ir::ValueId a =
+      b.node("Relu", {b.node("Conv", {x, b.constant("w1", {16, 16, 1, 1}, randomFloats(256, 1))})});
+  ir::ValueId c =
+      b.node("Relu", {b.node("Conv", {x, b.constant("w2", {16, 16, 3, 3}, randomFloats(16 * 16 * 9, 2))},
+                             Attrs().ints("pads", {1, 1, 1, 1}))});
+  b.output(b.node("Concat", {a, c}, Attrs().i("axis", 1)));
+  expectMatchesHost(b);
+  GraphBuilder b2;  // plain inputs and a constant operand
+  ir::ValueId p = b2.input("p", {3, 5});
+  b2.output(b2.node("Concat", {p, b2.constant("k", {2, 5}, randomFloats(10, 3)), p}, Attrs().i("axis", 0)));
+  expectMatchesHost(b2);
+}
+
+TEST(DnnlPrelu, BroadcastSlopes) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {2, 3, 4, 5});
+  b.output(b.node("PRelu", {x, b.constant("s", {3, 1, 1}, randomFloats(3, 1))}));
+  expectMatchesHost(b);
+}
+
+TEST(DnnlSupport, RejectsWhatItCannotRunExactly) {
+  auto why = [](GraphBuilder& b) {
+    passes::FoldOptions fold;
+    fold.max_growth_bytes = 0;
+    passes::inferShapes(b.g, fold);
+    std::string reason;
+    EXPECT_FALSE(supportsNode(b.g, b.g.nodes.back(), &reason));
+    return reason;
+  };
+  {
+    GraphBuilder b;  // weights computed at run time
+    ir::ValueId x = b.input("x", {1, 2, 5, 5});
+    b.node("Conv", {x, b.input("w", {3, 2, 3, 3})});
+    EXPECT_NE(why(b).find("weights"), std::string::npos);
+  }
+  {
+    GraphBuilder b;  // float64
+    ir::ValueId x = b.g.addValue("x", ir::TensorType::of(ir::DType::kFloat64, {4}));
+    b.g.inputs.push_back(x);
+    b.node("Relu", {x});
+    EXPECT_NE(why(b).find("float32"), std::string::npos);
+  }
+  {
+    GraphBuilder b;  // unknown batch size
+    ir::ValueId x = b.g.addValue(
+        "x", ir::TensorType{ir::DType::kFloat32, true, {ir::Dim::symbolic("N"), ir::Dim::known(4)}});
+    b.g.inputs.push_back(x);
+    b.node("Relu", {x});
+    EXPECT_NE(why(b).find("static"), std::string::npos);
+  }
+  {
+    GraphBuilder b;  // oneDNN's log is 1.4e-6 off at 1
+    b.node("Log", {b.input("x", {4})});
+    EXPECT_NE(why(b).find("not handled"), std::string::npos);
+  }
+  {
+    GraphBuilder b;  // a view with nothing to ride along with
+    b.node("Flatten", {b.input("x", {2, 3, 4})});
+    EXPECT_NE(why(b).find("view"), std::string::npos);
+  }
+  {
+    GraphBuilder b;  // MaxPool's Indices output
+    ir::ValueId x = b.input("x", {1, 1, 4, 4});
+    ir::ValueId y = b.g.addValue("y"), idx = b.g.addValue("i");
+    ir::Node n;
+    n.op_type = "MaxPool";
+    n.opset = 12;
+    n.name = "mp";
+    n.inputs = {x};
+    n.outputs = {y, idx};
+    n.attrs = Attrs().ints("kernel_shape", {2, 2});
+    b.g.addNode(n);
+    EXPECT_NE(why(b).find("optional output"), std::string::npos);
+  }
+  {
+    GraphBuilder b;  // training-mode BatchNormalization
+    ir::ValueId x = b.input("x", {1, 2, 3});
+    std::vector<ir::ValueId> ins = {x};
+    for (int i = 0; i < 4; ++i) ins.push_back(b.constant("p" + std::to_string(i), {2}, {1, 1}));
+    b.node("BatchNormalization", ins, Attrs().i("training_mode", 1), 15);
+    EXPECT_FALSE(why(b).empty());
+  }
+}
+
+// The partitioner must not merge Conv and Add into one region when a host node sits
+// between them on one path (that would be a cycle region -> host -> region).
+TEST(DnnlPartition, RegionsStayAcyclicAroundHostNodes) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 4, 6, 6});
+  ir::ValueId c = b.node("Conv", {x, b.constant("w", {4, 4, 1, 1}, randomFloats(16, 1))});
+  ir::ValueId e = b.node("Erf", {c});  // host only
+  b.output(b.node("Add", {c, e}));
+  Compiled d = expectMatchesHost(b, 2);
+  EXPECT_EQ(d.graph->nodes.size(), 3u);
+}
+
+TEST(DnnlPartition, MinRegionSizeSendsSmallRegionsHome) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 4, 6, 6});
+  ir::ValueId c = b.node("Conv", {x, b.constant("w", {4, 4, 1, 1}, randomFloats(16, 1))});
+  b.output(b.node("Softmax", {b.node("Relu", {c})}));
+  Compiled all = expectMatchesHost(b, 1);
+  EXPECT_EQ(testing::dnnlOps(all), (std::vector<std::string>{"Conv", "Relu", "Softmax"}));
+  Compiled big = testing::compile(b.g, {"dnnl", "host"}, 4);
+  EXPECT_EQ(testing::dnnlRegions(big), 0u);
+}
+
+}  // namespace
+}  // namespace partita::dnnl_backend

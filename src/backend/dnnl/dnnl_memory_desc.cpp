@@ -1,0 +1,192 @@
+#include "backend/dnnl/dnnl_memory_desc.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "partita/error.h"
+
+namespace partita::dnnl_backend {
+
+namespace {
+
+memory::dims dimsOf(const std::vector<int64_t>& shape) {
+  if (shape.empty()) return {1};
+  return memory::dims(shape.begin(), shape.end());
+}
+
+std::string joined(const int64_t* v, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+const char* typeName(dnnl_data_type_t t) {
+  switch (t) {
+    case dnnl_f32:
+      return "f32";
+    case dnnl_s32:
+      return "s32";
+    case dnnl_s8:
+      return "s8";
+    case dnnl_u8:
+      return "u8";
+    case dnnl_f16:
+      return "f16";
+    case dnnl_bf16:
+      return "bf16";
+    default:
+      return "undef";
+  }
+}
+
+}  // namespace
+
+memory::desc plainDesc(const std::vector<int64_t>& shape) {
+  memory::dims dims = dimsOf(shape);
+  memory::dims strides(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * std::max<int64_t>(dims[i], 1);
+  return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+memory::desc anyDesc(const memory::desc& md) {
+  return memory::desc(md.dims(), memory::data_type(md.data.data_type), memory::format_tag::any);
+}
+
+memory::desc anyDesc(const std::vector<int64_t>& shape) {
+  return memory::desc(dimsOf(shape), memory::data_type::f32, memory::format_tag::any);
+}
+
+bool isAny(const memory::desc& md) { return md.data.format_kind == dnnl_format_kind_any; }
+
+int64_t numElements(const memory::desc& md) {
+  int64_t n = 1;
+  for (int i = 0; i < md.data.ndims; ++i) n *= md.data.dims[i];
+  return n;
+}
+
+bool hasPadding(const memory::desc& md) {
+  for (int i = 0; i < md.data.ndims; ++i)
+    if (md.data.padded_dims[i] != md.data.dims[i] || md.data.padded_offsets[i] != 0) return true;
+  return false;
+}
+
+bool isPlainDense(const memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0 || d.offset0 != 0 ||
+      hasPadding(md))
+    return false;
+  int64_t expect = 1;
+  for (int i = d.ndims; i-- > 0;) {
+    if (d.dims[i] != 1 && d.format_desc.blocking.strides[i] != expect) return false;
+    expect *= d.dims[i];
+  }
+  return true;
+}
+
+bool sameDesc(const memory::desc& a, const memory::desc& b) {
+  return dnnl_memory_desc_equal(&a.data, &b.data) != 0;
+}
+
+std::string formatTag(const memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind == dnnl_format_kind_any) return "any";
+  if (d.format_kind != dnnl_blocked) return "opaque";
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  std::vector<int> order(size_t(d.ndims));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return b.strides[x] > b.strides[y]; });
+  std::string s;
+  for (int i : order) {
+    bool blocked = false;
+    for (int k = 0; k < b.inner_nblks; ++k) blocked |= b.inner_idxs[k] == i;
+    s += char((blocked ? 'A' : 'a') + i);
+  }
+  for (int k = 0; k < b.inner_nblks; ++k) s += std::to_string(b.inner_blks[k]) + char('a' + b.inner_idxs[k]);
+  return s;
+}
+
+std::string layoutString(const memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  std::string s = std::string("dnnl:") + typeName(d.data_type) + ":" + formatTag(md);
+  s += ":dims=" + joined(d.dims, d.ndims);
+  if (d.format_kind != dnnl_blocked) return s;
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  s += ":padded=" + joined(d.padded_dims, d.ndims);
+  s += ":offsets=" + joined(d.padded_offsets, d.ndims);
+  s += ":offset0=" + std::to_string(d.offset0);
+  s += ":strides=" + joined(b.strides, d.ndims);
+  s += ":blocks=" + joined(b.inner_blks, b.inner_nblks);
+  s += ":block_dims=" + joined(b.inner_idxs, b.inner_nblks);
+  return s;
+}
+
+void writeDesc(BlobWriter& w, const memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.extra.flags != 0 || (d.format_kind != dnnl_blocked && d.format_kind != dnnl_format_kind_any))
+    throw Error(ErrorCode::kInternal, "dnnl backend: cannot encode memory descriptor " + layoutString(md));
+  w.i32(d.ndims);
+  w.i32(int32_t(d.data_type));
+  w.i32(int32_t(d.format_kind));
+  for (int i = 0; i < d.ndims; ++i) w.i64(d.dims[i]);
+  if (d.format_kind == dnnl_format_kind_any) return;
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  for (int i = 0; i < d.ndims; ++i) w.i64(d.padded_dims[i]);
+  for (int i = 0; i < d.ndims; ++i) w.i64(d.padded_offsets[i]);
+  w.i64(d.offset0);
+  for (int i = 0; i < d.ndims; ++i) w.i64(b.strides[i]);
+  w.i32(b.inner_nblks);
+  for (int k = 0; k < b.inner_nblks; ++k) w.i64(b.inner_blks[k]);
+  for (int k = 0; k < b.inner_nblks; ++k) w.i64(b.inner_idxs[k]);
+}
+
+memory::desc readDesc(BlobReader& r) {
+  const char* what = "memory descriptor";
+  int32_t ndims = r.i32(what);
+  if (ndims < 1 || ndims > DNNL_MAX_NDIMS) r.fail(what, "rank " + std::to_string(ndims) + " out of range");
+  int32_t dt = r.i32(what);
+  if (dt != dnnl_f32 && dt != dnnl_s32) r.fail(what, "unsupported data type " + std::to_string(dt));
+  int32_t kind = r.i32(what);
+  if (kind != dnnl_blocked && kind != dnnl_format_kind_any)
+    r.fail(what, "unsupported format kind " + std::to_string(kind));
+  memory::dims dims(size_t(ndims), 0);
+  for (auto& x : dims) {
+    x = r.i64(what);
+    if (x < 0 || x > (int64_t(1) << 40)) r.fail(what, "dimension " + std::to_string(x) + " out of range");
+  }
+  if (kind == dnnl_format_kind_any) return memory::desc(dims, memory::data_type(dt), memory::format_tag::any);
+
+  dnnl_memory_desc_t d{};
+  d.ndims = ndims;
+  d.data_type = dnnl_data_type_t(dt);
+  d.format_kind = dnnl_blocked;
+  for (int i = 0; i < ndims; ++i) d.dims[i] = dims[size_t(i)];
+  for (int i = 0; i < ndims; ++i) {
+    d.padded_dims[i] = r.i64(what);
+    if (d.padded_dims[i] < d.dims[i] || d.padded_dims[i] > (int64_t(1) << 40))
+      r.fail(what, "bad padded dimension");
+  }
+  for (int i = 0; i < ndims; ++i) {
+    d.padded_offsets[i] = r.i64(what);
+    if (d.padded_offsets[i] < 0 || d.padded_offsets[i] > d.padded_dims[i]) r.fail(what, "bad padded offset");
+  }
+  d.offset0 = r.i64(what);
+  if (d.offset0 < 0) r.fail(what, "negative offset");
+  dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  for (int i = 0; i < ndims; ++i) {
+    b.strides[i] = r.i64(what);
+    if (b.strides[i] < 0) r.fail(what, "negative stride");
+  }
+  b.inner_nblks = r.i32(what);
+  if (b.inner_nblks < 0 || b.inner_nblks > DNNL_MAX_NDIMS) r.fail(what, "bad inner block count");
+  for (int k = 0; k < b.inner_nblks; ++k) {
+    b.inner_blks[k] = r.i64(what);
+    if (b.inner_blks[k] < 1 || b.inner_blks[k] > 4096) r.fail(what, "bad inner block size");
+  }
+  for (int k = 0; k < b.inner_nblks; ++k) {
+    b.inner_idxs[k] = r.i64(what);
+    if (b.inner_idxs[k] < 0 || b.inner_idxs[k] >= ndims) r.fail(what, "bad inner block dimension");
+  }
+  return memory::desc(d);
+}
+
+}  // namespace partita::dnnl_backend

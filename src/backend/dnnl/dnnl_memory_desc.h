@@ -1,0 +1,47 @@
+// oneDNN memory descriptors as partita stores and names them: plain (row-major)
+// descriptors for tensors, the layout string that tags a derived weight in the
+// constant pool, and a byte encoding for module blobs. Shared by the compile and the
+// run-time half of the dnnl backend.
+#pragma once
+
+#include <cstdint>
+#include <dnnl.hpp>
+#include <string>
+#include <vector>
+
+#include "backend/dnnl/dnnl_blob_io.h"
+
+namespace partita::dnnl_backend {
+
+using dnnl::memory;
+
+// Row-major f32 descriptor; a rank-0 shape becomes {1} (oneDNN has no scalars).
+memory::desc plainDesc(const std::vector<int64_t>& shape);
+// A descriptor with the same dims and data type whose format is left to oneDNN.
+memory::desc anyDesc(const memory::desc& md);
+memory::desc anyDesc(const std::vector<int64_t>& shape);
+
+bool isAny(const memory::desc& md);
+// Blocked without inner blocks or padding, strides decreasing row-major: the bytes
+// of a dense row-major tensor with md's number of elements.
+bool isPlainDense(const memory::desc& md);
+bool hasPadding(const memory::desc& md);
+int64_t numElements(const memory::desc& md);  // product of the logical dims
+
+// Byte-for-byte identity of two descriptors (dims, type, layout).
+bool sameDesc(const memory::desc& a, const memory::desc& b);
+
+// A compact human-readable tag such as "acdb" or "ABcd16b16a" (blocked dims upper case).
+std::string formatTag(const memory::desc& md);
+// Fully describes a blocked layout: dims, padded dims, offsets, strides and inner
+// blocks, e.g. "dnnl:f32:ABcd16b16a:dims=64,3,7,7:padded=64,16,7,7:strides=...".
+// Stored as the layout of derived constants; the loader compares it verbatim.
+std::string layoutString(const memory::desc& md);
+
+// Encoding used in module blobs. Only blocked or `any` descriptors without extra
+// flags are written (anything else throws Error(kInternal)); reading validates ranks,
+// data types and block counts.
+void writeDesc(BlobWriter& w, const memory::desc& md);
+memory::desc readDesc(BlobReader& r);
+
+}  // namespace partita::dnnl_backend

@@ -1,0 +1,94 @@
+// DnnlModule: the run-time half of the dnnl backend (module kind "dnnl").
+//
+// Load parses the blob, re-creates every primitive once from its stored parameters
+// (checking that oneDNN on this machine picks the layouts recorded at compile time)
+// and wraps each constant it declared as a dnnl::memory over the store's bytes: zero
+// copy, no reorder. Nothing is executed at load.
+//
+// Thread-safety: run() may be called concurrently. Each concurrent call takes a
+// workspace (region-local activations + oneDNN scratchpad + a stream and memory
+// objects bound to them) from a pool; workspaces are created on demand and reused.
+#pragma once
+
+#include <dnnl.hpp>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/dnnl/dnnl_program.h"
+#include "runtime/module.h"
+
+namespace partita::dnnl_backend {
+
+inline constexpr const char* kModuleKind = "dnnl";
+
+// The CPU engine every dnnl module of the process uses.
+const dnnl::engine& cpuEngine();
+
+class DnnlModule final : public runtime::RuntimeModule {
+ public:
+  // Throws Error(kInvalidArtifact) for a malformed blob or a constant that is missing,
+  // undeclared or laid out differently than the blob says; Error(kUnsupported) when
+  // oneDNN here would choose other layouts than at compile time.
+  static std::shared_ptr<DnnlModule> load(const runtime::ModuleLoadContext& ctx);
+  ~DnnlModule() override;
+
+  void run(uint32_t fn, const std::vector<ir::Tensor>& inputs,
+           const std::vector<ir::Tensor>& outputs) const override;
+  // Workspace bytes per concurrent run: region-local activations plus scratchpad.
+  size_t scratchpadBytes() const override { return arena_bytes_ + scratch_bytes_; }
+
+  // Introspection for tests, `inspect` and reports.
+  struct StepInfo {
+    StepKind kind;
+    std::string label;
+    std::string implementation;  // e.g. "brgconv:avx512_core"
+    size_t post_ops = 0;
+  };
+  size_t numFunctions() const { return functions_.size(); }
+  std::vector<StepInfo> steps(uint32_t fn) const;
+  // (ConstId, data handle of the dnnl::memory that wraps it) for every constant argument.
+  std::vector<std::pair<ir::ConstId, const void*>> constantHandles() const;
+  size_t workspacesCreated() const;
+
+ private:
+  struct LoadedArg {
+    int key = 0;
+    ArgSource source = ArgSource::kBuffer;
+    uint32_t buffer = 0;
+    ir::ConstId constant = ir::kNoConst;
+    dnnl::memory::desc md;
+    dnnl::memory memory;  // constants and embedded data: shared by every workspace
+  };
+  struct LoadedStep {
+    StepKind kind;
+    std::string label, implementation;
+    size_t post_ops = 0;
+    dnnl::primitive primitive;
+    std::vector<LoadedArg> args;
+    dnnl::memory::desc scratchpad;
+  };
+  struct LoadedFunction {
+    uint32_t num_inputs = 0, num_outputs = 0;
+    std::vector<Buffer> buffers;
+    std::vector<size_t> offsets;  // temp buffers: offset in the workspace arena
+    std::vector<LoadedStep> steps;
+  };
+  struct Workspace;
+  class WorkspaceLease;
+
+  DnnlModule() = default;
+  static std::shared_ptr<DnnlModule> loadChecked(const runtime::ModuleLoadContext& ctx);
+  std::unique_ptr<Workspace> newWorkspace() const;
+
+  Bytes blob_;  // keeps embedded data alive
+  std::vector<LoadedFunction> functions_;
+  size_t arena_bytes_ = 0, scratch_bytes_ = 0;
+  mutable std::mutex mutex_;
+  mutable std::vector<std::unique_ptr<Workspace>> idle_;
+  mutable size_t created_ = 0;
+};
+
+}  // namespace partita::dnnl_backend

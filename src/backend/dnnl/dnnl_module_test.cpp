@@ -1,0 +1,310 @@
+// The dnnl runtime module: zero-copy constants (the memory handles are the store's
+// pointers, read-only mappings work, nothing executes at load), load-time checks
+// (malformed blobs, undeclared constants, layouts that do not fit) and concurrent runs.
+#include "backend/dnnl/dnnl_module.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <cstring>
+#include <thread>
+
+#include "backend/dnnl/dnnl_memory_desc.h"
+#include "backend/dnnl/dnnl_testing.h"
+#include "partita/error.h"
+
+namespace partita::dnnl_backend {
+namespace {
+
+using testing::Compiled;
+using testing::GraphBuilder;
+using testing::randomFloats;
+
+// conv(3x3, 16->32) + relu, maxpool, 1x1 conv (20 outputs: padded in blocked layouts),
+// global pool, flatten, gemm with 1000 outputs: a small classifier in one region.
+GraphBuilder smallNet() {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 16, 12, 12});
+  ir::AttributeMap pads;
+  pads.setInts("pads", {1, 1, 1, 1});
+  ir::ValueId c = b.node("Relu", {b.node("Conv",
+                                         {x, b.constant("w1", {32, 16, 3, 3}, randomFloats(32 * 16 * 9, 1)),
+                                          b.constant("b1", {32}, randomFloats(32, 2))},
+                                         pads)});
+  ir::AttributeMap pool;
+  pool.setInts("kernel_shape", {2, 2});
+  pool.setInts("strides", {2, 2});
+  ir::ValueId p = b.node("MaxPool", {c}, pool);
+  ir::ValueId c2 = b.node("Conv", {p, b.constant("w2", {20, 32, 1, 1}, randomFloats(20 * 32, 3))});
+  ir::AttributeMap flat;
+  flat.setInt("axis", 1);
+  ir::ValueId f = b.node("Flatten", {b.node("GlobalAveragePool", {c2})}, flat);
+  ir::AttributeMap gemm;
+  gemm.setInt("transB", 1);
+  b.output(b.node("Gemm",
+                  {f, b.constant("fc", {1000, 20}, randomFloats(20000, 4)),
+                   b.constant("fb", {1000}, randomFloats(1000, 5))},
+                  gemm));
+  return b;
+}
+
+const DnnlModule& moduleOf(const Compiled& c) { return dynamic_cast<const DnnlModule&>(*c.modules.at(0)); }
+
+// Reloads module 0 of `c` from `blob` and `uses` over `store`.
+std::shared_ptr<runtime::RuntimeModule> reload(const Compiled& c, std::vector<std::byte> blob,
+                                               const runtime::ConstStore& store,
+                                               std::vector<runtime::ConstUse> uses = {}) {
+  if (uses.empty()) uses = c.parts.modules.at(0).uses;
+  runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(blob)), &store, uses};
+  return runtime::loadModule("dnnl", ctx);
+}
+
+std::string loadError(const Compiled& c, std::vector<std::byte> blob, const runtime::ConstStore& store,
+                      std::vector<runtime::ConstUse> uses = {},
+                      ErrorCode want = ErrorCode::kInvalidArtifact) {
+  try {
+    reload(c, std::move(blob), store, std::move(uses));
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), want) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "load succeeded";
+  return {};
+}
+
+TEST(DnnlModule, ConstantsAreTheStoresBytes) {
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  ASSERT_EQ(c.modules.size(), 1u);
+  const auto handles = moduleOf(c).constantHandles();
+  ASSERT_FALSE(handles.empty());
+  size_t derived = 0;
+  for (const auto& [id, handle] : handles) {
+    EXPECT_EQ(handle, c.store->get(id).data) << "constant " << id;
+    derived += !c.store->layout(id).empty();
+  }
+  EXPECT_GE(derived, 3u);  // both convs and the fully connected layer
+  // Every derived constant declared as such, with its source.
+  for (const auto& u : c.parts.modules[0].uses)
+    if (u.kind == runtime::ConstUseKind::kDerive) {
+      EXPECT_NE(u.source, ir::kNoConst);
+      EXPECT_FALSE(c.graph->constants.get(u.id).layout.empty());
+    }
+}
+
+// Weights behind a read-only mapping (as in a mapped artifact): load and run must
+// neither write nor copy them.
+TEST(DnnlModule, RunsOverReadOnlyMappedConstants) {
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  size_t total = 0;
+  for (const ir::Constant& k : c.graph->constants.all()) total += (k.nbytes() + 4095) / 4096 * 4096;
+  void* map = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  std::shared_ptr<void> owner(map, [total](void* p) { munmap(p, total); });
+  runtime::ConstStore store;
+  size_t off = 0;
+  for (const ir::Constant& k : c.graph->constants.all()) {
+    std::memcpy(static_cast<char*>(map) + off, k.bytes.data, k.nbytes());
+    store.add(k.id, k.dtype, k.shape, Bytes{owner, static_cast<std::byte*>(map) + off, k.nbytes()}, k.layout);
+    off += (k.nbytes() + 4095) / 4096 * 4096;
+  }
+  ASSERT_EQ(mprotect(map, total, PROT_READ), 0);
+  auto m = reload(c, c.parts.modules[0].blob, store);
+  const auto& mod = dynamic_cast<const DnnlModule&>(*m);
+  for (const auto& [id, handle] : mod.constantHandles()) EXPECT_EQ(handle, store.get(id).data);
+
+  std::vector<ir::OwnedTensor> inputs = testing::randomInputs(*c.graph, 3);
+  ir::OwnedTensor out(ir::DType::kFloat32, {1, 1000});
+  m->run(0, {inputs[0].view()}, {out.view()});
+  std::vector<ir::OwnedTensor> want = c.run(inputs);
+  EXPECT_EQ(testing::closeness(out, want[0], 0, 0), 0.0);  // bit-identical to the in-memory store
+}
+
+// With oneDNN's verbose mode on, loading prints no execution (no weight reorder);
+// a run executes exactly the steps of the function.
+TEST(DnnlModule, LoadExecutesNothing) {
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  runtime::ConstStore store = runtime::ConstStore::fromPool(c.graph->constants);
+  dnnl::set_verbose(1);
+  ::testing::internal::CaptureStdout();
+  auto m = reload(c, c.parts.modules[0].blob, store);
+  std::fflush(stdout);
+  std::string load_log = ::testing::internal::GetCapturedStdout();
+  std::vector<ir::OwnedTensor> inputs = testing::randomInputs(*c.graph, 3);
+  ir::OwnedTensor out(ir::DType::kFloat32, {1, 1000});
+  ::testing::internal::CaptureStdout();
+  m->run(0, {inputs[0].view()}, {out.view()});
+  std::fflush(stdout);
+  std::string run_log = ::testing::internal::GetCapturedStdout();
+  dnnl::set_verbose(0);
+
+  auto count = [](const std::string& log, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(load_log, "onednn_verbose,exec"), 0u) << load_log;
+  const auto steps = dynamic_cast<const DnnlModule&>(*m).steps(0);
+  EXPECT_EQ(count(run_log, "onednn_verbose,exec"), steps.size()) << run_log;
+  size_t reorder_steps = 0;
+  for (const auto& s : steps) reorder_steps += s.kind == StepKind::kReorder;
+  EXPECT_EQ(count(run_log, "exec,cpu,reorder"), reorder_steps) << run_log;
+  EXPECT_EQ(count(run_log, "exec,cpu,convolution"), 2u) << run_log;
+}
+
+TEST(DnnlModule, RejectsMalformedBlobs) {
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  const std::vector<std::byte>& blob = c.parts.modules[0].blob;
+  for (size_t cut : {size_t(0), size_t(3), size_t(20), blob.size() / 2, blob.size() - 1}) {
+    SCOPED_TRACE(cut);
+    std::string msg = loadError(c, std::vector<std::byte>(blob.begin(), blob.begin() + long(cut)), *c.store);
+    EXPECT_NE(msg.find("dnnl module blob"), std::string::npos) << msg;
+  }
+  std::vector<std::byte> bad = blob;
+  bad[0] = std::byte{'X'};
+  EXPECT_NE(loadError(c, bad, *c.store).find("not a dnnl module blob"), std::string::npos);
+  bad = blob;
+  bad[4] = std::byte{99};
+  EXPECT_NE(loadError(c, bad, *c.store).find("version"), std::string::npos);
+}
+
+// Every single-byte corruption of a blob either still loads or is refused with
+// partita::Error; nothing else escapes (and nothing crashes, under ASan too).
+TEST(DnnlModule, CorruptedBlobsNeverCrashLoad) {
+  GraphBuilder b;  // derived conv and matmul weights, a post-op, an embedded scalar
+  ir::ValueId x = b.input("x", {1, 4, 5, 5});
+  ir::ValueId c = b.node("Relu", {b.node("Conv", {x, b.constant("w", {4, 4, 3, 3}, randomFloats(144, 1))})});
+  ir::AttributeMap flat;
+  flat.setInt("axis", 1);
+  ir::ValueId y =
+      b.node("MatMul", {b.node("Flatten", {c}, flat), b.constant("fc", {36, 20}, randomFloats(720, 2))});
+  b.output(b.node("Mul", {y, b.constant("k", {}, {0.5f})}));
+  Compiled c0 = testing::compile(b.g, {"dnnl", "host"});
+  const std::vector<std::byte>& blob = c0.parts.modules.at(0).blob;
+  size_t refused = 0;
+  for (size_t i = 0; i < blob.size(); ++i) {
+    std::vector<std::byte> bad = blob;
+    bad[i] ^= std::byte{0xff};
+    try {
+      reload(c0, bad, *c0.store);
+    } catch (const Error&) {
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, blob.size() / 4);
+}
+
+TEST(DnnlModule, RejectsUndeclaredOrMislaidConstants) {
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  const auto& image = c.parts.modules[0];
+  // A use the module did not declare.
+  std::vector<runtime::ConstUse> fewer(image.uses.begin() + 1, image.uses.end());
+  std::string msg = loadError(c, image.blob, *c.store, fewer);
+  EXPECT_NE(msg.find("did not declare"), std::string::npos) << msg;
+  // A derived constant whose stored layout differs from what the blob reads.
+  runtime::ConstStore store;
+  for (const ir::Constant& k : c.graph->constants.all())
+    store.add(k.id, k.dtype, k.shape, k.bytes, k.layout.empty() ? k.layout : k.layout + "x");
+  msg = loadError(c, image.blob, store);
+  EXPECT_NE(msg.find("has layout"), std::string::npos) << msg;
+}
+
+// A blob whose recorded weight layout is not what oneDNN here picks: load refuses
+// (the derived weights in the store would be read wrongly) instead of running.
+TEST(DnnlModule, RefusesLayoutsThisMachineWouldNotChoose) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 16, 8, 8});
+  b.output(b.node("Conv", {x, b.constant("w", {16, 16, 3, 3}, randomFloats(16 * 16 * 9, 1))}));
+  Compiled c = testing::compile(b.g, {"dnnl", "host"});
+  const auto& image = c.parts.modules[0];
+  Program p = readProgram(image.blob.data(), image.blob.size());
+  Arg* w = nullptr;
+  for (Step& s : p.functions[0].steps)
+    if (s.kind == StepKind::kConvolution) w = s.find(DNNL_ARG_WEIGHTS);
+  ASSERT_NE(w, nullptr);
+  ASSERT_TRUE(w->chosen);
+  memory::desc plain = plainDesc({16, 16, 3, 3});
+  ASSERT_FALSE(sameDesc(w->md, plain));
+  w->md = plain;  // same size, another layout; the store agrees with the blob
+  runtime::ConstStore store;
+  for (const ir::Constant& k : c.graph->constants.all())
+    store.add(k.id, k.dtype, k.shape, k.bytes, k.id == ir::ConstId(w->index) ? std::string() : k.layout);
+  std::string msg = loadError(c, writeProgram(p), store, {}, ErrorCode::kUnsupported);
+  EXPECT_NE(msg.find("recompile"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("wants"), std::string::npos) << msg;
+}
+
+TEST(DnnlModule, ConcurrentRunsShareOneModule) {
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  const auto& mod = moduleOf(c);
+  EXPECT_GT(mod.scratchpadBytes(), 0u);
+  std::vector<std::vector<ir::OwnedTensor>> inputs, want;
+  for (uint64_t i = 0; i < 4; ++i) {
+    inputs.push_back(testing::randomInputs(*c.graph, 100 + i));
+    want.push_back(c.run(inputs.back()));
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (size_t t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      auto state = c.executor->newRunState();
+      for (int r = 0; r < 15; ++r) {
+        std::vector<ir::Tensor> views = {inputs[t][0].view()};
+        std::vector<ir::OwnedTensor> got = c.executor->run(*state, views);
+        if (std::memcmp(got[0].data(), want[t][0].data(), got[0].nbytes()) != 0) ++mismatches[t];
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (size_t t = 0; t < 4; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+  EXPECT_GE(mod.workspacesCreated(), 1u);
+  EXPECT_LE(mod.workspacesCreated(), 4u);
+}
+
+TEST(DnnlModule, ChecksCallArity) {
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  ir::OwnedTensor small(ir::DType::kFloat32, {1, 16, 12, 11});
+  ir::OwnedTensor out(ir::DType::kFloat32, {1, 1000});
+  try {
+    moduleOf(c).run(0, {small.view()}, {out.view()});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input 0 must be float32"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(moduleOf(c).run(3, {small.view()}, {out.view()}), Error);
+}
+
+TEST(DnnlProgram, BlobRoundTripIsByteIdentical) {
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  const auto& blob = c.parts.modules[0].blob;
+  Program p = readProgram(blob.data(), blob.size());
+  std::vector<std::byte> again = writeProgram(p);
+  // Embedded bytes are read in place; copy them back for the comparison.
+  p.embedded.assign(blob.begin() + long(p.embedded_offset),
+                    blob.begin() + long(p.embedded_offset + p.embedded_size));
+  EXPECT_EQ(writeProgram(p), blob);
+  // Compiling twice gives the same bytes.
+  Compiled c2 = testing::compile(smallNet().g, {"dnnl", "host"});
+  EXPECT_EQ(c2.parts.modules[0].blob, blob);
+}
+
+TEST(DnnlMemoryDesc, LayoutStringsAndEncoding) {
+  memory::desc blocked(memory::dims{20, 3, 3, 3}, memory::data_type::f32, memory::format_tag::Acdb16a);
+  EXPECT_EQ(formatTag(blocked), "Acdb16a");
+  EXPECT_TRUE(hasPadding(blocked));
+  EXPECT_FALSE(isPlainDense(blocked));
+  EXPECT_EQ(layoutString(blocked),
+            "dnnl:f32:Acdb16a:dims=20,3,3,3:padded=32,3,3,3:offsets=0,0,0,0:offset0=0:strides=432,16,144,48:"
+            "blocks=16:"
+            "block_dims=0");
+  EXPECT_TRUE(isPlainDense(plainDesc({2, 1, 3})));
+  EXPECT_EQ(plainDesc({}).dims(), memory::dims{1});
+  BlobWriter w;
+  writeDesc(w, blocked);
+  writeDesc(w, anyDesc({4, 5}));
+  BlobReader r(w.bytes().data(), w.bytes().size());
+  EXPECT_TRUE(sameDesc(readDesc(r), blocked));
+  EXPECT_TRUE(isAny(readDesc(r)));
+  EXPECT_THROW(readDesc(r), Error);  // nothing left
+}
+
+}  // namespace
+}  // namespace partita::dnnl_backend

@@ -1,0 +1,157 @@
+#include "backend/dnnl/dnnl_primitive.h"
+
+#include "backend/dnnl/dnnl_memory_desc.h"
+#include "partita/error.h"
+
+namespace partita::dnnl_backend {
+
+namespace {
+
+using dnnl::algorithm;
+using dnnl::prop_kind;
+
+// The descriptor an argument is created with: `any` for layouts oneDNN chooses.
+memory::desc requested(const Step& s, int key) {
+  const Arg* a = s.find(key);
+  if (!a) return memory::desc();
+  return a->chosen ? anyDesc(a->md) : a->md;
+}
+
+memory::desc required(const Step& s, int key) {
+  const Arg* a = s.find(key);
+  if (!a)
+    throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label + "' (" +
+                                                 stepKindName(s.kind) + ") lacks argument " +
+                                                 std::to_string(key));
+  return a->chosen ? anyDesc(a->md) : a->md;
+}
+
+dnnl::primitive_attr attributes(const Step& s) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (s.post_ops.empty()) return attr;
+  dnnl::post_ops ops;
+  for (size_t i = 0; i < s.post_ops.size(); ++i) {
+    const PostOp& p = s.post_ops[i];
+    switch (p.kind) {
+      case PostOp::Kind::kEltwise:
+        ops.append_eltwise(p.scale, algorithm(p.alg), p.alpha, p.beta);
+        break;
+      case PostOp::Kind::kSum:
+        ops.append_sum(p.scale);
+        break;
+      case PostOp::Kind::kBinary:
+        ops.append_binary(algorithm(p.alg),
+                          required(s, DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(i)) | DNNL_ARG_SRC_1));
+        break;
+    }
+  }
+  attr.set_post_ops(ops);
+  return attr;
+}
+
+dnnl::memory::dims dims(const std::vector<int64_t>& v) { return dnnl::memory::dims(v.begin(), v.end()); }
+
+}  // namespace
+
+dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& eng) {
+  const dnnl::primitive_attr attr = attributes(s);
+  switch (s.kind) {
+    case StepKind::kReorder:
+      return dnnl::reorder::primitive_desc(eng, required(s, DNNL_ARG_SRC), eng, required(s, DNNL_ARG_DST),
+                                           attr);
+    case StepKind::kConvolution: {
+      dnnl::convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct,
+                                        required(s, DNNL_ARG_SRC), required(s, DNNL_ARG_WEIGHTS),
+                                        requested(s, DNNL_ARG_BIAS), required(s, DNNL_ARG_DST),
+                                        dims(s.strides), dims(s.dilates), dims(s.pad_l), dims(s.pad_r));
+      return dnnl::convolution_forward::primitive_desc(d, attr, eng);
+    }
+    case StepKind::kDeconvolution: {
+      dnnl::deconvolution_forward::desc d(prop_kind::forward_inference, algorithm::deconvolution_direct,
+                                          required(s, DNNL_ARG_SRC), required(s, DNNL_ARG_WEIGHTS),
+                                          requested(s, DNNL_ARG_BIAS), required(s, DNNL_ARG_DST),
+                                          dims(s.strides), dims(s.dilates), dims(s.pad_l), dims(s.pad_r));
+      return dnnl::deconvolution_forward::primitive_desc(d, attr, eng);
+    }
+    case StepKind::kMatMul: {
+      dnnl::matmul::desc d(required(s, DNNL_ARG_SRC), required(s, DNNL_ARG_WEIGHTS),
+                           requested(s, DNNL_ARG_BIAS), required(s, DNNL_ARG_DST));
+      return dnnl::matmul::primitive_desc(d, attr, eng);
+    }
+    case StepKind::kPooling: {
+      dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, algorithm(s.alg),
+                                       required(s, DNNL_ARG_SRC), required(s, DNNL_ARG_DST), dims(s.strides),
+                                       dims(s.kernel), dims(s.dilates), dims(s.pad_l), dims(s.pad_r));
+      return dnnl::pooling_v2_forward::primitive_desc(d, attr, eng);
+    }
+    case StepKind::kEltwise: {
+      dnnl::eltwise_forward::desc d(prop_kind::forward_inference, algorithm(s.alg), required(s, DNNL_ARG_SRC),
+                                    s.alpha, s.beta);
+      return dnnl::eltwise_forward::primitive_desc(d, attr, eng);
+    }
+    case StepKind::kBinary: {
+      dnnl::binary::desc d(algorithm(s.alg), required(s, DNNL_ARG_SRC_0), required(s, DNNL_ARG_SRC_1),
+                           required(s, DNNL_ARG_DST));
+      return dnnl::binary::primitive_desc(d, attr, eng);
+    }
+    case StepKind::kSoftmax: {
+      dnnl::softmax_forward::desc d(prop_kind::forward_inference, required(s, DNNL_ARG_SRC), int(s.axis));
+      return dnnl::softmax_forward::primitive_desc(d, attr, eng);
+    }
+    case StepKind::kLogSoftmax: {
+      dnnl::logsoftmax_forward::desc d(prop_kind::forward_inference, required(s, DNNL_ARG_SRC), int(s.axis));
+      return dnnl::logsoftmax_forward::primitive_desc(d, attr, eng);
+    }
+    case StepKind::kLayerNorm: {
+      dnnl::layer_normalization_forward::desc d(prop_kind::forward_inference, required(s, DNNL_ARG_SRC),
+                                                s.epsilon, dnnl::normalization_flags(s.flags));
+      return dnnl::layer_normalization_forward::primitive_desc(d, attr, eng);
+    }
+    case StepKind::kBatchNorm: {
+      dnnl::batch_normalization_forward::desc d(prop_kind::forward_inference, required(s, DNNL_ARG_SRC),
+                                                s.epsilon, dnnl::normalization_flags(s.flags));
+      return dnnl::batch_normalization_forward::primitive_desc(d, attr, eng);
+    }
+    case StepKind::kConcat: {
+      std::vector<memory::desc> srcs;
+      for (int i = 0;; ++i) {
+        const Arg* a = s.find(DNNL_ARG_MULTIPLE_SRC + i);
+        if (!a) break;
+        srcs.push_back(a->md);
+      }
+      return dnnl::concat::primitive_desc(required(s, DNNL_ARG_DST), int(s.axis), srcs, eng, attr);
+    }
+    case StepKind::kReduction: {
+      dnnl::reduction::desc d(algorithm(s.alg), required(s, DNNL_ARG_SRC), required(s, DNNL_ARG_DST), s.alpha,
+                              s.beta);
+      return dnnl::reduction::primitive_desc(d, attr, eng);
+    }
+    case StepKind::kPrelu: {
+      dnnl::prelu_forward::desc d(prop_kind::forward_inference, required(s, DNNL_ARG_SRC),
+                                  required(s, DNNL_ARG_WEIGHTS));
+      return dnnl::prelu_forward::primitive_desc(d, attr, eng);
+    }
+  }
+  throw Error(ErrorCode::kInvalidArtifact, "dnnl step '" + s.label + "' has an unknown kind");
+}
+
+void recordChosenLayouts(Step& s, const dnnl::primitive_desc_base& pd) {
+  for (Arg& a : s.args)
+    if (a.chosen) a.md = pd.query_md(dnnl::query::exec_arg_md, a.key);
+}
+
+std::string chosenLayoutMismatch(const Step& s, const dnnl::primitive_desc_base& pd) {
+  for (const Arg& a : s.args) {
+    if (!a.chosen) continue;
+    memory::desc want = pd.query_md(dnnl::query::exec_arg_md, a.key);
+    if (!sameDesc(want, a.md))
+      return "argument " + std::to_string(a.key) + " was compiled for layout " + layoutString(a.md) +
+             " but oneDNN on this machine wants " + layoutString(want);
+  }
+  return {};
+}
+
+std::string implementationName(const dnnl::primitive_desc_base& pd) { return pd.impl_info_str(); }
+
+}  // namespace partita::dnnl_backend

@@ -1,0 +1,110 @@
+// The dnnl module's program: what the compile half decides and the run-time half
+// executes. A module holds one Function per region; a function is a list of oneDNN
+// primitive steps over numbered buffers (region inputs, region outputs and
+// region-local temporaries) and constants (by ConstId from the shared store, or bytes
+// embedded in the blob). Every memory descriptor is stored explicitly, so the loader
+// re-creates exactly the primitives the compiler chose. Blob format: docs/backends.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <dnnl.hpp>
+#include <string>
+#include <vector>
+
+#include "ir/constant_pool.h"
+
+namespace partita::dnnl_backend {
+
+inline constexpr char kBlobMagic[4] = {'P', 'D', 'N', 'L'};
+inline constexpr uint32_t kBlobVersion = 1;
+inline constexpr size_t kEmbeddedAlignment = 64;
+
+// Where the bytes of a primitive argument live.
+enum class ArgSource : uint8_t {
+  kBuffer = 1,    // index: a buffer of the function
+  kConstant = 2,  // index: a ConstId in the shared store (borrowed or derived)
+  kEmbedded = 3,  // index: byte offset into the blob's embedded data
+};
+
+struct Arg {
+  int key = 0;  // DNNL_ARG_*; a binary post-op's operand: DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1
+  ArgSource source = ArgSource::kBuffer;
+  uint64_t index = 0;
+  dnnl::memory::desc md;  // exactly what the primitive reads or writes
+  bool chosen = false;    // md was chosen by oneDNN (format `any`); the loader re-checks the choice
+};
+
+enum class BufferKind : uint8_t {
+  kTemp = 1,    // region-local; lives in the per-run workspace
+  kInput = 2,   // the caller's input tensor `index` (never written)
+  kOutput = 3,  // the caller's output tensor `index`
+};
+
+struct Buffer {
+  BufferKind kind = BufferKind::kTemp;
+  uint32_t index = 0;  // input / output number
+  uint64_t bytes = 0;
+  bool zero_padded = false;  // holds a layout with padding that primitives expect to stay zero
+};
+
+enum class StepKind : uint8_t {
+  kReorder = 1,        // SRC -> DST (layout change or copy)
+  kConvolution = 2,    // SRC, WEIGHTS, [BIAS] -> DST
+  kDeconvolution = 3,  // SRC, WEIGHTS, [BIAS] -> DST
+  kMatMul = 4,         // SRC, WEIGHTS, [BIAS] -> DST
+  kPooling = 5,        // SRC -> DST (pooling_v2: with dilation)
+  kEltwise = 6,        // SRC -> DST
+  kBinary = 7,         // SRC_0, SRC_1 -> DST
+  kSoftmax = 8,        // SRC -> DST along `axis`
+  kLogSoftmax = 9,     // SRC -> DST along `axis`
+  kLayerNorm = 10,     // SRC, [SCALE], [SHIFT] -> DST over the last dimension
+  kBatchNorm = 11,     // SRC, MEAN, VARIANCE, [SCALE], [SHIFT] -> DST (global stats)
+  kConcat = 12,        // MULTIPLE_SRC + i -> DST along `axis`
+  kPrelu = 13,         // SRC, WEIGHTS (slopes) -> DST
+  kReduction = 14,     // SRC -> DST (reduced dims are 1 in DST); alpha = p, beta = eps
+};
+const char* stepKindName(StepKind k);
+
+struct PostOp {
+  enum class Kind : uint8_t { kEltwise = 1, kSum = 2, kBinary = 3 };
+  Kind kind = Kind::kEltwise;
+  int32_t alg = 0;  // dnnl_alg_kind_t (eltwise, binary)
+  float alpha = 0, beta = 0;
+  float scale = 1;  // eltwise output scale; sum scale
+};
+
+struct Step {
+  StepKind kind = StepKind::kReorder;
+  std::string label;  // the ONNX node names it computes, for messages
+  int32_t alg = 0;    // dnnl_alg_kind_t where the primitive takes one
+  std::vector<int64_t> strides, dilates, pad_l, pad_r, kernel;  // dilates: oneDNN's (ONNX's minus one)
+  float alpha = 0, beta = 0, epsilon = 0;
+  int64_t axis = 0;
+  uint32_t flags = 0;  // dnnl_normalization_flags_t
+  std::vector<Arg> args;
+  std::vector<PostOp> post_ops;
+
+  const Arg* find(int key) const;
+  Arg* find(int key);
+};
+
+struct Function {
+  uint32_t num_inputs = 0, num_outputs = 0;
+  std::vector<Buffer> buffers;
+  std::vector<Step> steps;
+};
+
+struct Program {
+  std::vector<Function> functions;
+  std::vector<std::byte> embedded;  // compile side: bytes the blob carries (kEmbedded args)
+  // Read side: where the embedded bytes are inside the blob (zero copy).
+  uint64_t embedded_offset = 0, embedded_size = 0;
+};
+
+std::vector<std::byte> writeProgram(const Program& p);
+// Parses and checks a blob (indices in range, embedded ranges inside the blob).
+// Throws Error(kInvalidArtifact) for a truncated, corrupted or foreign blob.
+Program readProgram(const std::byte* data, size_t size);
+
+}  // namespace partita::dnnl_backend

@@ -1,0 +1,15 @@
+# Conformance: ONNX's backend test data (Debian package libonnx-testdata), one CTest
+# per folder. Each run must pass every case listed in tests/conformance/<folder>.passing;
+# regenerate the lists with scripts/update_conformance_lists.sh after adding kernels.
+set(PARTITA_ONNX_TESTDATA /usr/share/libonnx-testdata/data CACHE PATH "ONNX backend test data")
+if(EXISTS ${PARTITA_ONNX_TESTDATA}/node)
+  foreach(folder node simple pytorch-converted pytorch-operator)
+    string(REPLACE "-" "_" test_name "conformance_${folder}")
+    add_test(NAME ${test_name}
+      COMMAND $<TARGET_FILE:partita> conformance ${PARTITA_ONNX_TESTDATA}/${folder}
+              --expect ${CMAKE_SOURCE_DIR}/tests/conformance/${folder}.passing)
+    set_tests_properties(${test_name} PROPERTIES TIMEOUT 1200 LABELS conformance)
+  endforeach()
+else()
+  message(STATUS "ONNX backend test data not found in ${PARTITA_ONNX_TESTDATA}: conformance tests disabled")
+endif()

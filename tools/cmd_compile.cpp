@@ -1,0 +1,73 @@
+// partita compile MODEL.onnx [-o MODEL.pta] [--backends ...] [--shape NAME=DIMS]... :
+// imports, optimizes and partitions the model, compiles each external backend's
+// regions into a module and links everything into one artifact file.
+// Nothing is written unless the whole compile succeeds.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "artifact/writer.h"
+#include "backend/partition.h"
+#include "frontend/onnx/onnx_importer.h"
+#include "passes/pipeline.h"
+#include "tools/cli.h"
+#include "tools/cli_util.h"
+
+namespace partita::cli {
+
+namespace {
+
+struct CompileArgs {
+  std::string model;
+  std::string output;
+  CompileFlags flags;
+  bool quiet = false;
+};
+
+std::string defaultOutput(const std::string& model) {
+  std::string base = model;
+  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".onnx") == 0) base.resize(base.size() - 5);
+  return base + ".pta";
+}
+
+void compileCommand(const CompileArgs& args) {
+  const std::string output = args.output.empty() ? defaultOutput(args.model) : args.output;
+  CompileOptions options = args.flags.options();
+  frontend::ImportOptions import;
+  import.input_shapes = options.input_shapes;
+  ir::Graph graph = frontend::importOnnx(args.model, import);
+  passes::optimize(graph);
+  backend::PartitionOptions partition;
+  partition.backends = options.backends;
+  for (const auto& [b, ops] : options.allow_ops) partition.allow_ops[b].insert(ops.begin(), ops.end());
+  for (const auto& [b, ops] : options.deny_ops) partition.deny_ops[b].insert(ops.begin(), ops.end());
+  partition.min_region_size = options.min_region_size;
+  backend::PartitionResult parts = backend::partitionGraph(graph, partition);
+  artifact::LinkReport r = artifact::writeArtifact(graph, parts.modules, output);
+  if (args.quiet) return;
+  std::printf("wrote %s: %llu bytes\n", output.c_str(), (unsigned long long)r.file_bytes);
+  std::printf("  weights  %llu bytes in %zu constants, %llu distinct in %zu tensors (repeats: %llu bytes)\n",
+              (unsigned long long)r.weight_bytes, r.constants, (unsigned long long)r.distinct_weight_bytes,
+              r.distinct_constants, (unsigned long long)(r.weight_bytes - r.distinct_weight_bytes));
+  std::printf("  padding  %llu bytes, metadata %llu bytes, modules %llu bytes\n", (unsigned long long)r.padding_bytes,
+              (unsigned long long)r.metadata_bytes, (unsigned long long)r.module_bytes);
+  for (size_t m = 0; m < parts.modules.size(); ++m)
+    std::printf("  module %zu: %s, %u functions, %zu constant uses, %zu bytes\n", m, parts.modules[m].kind.c_str(),
+                parts.modules[m].num_functions, parts.modules[m].uses.size(), parts.modules[m].blob.size());
+  if (r.distinct_weight_bytes) std::printf("  file / distinct weights = %.4f\n", r.overheadRatio());
+}
+
+}  // namespace
+
+void addCompileCommand(CLI::App& app) {
+  auto args = std::make_shared<CompileArgs>();
+  CLI::App* cmd = app.add_subcommand("compile", "Compile an ONNX model into one artifact file (.pta)");
+  cmd->add_option("model", args->model, "The ONNX model (.onnx)")->required();
+  cmd->add_option("-o,--output", args->output, "The artifact to write (default: the model's name with .pta)");
+  args->flags.add(cmd);
+  cmd->add_flag("-q,--quiet", args->quiet, "Print nothing on success");
+  cmd->callback([args] { compileCommand(*args); });
+}
+
+}  // namespace partita::cli

@@ -1,0 +1,198 @@
+// partita inspect MODEL.pta [--verify] [--graph] [--run] : prints an artifact's header,
+// sections, modules and constant table, then its byte accounting and memory figures.
+#include <cinttypes>
+#include <malloc.h>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "artifact/reader.h"
+#include "partita/error.h"
+#include "runtime/graph_executor.h"
+#include "tools/cli.h"
+
+namespace partita::cli {
+
+namespace {
+
+struct InspectArgs {
+  std::string artifact;
+  bool verify = false;
+  bool graph = false;
+  bool run = false;
+};
+
+// Anonymous (private, not file-backed) memory of this process, from smaps_rollup.
+uint64_t anonymousBytes() {
+  std::ifstream in("/proc/self/smaps_rollup");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("Anonymous:", 0) == 0) {
+      std::istringstream fields(line.substr(10));
+      uint64_t kb = 0;
+      fields >> kb;
+      return kb * 1024;
+    }
+  return 0;
+}
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+std::string moduleList(const std::vector<uint32_t>& mods) {
+  std::string s;
+  for (uint32_t m : mods) s += (s.empty() ? "" : ",") + std::to_string(m);
+  return s;
+}
+
+void printConstants(const artifact::Artifact& a) {
+  std::printf("constants (%zu)\n", a.constants.size());
+  std::printf("  %-6s %-28s %-8s %-18s %-10s %12s %12s  %-8s %-16s %s\n", "id", "name", "dtype", "shape", "layout",
+              "bytes", "offset", "storage", "hash", "modules");
+  std::map<std::pair<uint64_t, uint64_t>, ir::ConstId> first;  // extent -> first id stored there
+  for (const artifact::ConstantEntry& c : a.constants) {
+    std::string note;
+    if (c.storage == artifact::Storage::kWeights) {
+      auto [it, inserted] = first.emplace(std::pair(c.offset, c.nbytes), c.id);
+      if (!inserted) note = "  (same bytes as #" + std::to_string(it->second) + ")";
+    }
+    std::string name = c.name.size() > 28 ? "..." + c.name.substr(c.name.size() - 25) : c.name;
+    std::printf("  %-6u %-28s %-8s %-18s %-10s %12" PRIu64 " %12s  %-8s %-16s %s%s\n", c.id, name.c_str(),
+                std::string(ir::dtypeName(c.dtype)).c_str(), ir::shapeStr(c.shape).c_str(),
+                c.layout.empty() ? "-" : c.layout.c_str(), c.nbytes,
+                c.storage == artifact::Storage::kWeights ? std::to_string(c.offset).c_str() : "-",
+                std::string(artifact::storageName(c.storage)).c_str(), hex(c.hash).c_str(),
+                moduleList(c.consumers).c_str(), note.c_str());
+  }
+}
+
+std::vector<ir::OwnedTensor> zeroInputs(const ir::Graph& g) {
+  std::vector<ir::OwnedTensor> inputs;
+  for (ir::ValueId v : g.inputs) {
+    const ir::TensorType& t = g.typeOf(v);
+    if (!t.isStatic())
+      throw Error(ErrorCode::kInvalidArgument,
+                  "--run needs static input shapes; input '" + g.value(v).name + "' is " + t.str());
+    inputs.emplace_back(t.dtype, t.staticShape());
+    std::memset(inputs.back().data(), 0, inputs.back().nbytes());
+  }
+  return inputs;
+}
+
+// Opens the artifact afresh and runs it once on zero inputs; returns the growth of
+// private memory over both (the inputs, the caller's, are allocated before). A first,
+// discarded round initialises the kernel libraries (OpenMP thread pool, BLAS
+// buffers), which are per process, not per model.
+uint64_t measureLoadAndFirstRun(const std::string& path, const ir::Graph& graph) {
+  // A fixed mmap threshold: big blocks (arenas, kernel scratch) go back to the system
+  // when freed, instead of glibc raising the threshold and keeping them in its heap.
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  std::vector<ir::OwnedTensor> inputs = zeroInputs(graph);
+  std::vector<ir::Tensor> views;
+  for (const ir::OwnedTensor& t : inputs) views.push_back(t.view());
+  uint64_t growth = 0;
+  for (int round = 0; round < 2; ++round) {
+    uint64_t before = anonymousBytes();
+    artifact::Artifact a = artifact::openArtifact(path);
+    runtime::GraphExecutor exec(a.graph, a.store, artifact::loadModules(a));
+    auto state = exec.newRunState();
+    exec.run(*state, views);
+    uint64_t after = anonymousBytes();
+    growth = after > before ? after - before : 0;
+  }
+  return growth;
+}
+
+void inspectCommand(const InspectArgs& args) {
+  artifact::Artifact a = artifact::openArtifact(args.artifact);
+
+  std::printf("artifact %s\n", a.path.c_str());
+  std::printf("header\n  format version %u, %" PRIu64 " bytes, %u sections, producer \"%s\", checksum %s\n",
+              a.header.version, a.header.file_size, a.header.section_count, a.producer.c_str(),
+              hex(a.header.header_checksum).c_str());
+
+  std::printf("sections\n  %-3s %-9s %14s %14s %6s  %s\n", "#", "kind", "offset", "size", "align", "checksum");
+  for (size_t i = 0; i < a.sections.size(); ++i) {
+    const artifact::SectionEntry& s = a.sections[i];
+    std::printf("  %-3zu %-9s %14" PRIu64 " %14" PRIu64 " %6u  %s%s\n", i,
+                std::string(artifact::sectionKindName(s.kind)).c_str(), s.offset, s.size, s.alignment,
+                hex(s.checksum).c_str(), s.kind == artifact::SectionKind::kWeights ? " (checked on demand)" : "");
+  }
+
+  std::printf("modules\n  %-3s %-14s %-8s %-10s %s\n", "#", "kind", "section", "functions", "constant uses");
+  for (size_t m = 0; m < a.modules.size(); ++m) {
+    const artifact::ModuleEntry& mod = a.modules[m];
+    std::map<artifact::UseKind, size_t> counts;
+    for (const artifact::ConstUse& u : mod.uses) ++counts[u.kind];
+    std::string uses = std::to_string(mod.uses.size());
+    for (const auto& [kind, n] : counts) uses += " " + std::string(artifact::useKindName(kind)) + ":" + std::to_string(n);
+    std::printf("  %-3zu %-14s %-8s %-10u %s\n", m, mod.kind.c_str(),
+                mod.section == artifact::kNoSection ? "-" : std::to_string(mod.section).c_str(), mod.num_functions,
+                uses.c_str());
+  }
+
+  printConstants(a);
+  if (args.graph) std::printf("graph\n%s", a.graph->str().c_str());
+
+  artifact::LinkReport r = artifact::byteAccounting(a);
+  std::printf("bytes\n");
+  std::printf("  file                     %14" PRIu64 "\n", r.file_bytes);
+  std::printf("  weights (all uses)       %14" PRIu64 "  in %zu constants\n", r.weight_bytes, r.constants);
+  std::printf("  distinct weights         %14" PRIu64 "  in %zu tensors (repeats stored once: %" PRIu64 ")\n",
+              r.distinct_weight_bytes, r.distinct_constants, r.weight_bytes - r.distinct_weight_bytes);
+  std::printf("  padding                  %14" PRIu64 "  (%" PRIu64 " inside the weight section)\n", r.padding_bytes,
+              r.weight_padding_bytes);
+  std::printf("  metadata                 %14" PRIu64 "  (header, section table, manifest)\n", r.metadata_bytes);
+  std::printf("  module sections          %14" PRIu64 "\n", r.module_bytes);
+  if (r.embedded_bytes) std::printf("  embedded in modules      %14" PRIu64 "\n", r.embedded_bytes);
+  if (r.distinct_weight_bytes) std::printf("  file / distinct weights  %14.5f\n", r.overheadRatio());
+
+  std::unique_ptr<runtime::GraphExecutor> exec;
+  try {
+    exec = std::make_unique<runtime::GraphExecutor>(a.graph, a.store, artifact::loadModules(a));
+  } catch (const Error& e) {
+    std::printf("memory\n  (not planned: %s)\n", e.what());
+    if (args.run) throw;
+  }
+  if (exec) {
+    uint64_t scratch = 0;
+    for (const auto& m : exec->modules()) scratch += m->scratchpadBytes();
+    const uint64_t budget = exec->plannedActivationBytes() + scratch + r.weight_bytes / 20;
+    std::printf("memory\n");
+    std::printf("  planned activations      %14zu\n", exec->plannedActivationBytes());
+    if (!exec->modules().empty()) std::printf("  module scratch           %14" PRIu64 "\n", scratch);
+    std::printf("  private growth budget    %14" PRIu64 "  (activations%s + 5%% of weights)\n", budget,
+                exec->modules().empty() ? "" : " + module scratch");
+    if (args.run) {
+      uint64_t growth = measureLoadAndFirstRun(args.artifact, *a.graph);
+      std::printf("  private growth: load + first run %" PRIu64 "  %s\n", growth,
+                  growth <= budget ? "(within budget)" : "(OVER BUDGET)");
+    }
+  }
+
+  if (args.verify) {
+    artifact::verifyWeights(a);
+    std::printf("weights verified: %" PRIu64 " bytes match their checksums\n", r.weight_section_bytes);
+  }
+}
+
+}  // namespace
+
+void addInspectCommand(CLI::App& app) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* cmd = app.add_subcommand("inspect", "Print an artifact's sections, modules, constants and byte accounting");
+  cmd->add_option("artifact", args->artifact, "The artifact (.pta)")->required();
+  cmd->add_flag("--verify", args->verify, "Also check every weight checksum (reads every weight byte)");
+  cmd->add_flag("--graph", args->graph, "Also print the graph");
+  cmd->add_flag("--run", args->run, "Run once on zero inputs and measure the private memory growth");
+  cmd->callback([args] { inspectCommand(*args); });
+}
+
+}  // namespace partita::cli
