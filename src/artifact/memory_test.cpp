@@ -93,6 +93,15 @@ std::string tempPath(const std::string& name) {
   return (fs::temp_directory_path() / ("partita-mem-" + std::to_string(getpid()) + "-" + name)).string();
 }
 
+// Under ASan/TSan the allocator keeps freed blocks in a quarantine and adds shadow
+// memory, so private-memory growth measures the sanitizer, not partita. The demo and
+// ResNet-18 budgets leave little slack; they run in the normal build only.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 TEST(ArtifactMemory, LoadAndFirstRunAddOnlyActivations) {
   ir::Graph g = testing::mlpGraph(1024, 2048, 1024, false, 4);  // 16 MiB of weights
   std::string path = tempPath("mlp.pta");
@@ -140,12 +149,15 @@ void checkModel(const std::string& onnx, double max_ratio) {
   }
 }
 
-TEST(ArtifactMemory, DemoModel) { checkModel(std::string(PARTITA_SOURCE_DIR) + "/models/fashion/fashion_cnn.onnx", 1.01); }
+TEST(ArtifactMemory, DemoModel) {
+  if (kSanitized) GTEST_SKIP() << "memory figures are not meaningful under a sanitizer";
+  checkModel(std::string(PARTITA_SOURCE_DIR) + "/models/fashion/fashion_cnn.onnx", 1.01); }
 
 // ResNet-18 (random weights) from scripts/export_models.py, exported on first use into
 // <build>/models-artifact-test (its own folder: other tests export into <build>/models
 // concurrently).
 TEST(ArtifactMemory, ResNet18) {
+  if (kSanitized) GTEST_SKIP() << "memory figures are not meaningful under a sanitizer";
   std::string dir = std::string(PARTITA_BINARY_DIR) + "/models-artifact-test";
   std::string onnx = dir + "/resnet18.onnx";
   if (!fs::exists(onnx)) {
