@@ -33,9 +33,20 @@ class ByteWriter {
   void f32(float v) { put(std::bit_cast<uint32_t>(v), 4); }
   void str(const std::string& s) {
     u32(uint32_t(s.size()));
-    const auto* p = reinterpret_cast<const std::byte*>(s.data());
-    out_.insert(out_.end(), p, p + s.size());
+    raw(s.data(), s.size());
   }
+  void ints(const std::vector<int64_t>& v) {
+    u32(uint32_t(v.size()));
+    for (int64_t x : v) i64(x);
+  }
+  void raw(const void* p, size_t n) {
+    const auto* b = static_cast<const std::byte*>(p);
+    out_.insert(out_.end(), b, b + n);
+  }
+  // Overwrites 8 bytes written earlier (e.g. a size known only later).
+  void patchU64(size_t at, uint64_t v) { storeLE(&out_.at(at + 7) - 7, v, 8); }
+  void alignTo(size_t a) { out_.resize((out_.size() + a - 1) / a * a, std::byte{0}); }
+  size_t size() const { return out_.size(); }
   std::vector<std::byte>& bytes() { return out_; }
 
  private:

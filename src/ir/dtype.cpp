@@ -44,6 +44,25 @@ DType dtypeFromName(std::string_view name) {
   return DType::kUndefined;
 }
 
+DType dtypeFromOnnx(int64_t onnx_type) {
+  switch (onnx_type) {
+    case 1: return DType::kFloat32;
+    case 2: return DType::kUInt8;
+    case 3: return DType::kInt8;
+    case 4: return DType::kUInt16;
+    case 5: return DType::kInt16;
+    case 6: return DType::kInt32;
+    case 7: return DType::kInt64;
+    case 9: return DType::kBool;
+    case 10: return DType::kFloat16;
+    case 11: return DType::kFloat64;
+    case 12: return DType::kUInt32;
+    case 13: return DType::kUInt64;
+    case 16: return DType::kBFloat16;
+    default: return DType::kUndefined;
+  }
+}
+
 bool isFloat(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 ||
          t == DType::kFloat64;

@@ -17,6 +17,10 @@ constexpr int kNumDTypes = 14;
 using partita::dtypeSize;
 std::string_view dtypeName(DType t);  // "float32", "int64", ...
 DType dtypeFromName(std::string_view name);  // kUndefined when unknown
+// ONNX TensorProto.DataType numbers (as in model files and "to"/"dtype" attributes)
+// -> DType; kUndefined for types partita has no dtype for (string, complex, float8)
+// and for unknown numbers.
+DType dtypeFromOnnx(int64_t onnx_type);
 bool isFloat(DType t);    // float16, bfloat16, float32, float64
 bool isInteger(DType t);  // signed or unsigned integers (not bool)
 

@@ -1,4 +1,5 @@
-// Little-endian writer and bounds-checked reader for the dnnl module blob. A short or
+// Writer and bounds-checked reader for the dnnl module blob (little-endian, as the
+// artifact's metadata: artifact/byte_io.h). A short or
 // malformed blob throws Error(kInvalidArtifact) naming what was being read.
 #pragma once
 
@@ -9,43 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "artifact/byte_io.h"
 #include "partita/error.h"
 
 namespace partita::dnnl_backend {
 
-class BlobWriter {
- public:
-  void u8(uint8_t v) { put(v, 1); }
-  void u32(uint32_t v) { put(v, 4); }
-  void i32(int32_t v) { put(uint32_t(v), 4); }
-  void u64(uint64_t v) { put(v, 8); }
-  void i64(int64_t v) { put(uint64_t(v), 8); }
-  void f32(float v) { put(std::bit_cast<uint32_t>(v), 4); }
-  void str(const std::string& s) {
-    u32(uint32_t(s.size()));
-    raw(s.data(), s.size());
-  }
-  void ints(const std::vector<int64_t>& v) {
-    u32(uint32_t(v.size()));
-    for (int64_t x : v) i64(x);
-  }
-  void raw(const void* p, size_t n) {
-    const auto* b = static_cast<const std::byte*>(p);
-    out_.insert(out_.end(), b, b + n);
-  }
-  void patchU64(size_t at, uint64_t v) {
-    for (size_t i = 0; i < 8; ++i) out_.at(at + i) = std::byte(uint8_t(v >> (8 * i)));
-  }
-  void alignTo(size_t a) { out_.resize((out_.size() + a - 1) / a * a, std::byte{0}); }
-  size_t size() const { return out_.size(); }
-  std::vector<std::byte>& bytes() { return out_; }
-
- private:
-  void put(uint64_t v, size_t n) {
-    for (size_t i = 0; i < n; ++i) out_.push_back(std::byte(uint8_t(v >> (8 * i))));
-  }
-  std::vector<std::byte> out_;
-};
+// The writer is the artifact's own little-endian writer.
+using BlobWriter = artifact::ByteWriter;
 
 class BlobReader {
  public:
@@ -91,8 +62,7 @@ class BlobReader {
   }
   uint64_t get(size_t n, const char* what) {
     need(n, what);
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; ++i) v |= uint64_t(uint8_t(data_[pos_ + i])) << (8 * i);
+    uint64_t v = artifact::loadLE(data_ + pos_, n);
     pos_ += n;
     return v;
   }

@@ -144,39 +144,6 @@ void visitAny(ir::DType dt, Fn&& fn) {
 
 }  // namespace
 
-ir::DType dtypeFromOnnx(int64_t onnx_type) {
-  switch (onnx_type) {
-    case 1:
-      return ir::DType::kFloat32;
-    case 2:
-      return ir::DType::kUInt8;
-    case 3:
-      return ir::DType::kInt8;
-    case 4:
-      return ir::DType::kUInt16;
-    case 5:
-      return ir::DType::kInt16;
-    case 6:
-      return ir::DType::kInt32;
-    case 7:
-      return ir::DType::kInt64;
-    case 9:
-      return ir::DType::kBool;
-    case 10:
-      return ir::DType::kFloat16;
-    case 11:
-      return ir::DType::kFloat64;
-    case 12:
-      return ir::DType::kUInt32;
-    case 13:
-      return ir::DType::kUInt64;
-    case 16:
-      return ir::DType::kBFloat16;
-    default:
-      return ir::DType::kUndefined;
-  }
-}
-
 bool isHalfLike(ir::DType t) { return t == ir::DType::kFloat16 || t == ir::DType::kBFloat16; }
 
 void castElements(const ir::Tensor& src, const ir::Tensor& dst) {

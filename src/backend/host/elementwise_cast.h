@@ -9,9 +9,6 @@
 
 namespace partita::host::elementwise {
 
-// ONNX TensorProto.DataType number -> DType; kUndefined for types partita has no
-// kernels for (string, complex, float8) and for unknown numbers.
-ir::DType dtypeFromOnnx(int64_t onnx_type);
 inline constexpr int64_t kOnnxString = 8;
 
 bool isHalfLike(ir::DType t);  // float16 or bfloat16

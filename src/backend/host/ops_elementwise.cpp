@@ -284,7 +284,7 @@ void inferWhere(InferContext& c) {
 DType castTarget(const InferContext& c) {
   const ir::Attribute* to = c.attrs().find("to");
   if (!to) c.fail("missing attribute 'to'");
-  DType t = dtypeFromOnnx(to->i);
+  DType t = ir::dtypeFromOnnx(to->i);
   if (t == DType::kUndefined) {
     if (to->i == kOnnxString)
       throw Error(ErrorCode::kUnsupported,

@@ -53,40 +53,6 @@ void dispatchWidth(ir::DType dtype, const std::string& what, F&& f) {
   }
 }
 
-// ONNX TensorProto.DataType numbers (as in a "dtype" attribute) -> DType.
-ir::DType dtypeFromOnnxNumber(int64_t t) {
-  switch (t) {
-    case 1:
-      return ir::DType::kFloat32;
-    case 2:
-      return ir::DType::kUInt8;
-    case 3:
-      return ir::DType::kInt8;
-    case 4:
-      return ir::DType::kUInt16;
-    case 5:
-      return ir::DType::kInt16;
-    case 6:
-      return ir::DType::kInt32;
-    case 7:
-      return ir::DType::kInt64;
-    case 9:
-      return ir::DType::kBool;
-    case 10:
-      return ir::DType::kFloat16;
-    case 11:
-      return ir::DType::kFloat64;
-    case 12:
-      return ir::DType::kUInt32;
-    case 13:
-      return ir::DType::kUInt64;
-    case 16:
-      return ir::DType::kBFloat16;
-    default:
-      return ir::DType::kUndefined;
-  }
-}
-
 // The value 1 of `dtype`, as bytes in a uint64 (little-endian, low bytes used).
 uint64_t oneBits(ir::DType dtype) {
   switch (dtype) {
@@ -214,7 +180,7 @@ void runTrilu(KernelContext& c) {
 ir::DType eyeLikeDType(const InferContext& c) {
   if (!c.attrs().has("dtype")) return c.input(0).dtype;
   int64_t t = c.attrs().getInt("dtype", 0);
-  ir::DType d = dtypeFromOnnxNumber(t);
+  ir::DType d = ir::dtypeFromOnnx(t);
   if (d == ir::DType::kUndefined) c.fail("unsupported dtype " + std::to_string(t));
   return d;
 }

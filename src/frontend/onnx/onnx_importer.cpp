@@ -33,41 +33,6 @@ constexpr int kMaxOpset = 17;
 
 std::string inQuotes(const std::string& s) { return "'" + s + "'"; }
 
-// ONNX TensorProto.DataType -> DType; kUndefined for types partita has no dtype for.
-ir::DType dtypeFromOnnx(int t) {
-  using TP = onnx::TensorProto;
-  switch (t) {
-    case TP::FLOAT:
-      return ir::DType::kFloat32;
-    case TP::UINT8:
-      return ir::DType::kUInt8;
-    case TP::INT8:
-      return ir::DType::kInt8;
-    case TP::UINT16:
-      return ir::DType::kUInt16;
-    case TP::INT16:
-      return ir::DType::kInt16;
-    case TP::INT32:
-      return ir::DType::kInt32;
-    case TP::INT64:
-      return ir::DType::kInt64;
-    case TP::BOOL:
-      return ir::DType::kBool;
-    case TP::FLOAT16:
-      return ir::DType::kFloat16;
-    case TP::DOUBLE:
-      return ir::DType::kFloat64;
-    case TP::UINT32:
-      return ir::DType::kUInt32;
-    case TP::UINT64:
-      return ir::DType::kUInt64;
-    case TP::BFLOAT16:
-      return ir::DType::kBFloat16;
-    default:
-      return ir::DType::kUndefined;
-  }
-}
-
 std::string onnxTypeName(int t) {
   if (onnx::TensorProto_DataType_IsValid(t)) {
     std::string n = onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(t));
@@ -79,7 +44,7 @@ std::string onnxTypeName(int t) {
 
 // Maps an ONNX element type, throwing kUnsupported (string, complex) or kInvalidModel.
 ir::DType requireDType(int t, const std::string& what) {
-  ir::DType d = dtypeFromOnnx(t);
+  ir::DType d = ir::dtypeFromOnnx(t);
   if (d != ir::DType::kUndefined) return d;
   if (t == onnx::TensorProto::UNDEFINED) invalid(what + " has no element type");
   if (onnx::TensorProto_DataType_IsValid(t))
