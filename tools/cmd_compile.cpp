@@ -9,8 +9,7 @@
 
 #include "artifact/writer.h"
 #include "backend/partition.h"
-#include "frontend/onnx/onnx_importer.h"
-#include "passes/pipeline.h"
+#include "passes/compile.h"
 #include "tools/cli.h"
 #include "tools/cli_util.h"
 
@@ -33,17 +32,9 @@ std::string defaultOutput(const std::string& model) {
 
 void compileCommand(const CompileArgs& args) {
   const std::string output = args.output.empty() ? defaultOutput(args.model) : args.output;
-  CompileOptions options = args.flags.options();
-  frontend::ImportOptions import;
-  import.input_shapes = options.input_shapes;
-  ir::Graph graph = frontend::importOnnx(args.model, import);
-  passes::optimize(graph);
-  backend::PartitionOptions partition;
-  partition.backends = options.backends;
-  for (const auto& [b, ops] : options.allow_ops) partition.allow_ops[b].insert(ops.begin(), ops.end());
-  for (const auto& [b, ops] : options.deny_ops) partition.deny_ops[b].insert(ops.begin(), ops.end());
-  partition.min_region_size = options.min_region_size;
-  backend::PartitionResult parts = backend::partitionGraph(graph, partition);
+  CompiledGraph compiled = compileGraph(args.model, args.flags.options());
+  const ir::Graph& graph = compiled.graph;
+  const backend::PartitionResult& parts = compiled.parts;
   artifact::LinkReport r = artifact::writeArtifact(graph, parts.modules, output);
   if (args.quiet) return;
   std::printf("wrote %s: %llu bytes\n", output.c_str(), (unsigned long long)r.file_bytes);

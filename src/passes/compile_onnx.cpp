@@ -1,11 +1,12 @@
-#include "backend/partition.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "partita/compiler.h"
+#include "passes/compile.h"
 #include "passes/pipeline.h"
 #include "runtime/graph_executor.h"
 
 namespace partita {
 
+namespace {
 backend::PartitionOptions partitionOptions(const CompileOptions& options) {
   backend::PartitionOptions p;
   p.backends = options.backends;
@@ -14,16 +15,23 @@ backend::PartitionOptions partitionOptions(const CompileOptions& options) {
   p.min_region_size = options.min_region_size;
   return p;
 }
+}  // namespace
 
-std::shared_ptr<const Model> compileOnnx(const std::string& onnx_path, const CompileOptions& options) {
+CompiledGraph compileGraph(const std::string& onnx_path, const CompileOptions& options) {
   frontend::ImportOptions import;
   import.input_shapes = options.input_shapes;
-  auto graph = std::make_shared<ir::Graph>(frontend::importOnnx(onnx_path, import));
-  passes::optimize(*graph);
-  backend::PartitionResult parts = backend::partitionGraph(*graph, partitionOptions(options));
+  CompiledGraph c{frontend::importOnnx(onnx_path, import), {}};
+  passes::optimize(c.graph);
+  c.parts = backend::partitionGraph(c.graph, partitionOptions(options));
+  return c;
+}
+
+std::shared_ptr<const Model> compileOnnx(const std::string& onnx_path, const CompileOptions& options) {
+  CompiledGraph c = compileGraph(onnx_path, options);
+  auto graph = std::make_shared<ir::Graph>(std::move(c.graph));
   auto store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(graph->constants));
   std::vector<std::shared_ptr<const runtime::RuntimeModule>> modules;
-  for (runtime::ModuleImage& image : parts.modules) {
+  for (runtime::ModuleImage& image : c.parts.modules) {
     runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(image.blob)), store.get(), image.uses};
     modules.push_back(runtime::loadModule(image.kind, ctx));
   }
