@@ -7,6 +7,9 @@
 #if PARTITA_HAVE_DNNL
 #include "backend/dnnl/dnnl_backend.h"
 #endif
+#if PARTITA_HAVE_EWISE
+#include "backend/ewise/ewise_backend.h"
+#endif
 
 namespace partita::backend {
 
@@ -16,6 +19,9 @@ const std::map<std::string, Factory>& factories() {
   static const std::map<std::string, Factory> table = {
 #if PARTITA_HAVE_DNNL
       {"dnnl", [] { return makeDnnlBackend(); }},
+#endif
+#if PARTITA_HAVE_EWISE
+      {"ewise", [] { return makeEwiseBackend(); }},
 #endif
   };
   return table;

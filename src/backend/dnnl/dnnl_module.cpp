@@ -141,11 +141,26 @@ std::shared_ptr<DnnlModule> DnnlModule::loadChecked(const runtime::ModuleLoadCon
       } catch (const dnnl::error& e) {
         throw Error(ErrorCode::kUnsupported, "dnnl module: oneDNN cannot create " + where + ": " + e.what());
       }
-      std::string mismatch = chosenLayoutMismatch(step, pd);
-      if (!mismatch.empty())
-        throw Error(ErrorCode::kUnsupported,
-                    "dnnl module: " + where + ": " + mismatch + "; recompile the model for this machine");
+      // oneDNN's choice of layout depends on the CPU and on the thread count, so a
+      // loader may prefer another layout than the compiler recorded. The derived
+      // weights in the file have the recorded one: ask oneDNN for a primitive over
+      // exactly that layout (maybe another implementation), never reorder at load.
+      bool fell_back = false;
+      if (std::string mismatch = chosenLayoutMismatch(step, pd); !mismatch.empty()) {
+        Step fixed = step;
+        for (Arg& a : fixed.args) a.chosen = false;
+        try {
+          pd = makePrimitiveDesc(fixed, eng);
+        } catch (const dnnl::error& e) {
+          throw Error(ErrorCode::kUnsupported, "dnnl module: " + where + ": " + mismatch +
+                                                   ", and oneDNN has no implementation for the recorded layout (" +
+                                                   e.what() + "); recompile the model for this machine");
+        }
+        fell_back = true;
+      }
       LoadedStep ls;
+      ls.recorded_layout_kept = fell_back;
+      m->fallback_steps_ += fell_back ? 1 : 0;
       ls.kind = step.kind;
       ls.label = step.label;
       ls.implementation = implementationName(pd);

@@ -1,7 +1,8 @@
 // DnnlModule: the run-time half of the dnnl backend (module kind "dnnl").
 //
 // Load parses the blob, re-creates every primitive once from its stored parameters
-// (checking that oneDNN on this machine picks the layouts recorded at compile time)
+// (where oneDNN on this machine would pick another weight layout than the one recorded
+// at compile time, over the recorded layout: the derived weights are used as stored)
 // and wraps each constant it declared as a dnnl::memory over the store's bytes: zero
 // copy, no reorder. Nothing is executed at load.
 //
@@ -52,6 +53,9 @@ class DnnlModule final : public runtime::RuntimeModule {
   // (ConstId, data handle of the dnnl::memory that wraps it) for every constant argument.
   std::vector<std::pair<ir::ConstId, const void*>> constantHandles() const;
   size_t workspacesCreated() const;
+  // Steps whose primitive was created over the recorded weight layout because oneDNN
+  // on this machine (or at this thread count) would have chosen another one.
+  size_t fallbackSteps() const { return fallback_steps_; }
 
  private:
   struct LoadedArg {
@@ -66,6 +70,7 @@ class DnnlModule final : public runtime::RuntimeModule {
     StepKind kind;
     std::string label, implementation;
     size_t post_ops = 0;
+    bool recorded_layout_kept = false;  // oneDNN here preferred another layout
     dnnl::primitive primitive;
     std::vector<LoadedArg> args;
     dnnl::memory::desc scratchpad;
@@ -85,7 +90,7 @@ class DnnlModule final : public runtime::RuntimeModule {
 
   Bytes blob_;  // keeps embedded data alive
   std::vector<LoadedFunction> functions_;
-  size_t arena_bytes_ = 0, scratch_bytes_ = 0;
+  size_t arena_bytes_ = 0, scratch_bytes_ = 0, fallback_steps_ = 0;
   mutable std::mutex mutex_;
   mutable std::vector<std::unique_ptr<Workspace>> idle_;
   mutable size_t created_ = 0;

@@ -14,6 +14,7 @@
 #include "backend/host/elementwise_broadcast.h"
 #include "backend/host/elementwise_cast.h"
 #include "backend/host/elementwise_dispatch.h"
+#include "backend/host/elementwise_functors.h"
 #include "backend/host/elementwise_unary.h"
 #include "backend/host/op_registry.h"
 #include "backend/host/op_util.h"
@@ -27,100 +28,6 @@ using ir::DType;
 using ir::Tensor;
 using namespace elementwise;
 
-// ---------------------------------------------------------------------------------
-// Binary functors: T op T -> T (or bool).
-
-struct AddOp {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>)
-      return T(Wide<T>(a) + Wide<T>(b));
-    else
-      return a + b;
-  }
-};
-struct SubOp {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>)
-      return T(Wide<T>(a) - Wide<T>(b));
-    else
-      return a - b;
-  }
-};
-struct MulOp {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>)
-      return T(Wide<T>(a) * Wide<T>(b));
-    else
-      return a * b;
-  }
-};
-// Integer division truncates toward zero (C semantics). Division by zero gives 0
-// rather than a trap, and INT_MIN / -1 wraps.
-struct DivOp {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      if (b == 0) return T(0);
-      if constexpr (std::is_signed_v<T>)
-        if (b == T(-1)) return T(Wide<T>(0) - Wide<T>(a));
-      return T(a / b);
-    } else {
-      return a / b;
-    }
-  }
-};
-// Mod with fmod=1: the remainder has the sign of the dividend (C fmod / %).
-struct FmodOp {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      if (b == 0) return T(0);
-      if constexpr (std::is_signed_v<T>)
-        if (b == T(-1)) return T(0);
-      return T(a % b);
-    } else {
-      return std::fmod(a, b);
-    }
-  }
-};
-// Mod with fmod=0: the remainder has the sign of the divisor (Python / numpy mod).
-struct FloorModOp {
-  template <class T>
-  T operator()(T a, T b) const {
-    T r = FmodOp{}(a, b);
-    if constexpr (std::is_unsigned_v<T>) {
-      return r;
-    } else {
-      if (r != 0 && ((r < 0) != (b < 0))) r = T(r + b);
-      return r;
-    }
-  }
-};
-struct MaxOp {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (a != a) return a;  // NaN wins, as in numpy.maximum
-      return (b > a || b != b) ? b : a;
-    } else {
-      return b > a ? b : a;
-    }
-  }
-};
-struct MinOp {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (a != a) return a;
-      return (b < a || b != b) ? b : a;
-    } else {
-      return b < a ? b : a;
-    }
-  }
-};
 struct ShiftLeftOp {
   template <class T>
   T operator()(T a, T b) const {

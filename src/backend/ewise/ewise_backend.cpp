@@ -1,0 +1,275 @@
+#include "backend/ewise/ewise_backend.h"
+
+#include <cstring>
+#include <limits>
+#include <map>
+#include <optional>
+
+#include "backend/ewise/ewise_program.h"
+#include "partita/error.h"
+
+namespace partita::backend {
+
+namespace {
+
+using ewise::Op;
+
+struct OpInfo {
+  Op op;
+  float alpha, beta;  // defaults of the op's attributes
+};
+
+// ONNX op type -> instruction. Max and Min take exactly two inputs here.
+const std::map<std::string, OpInfo>& opTable() {
+  static const std::map<std::string, OpInfo> table = {
+      {"Add", {Op::kAdd, 0, 0}},
+      {"Sub", {Op::kSub, 0, 0}},
+      {"Mul", {Op::kMul, 0, 0}},
+      {"Div", {Op::kDiv, 0, 0}},
+      {"Max", {Op::kMax, 0, 0}},
+      {"Min", {Op::kMin, 0, 0}},
+      {"Relu", {Op::kRelu, 0, 0}},
+      {"LeakyRelu", {Op::kLeakyRelu, 0.01f, 0}},
+      {"ThresholdedRelu", {Op::kThresholdedRelu, 1.0f, 0}},
+      {"Elu", {Op::kElu, 1.0f, 0}},
+      {"Selu", {Op::kSelu, 1.67326319217681884765625f, 1.05070102214813232421875f}},
+      {"Celu", {Op::kCelu, 1.0f, 0}},
+      {"Sigmoid", {Op::kSigmoid, 0, 0}},
+      {"HardSigmoid", {Op::kHardSigmoid, 0.2f, 0.5f}},
+      {"HardSwish", {Op::kHardSwish, 0, 0}},
+      {"Softplus", {Op::kSoftplus, 0, 0}},
+      {"Softsign", {Op::kSoftsign, 0, 0}},
+      {"Tanh", {Op::kTanh, 0, 0}},
+      {"Exp", {Op::kExp, 0, 0}},
+      {"Log", {Op::kLog, 0, 0}},
+      {"Sqrt", {Op::kSqrt, 0, 0}},
+      {"Neg", {Op::kNeg, 0, 0}},
+      {"Abs", {Op::kAbs, 0, 0}},
+      {"Reciprocal", {Op::kReciprocal, 0, 0}},
+      {"Erf", {Op::kErf, 0, 0}},
+      {"Floor", {Op::kFloor, 0, 0}},
+      {"Ceil", {Op::kCeil, 0, 0}},
+      {"Round", {Op::kRound, 0, 0}},
+      {"Clip", {Op::kClip, std::numeric_limits<float>::lowest(), std::numeric_limits<float>::max()}},
+  };
+  return table;
+}
+
+bool isConstant(const ir::Graph& g, ir::ValueId v) { return g.value(v).isConstant(); }
+
+const ir::Constant& constantOf(const ir::Graph& g, ir::ValueId v) { return g.constants.get(g.value(v).constant); }
+
+// A float32 constant with one element (Clip's bounds).
+std::optional<float> scalarConstant(const ir::Graph& g, ir::ValueId v) {
+  if (!isConstant(g, v)) return std::nullopt;
+  const ir::Constant& c = constantOf(g, v);
+  if (c.dtype != ir::DType::kFloat32 || c.nbytes() != sizeof(float) || !c.layout.empty()) return std::nullopt;
+  float f;
+  std::memcpy(&f, c.bytes.data, sizeof f);
+  return f;
+}
+
+// Does `shape` broadcast into `out` (numpy rules, one direction)?
+bool broadcastsInto(const std::vector<int64_t>& shape, const std::vector<int64_t>& out) {
+  if (shape.size() > out.size()) return false;
+  const size_t lead = out.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1 && shape[d] != out[lead + d]) return false;
+  return true;
+}
+
+// The node's Clip bounds, or nullopt when they are not compile-time scalars.
+std::optional<std::pair<float, float>> clipBounds(const ir::Graph& g, const ir::Node& n) {
+  float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
+  if (n.opset < 11) {
+    if (n.attrs.has("min")) lo = n.attrs.getFloat("min", lo);
+    if (n.attrs.has("max")) hi = n.attrs.getFloat("max", hi);
+    return std::pair(lo, hi);
+  }
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    if (n.inputs[i] == ir::kNoValue) continue;
+    std::optional<float> v = scalarConstant(g, n.inputs[i]);
+    if (!v) return std::nullopt;
+    (i == 1 ? lo : hi) = *v;
+  }
+  return std::pair(lo, hi);
+}
+
+bool supportsNode(const ir::Graph& g, const ir::Node& n) {
+  if (!n.domain.empty() && n.domain != "ai.onnx") return false;
+  auto it = opTable().find(n.op_type);
+  if (it == opTable().end()) return false;
+  const Op op = it->second.op;
+  if (n.outputs.size() != 1 || n.outputs[0] == ir::kNoValue) return false;
+  const ir::TensorType& out = g.typeOf(n.outputs[0]);
+  if (out.dtype != ir::DType::kFloat32 || !out.isStatic() || out.numel() <= 0) return false;
+  const std::vector<int64_t> shape = out.staticShape();
+
+  const size_t operands = ewise::isBinary(op) ? 2 : 1;
+  if (op == Op::kClip) {
+    if (n.inputs.size() > 3 || !clipBounds(g, n)) return false;
+  } else if (n.inputs.size() != operands) {
+    return false;
+  }
+  bool reads_value = false;
+  for (size_t i = 0; i < operands; ++i) {
+    ir::ValueId v = n.inputs[i];
+    if (v == ir::kNoValue) return false;
+    const ir::TensorType& t = g.typeOf(v);
+    if (t.dtype != ir::DType::kFloat32 || !t.isStatic()) return false;
+    if (isConstant(g, v)) {
+      // A constant operand broadcasts into the output (the host reads it the same way).
+      if (!constantOf(g, v).layout.empty() || !broadcastsInto(t.staticShape(), shape)) return false;
+    } else {
+      // Every value a region streams has the region's one shape.
+      if (t.staticShape() != shape) return false;
+      reads_value = true;
+    }
+  }
+  return reads_value;
+}
+
+// Builds one module from the regions.
+class Compiler {
+ public:
+  explicit Compiler(ir::Graph& g) : g_(g) {}
+
+  ewise::Function compileRegion(const Region& region) {
+    ewise::Function fn;
+    const ir::Node& first = g_.nodes[size_t(region.nodes.at(0))];
+    fn.shape = g_.typeOf(first.outputs[0]).staticShape();
+    std::map<ir::ValueId, uint32_t> reg;
+    for (ir::ValueId v : region.inputs) {
+      if (g_.typeOf(v).staticShape() != fn.shape)
+        throw Error(ErrorCode::kInternal, "ewise: region input '" + g_.value(v).name + "' has another shape");
+      reg[v] = fn.num_registers++;
+    }
+    fn.num_inputs = fn.num_registers;
+    std::map<ir::ConstId, uint32_t> slot_of;
+    auto operand = [&](ir::ValueId v) -> ewise::Operand {
+      if (!isConstant(g_, v)) {
+        auto r = reg.find(v);
+        if (r == reg.end()) throw Error(ErrorCode::kInternal, "ewise: value '" + g_.value(v).name + "' has no register");
+        return {ewise::OperandKind::kRegister, r->second};
+      }
+      const ir::ConstId id = g_.value(v).constant;
+      auto [it, added] = slot_of.emplace(id, uint32_t(fn.constants.size()));
+      if (added) fn.constants.push_back(slot(id, fn.shape));
+      return {ewise::OperandKind::kConstant, it->second};
+    };
+
+    for (ir::NodeId id : region.nodes) {
+      const ir::Node& n = g_.nodes[size_t(id)];
+      const OpInfo& info = opTable().at(n.op_type);
+      if (g_.typeOf(n.outputs[0]).staticShape() != fn.shape)
+        throw Error(ErrorCode::kInternal, "ewise: node '" + n.name + "' has another shape than its region");
+      ewise::Instr in;
+      in.op = info.op;
+      in.alpha = info.alpha;
+      in.beta = info.beta;
+      in.a = operand(n.inputs[0]);
+      if (ewise::isBinary(in.op)) in.b = operand(n.inputs[1]);
+      switch (in.op) {
+        case Op::kLeakyRelu:
+        case Op::kThresholdedRelu:
+        case Op::kElu:
+        case Op::kCelu:
+          in.alpha = n.attrs.getFloat("alpha", info.alpha);
+          break;
+        case Op::kSelu:
+          in.alpha = n.attrs.getFloat("alpha", info.alpha);
+          in.beta = n.attrs.getFloat("gamma", info.beta);
+          break;
+        case Op::kHardSigmoid:
+          in.alpha = n.attrs.getFloat("alpha", info.alpha);
+          in.beta = n.attrs.getFloat("beta", info.beta);
+          break;
+        case Op::kClip: {
+          auto bounds = clipBounds(g_, n);
+          if (!bounds) throw Error(ErrorCode::kInternal, "ewise: Clip '" + n.name + "' lost its constant bounds");
+          std::tie(in.alpha, in.beta) = *bounds;
+          // The bounds become immediates of the program: embedded.
+          for (size_t i = 1; i < n.inputs.size(); ++i)
+            if (n.inputs[i] != ir::kNoValue) use(g_.value(n.inputs[i]).constant, runtime::ConstUseKind::kEmbed);
+          break;
+        }
+        default:
+          break;
+      }
+      in.dst = fn.num_registers++;
+      reg[n.outputs[0]] = in.dst;
+      fn.code.push_back(in);
+    }
+    for (ir::ValueId v : region.outputs) fn.outputs.push_back(reg.at(v));
+    return fn;
+  }
+
+  runtime::ModuleImage finish(std::vector<ewise::Function> functions) {
+    program_.functions = std::move(functions);
+    runtime::ModuleImage image;
+    image.kind = ewise::kModuleKind;
+    image.blob = ewise::writeProgram(program_);
+    for (const auto& [id, kind] : uses_) image.uses.push_back({id, kind, ir::kNoConst});
+    return image;
+  }
+
+ private:
+  // One use per constant. Embedding wins over nothing; a constant some function
+  // borrows is borrowed (an embedded copy elsewhere would only add bytes).
+  void use(ir::ConstId id, runtime::ConstUseKind kind) {
+    auto [it, added] = uses_.emplace(id, kind);
+    if (!added && kind == runtime::ConstUseKind::kBorrow) it->second = kind;
+  }
+
+  ewise::ConstSlot slot(ir::ConstId id, const std::vector<int64_t>& shape) {
+    const ir::Constant& c = g_.constants.get(id);
+    ewise::ConstSlot s;
+    s.id = id;
+    s.shape.assign(shape.size() - c.shape.size(), 1);
+    s.shape.insert(s.shape.end(), c.shape.begin(), c.shape.end());
+    int64_t numel = 1;
+    for (int64_t d : c.shape) numel *= d;
+    s.embedded = numel <= ewise::kMaxEmbeddedElements;
+    if (s.embedded) {
+      auto [it, added] = embedded_at_.emplace(id, program_.data.size());
+      if (added) {
+        program_.data.insert(program_.data.end(), c.bytes.data, c.bytes.data + c.nbytes());
+        program_.data.resize((program_.data.size() + ewise::kEmbeddedAlignment - 1) / ewise::kEmbeddedAlignment *
+                             ewise::kEmbeddedAlignment);
+      }
+      s.offset = it->second;
+    }
+    use(id, s.embedded ? runtime::ConstUseKind::kEmbed : runtime::ConstUseKind::kBorrow);
+    return s;
+  }
+
+  ir::Graph& g_;
+  ewise::Program program_;
+  std::map<ir::ConstId, uint64_t> embedded_at_;
+  std::map<ir::ConstId, runtime::ConstUseKind> uses_;
+};
+
+class EwiseBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "ewise"; }
+
+  bool supports(const ir::Graph& g, ir::NodeId node) const override { return supportsNode(g, g.nodes[size_t(node)]); }
+
+  std::vector<std::string> patterns() const override {
+    return {"any chain or tree of Add|Sub|Mul|Div|Max|Min|<activation>|<math function>|Clip over one shape, "
+            "with constant operands broadcast into it (one pass over memory)"};
+  }
+
+  runtime::ModuleImage compile(ir::Graph& g, const std::vector<Region>& regions) override {
+    Compiler c(g);
+    std::vector<ewise::Function> functions;
+    for (const Region& r : regions) functions.push_back(c.compileRegion(r));
+    return c.finish(std::move(functions));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> makeEwiseBackend() { return std::make_unique<EwiseBackend>(); }
+
+}  // namespace partita::backend

@@ -1,0 +1,64 @@
+// EwiseModule: the run-time half of the ewise backend (module kind "ewise").
+//
+// Load parses and checks the blob, resolves each constant slot to a pointer -- into
+// the blob's own data for embedded constants, into the shared weight store for
+// borrowed ones (zero copy either way) -- and plans each function's iteration: the
+// shape is split into rows and a contiguous inner run over which every constant is
+// either contiguous or one value, so the inner loops are plain vector loops.
+//
+// A run walks the iteration in tiles of kTile elements; for each tile it executes the
+// function's instructions, inputs read and outputs written in place, intermediate
+// registers in a per-thread scratch tile. Thread-safe: run() keeps no state.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/ewise/ewise_program.h"
+#include "runtime/module.h"
+
+namespace partita::ewise {
+
+class EwiseModule final : public runtime::RuntimeModule {
+ public:
+  static constexpr int64_t kTile = 512;
+
+  // Throws Error(kInvalidArtifact) for a malformed blob, or a constant that is missing,
+  // undeclared, declared with another use kind, or of another dtype or size.
+  static std::shared_ptr<EwiseModule> load(const runtime::ModuleLoadContext& ctx);
+
+  void run(uint32_t fn, const std::vector<ir::Tensor>& inputs,
+           const std::vector<ir::Tensor>& outputs) const override;
+  // Per concurrent run and thread: the intermediate registers' tiles.
+  size_t scratchpadBytes() const override;
+
+  size_t numFunctions() const { return functions_.size(); }
+  // The data pointer each constant slot of `fn` reads (tests check zero copy).
+  std::vector<std::pair<ir::ConstId, const float*>> constantPointers(uint32_t fn) const;
+
+ private:
+  struct LoadedConst {
+    const float* data = nullptr;
+    bool contiguous = false;            // over the inner run; else one value per row
+    std::vector<int64_t> row_strides;   // per outer dimension, 0 where broadcast
+  };
+  struct LoadedFunction {
+    Function fn;
+    std::vector<int64_t> outer;  // the outer dimensions (rows = their product)
+    int64_t rows = 1, inner = 1;
+    std::vector<LoadedConst> consts;
+    std::vector<int32_t> temp_slot;    // per register: scratch tile index, or -1
+    std::vector<int32_t> output_of;    // per register: output index, or -1
+    uint32_t num_temps = 0;
+  };
+
+  EwiseModule() = default;
+  void runTile(const LoadedFunction& lf, const std::vector<ir::Tensor>& inputs,
+               const std::vector<ir::Tensor>& outputs, int64_t row, int64_t begin, int64_t n,
+               float* scratch) const;
+
+  Bytes blob_;  // keeps the embedded constants alive
+  std::vector<LoadedFunction> functions_;
+};
+
+}  // namespace partita::ewise
