@@ -1,5 +1,6 @@
-// partita inspect MODEL.pta [--verify] [--graph] [--run] : prints an artifact's header,
-// sections, modules and constant table, then its byte accounting and memory figures.
+// partita inspect MODEL.pta [--verify] [--graph] [--run] [--dot FILE] : prints an
+// artifact's header, sections, modules, partition and constant table, then its byte
+// accounting and memory figures; --dot also writes the partition as a Graphviz file.
 #include <cinttypes>
 #include <malloc.h>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "partita/error.h"
 #include "runtime/graph_executor.h"
 #include "tools/cli.h"
+#include "tools/partition_view.h"
 
 namespace partita::cli {
 
@@ -24,6 +26,7 @@ struct InspectArgs {
   bool verify = false;
   bool graph = false;
   bool run = false;
+  std::string dot;  // write the partition as Graphviz here
 };
 
 // Anonymous (private, not file-backed) memory of this process, from smaps_rollup.
@@ -112,6 +115,8 @@ uint64_t measureLoadAndFirstRun(const std::string& path, const ir::Graph& graph)
 
 void inspectCommand(const InspectArgs& args) {
   artifact::Artifact a = artifact::openArtifact(args.artifact);
+  // First, so that an unwritable path fails before anything is printed.
+  if (!args.dot.empty()) writeTextFile(args.dot, partitionDot(a));
 
   std::printf("artifact %s\n", a.path.c_str());
   std::printf("header\n  format version %u, %" PRIu64 " bytes, %u sections, producer \"%s\", checksum %s\n",
@@ -138,6 +143,7 @@ void inspectCommand(const InspectArgs& args) {
                 uses.c_str());
   }
 
+  std::printf("%s", partitionText(partitionUnits(a)).c_str());
   printConstants(a);
   if (args.graph) std::printf("graph\n%s", a.graph->str().c_str());
 
@@ -181,17 +187,21 @@ void inspectCommand(const InspectArgs& args) {
     artifact::verifyWeights(a);
     std::printf("weights verified: %" PRIu64 " bytes match their checksums\n", r.weight_section_bytes);
   }
+  if (!args.dot.empty())
+    std::printf("wrote %s (Graphviz: dot -Tsvg %s -o partition.svg)\n", args.dot.c_str(), args.dot.c_str());
 }
 
 }  // namespace
 
 void addInspectCommand(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Print an artifact's sections, modules, constants and byte accounting");
+  CLI::App* cmd = app.add_subcommand(
+      "inspect", "Print an artifact's sections, modules, partition, constants and byte accounting");
   cmd->add_option("artifact", args->artifact, "The artifact (.pta)")->required();
   cmd->add_flag("--verify", args->verify, "Also check every weight checksum (reads every weight byte)");
   cmd->add_flag("--graph", args->graph, "Also print the graph");
   cmd->add_flag("--run", args->run, "Run once on zero inputs and measure the private memory growth");
+  cmd->add_option("--dot", args->dot, "Also write the executor graph and its partition as Graphviz to FILE");
   cmd->callback([args] { inspectCommand(*args); });
 }
 

@@ -1,6 +1,7 @@
 // `partita compile` and `partita inspect` end to end, through the command line:
 // deterministic output, a failing compile that leaves nothing behind, inspect's
-// report, and a corrupted artifact rejected with a clear message.
+// report (including the partition and its Graphviz form), and a corrupted artifact
+// rejected with a clear message.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,7 +19,9 @@
 #include "artifact/reader.h"
 #include "artifact/writer.h"
 #include "frontend/onnx/onnx_importer.h"
+#include "passes/compile.h"
 #include "passes/pipeline.h"
+#include "runtime/graph_executor.h"
 
 namespace {
 
@@ -148,6 +151,102 @@ TEST_F(ArtifactCli, InspectRejectsACorruptedArtifact) {
       << v.output;
 }
 
+// The partition block: one line per executor unit, consecutive host nodes collapsed.
+TEST_F(ArtifactCli, InspectShowsHostOnlyPartition) {
+  ASSERT_EQ(runCli("compile " + kDemo + " -o " + path("m.pta") + " -q").exit_code, 0);
+  Result r = runCli("inspect " + path("m.pta"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\npartition: host only (12 nodes)\nconstants"), std::string::npos) << r.output;
+}
+
+#if PARTITA_HAVE_DNNL
+TEST_F(ArtifactCli, InspectShowsTheDnnlPartition) {
+  ASSERT_EQ(runCli("compile " + kDemo + " -o " + path("m.pta") + " -q --backends dnnl,host").exit_code, 0);
+  Result r = runCli("inspect " + path("m.pta"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\npartition: 1 region on dnnl (12 nodes), 0 host nodes\n"
+                          "  dnnl_region_0_0  dnnl  12 nodes: Relu x3, Conv x2, MaxPool x2, Gemm x2, Sub, "
+                          "Div, Flatten\nconstants"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST_F(ArtifactCli, InspectShowsRegionsBetweenHostNodes) {
+  const std::string flags = " -q --backends dnnl,host --deny dnnl=MaxPool,Flatten";
+  ASSERT_EQ(runCli("compile " + kDemo + " -o " + path("m.pta") + flags).exit_code, 0);
+  Result r = runCli("inspect " + path("m.pta"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\npartition: 3 regions on dnnl (9 nodes), 3 host nodes\n"
+                          "  dnnl_region_0_0  dnnl  4 nodes: Sub, Div, Conv, Relu\n"
+                          "  host                   1 node: MaxPool '/MaxPool'\n"
+                          "  dnnl_region_0_1  dnnl  2 nodes: Conv, Relu\n"
+                          "  host                   2 nodes: MaxPool '/MaxPool_1', Flatten '/Flatten'\n"
+                          "  dnnl_region_0_2  dnnl  3 nodes: Gemm x2, Relu\n"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST_F(ArtifactCli, InspectWritesThePartitionAsGraphviz) {
+  const std::string flags = " -q --backends dnnl,host --deny dnnl=MaxPool,Flatten";
+  ASSERT_EQ(runCli("compile " + kDemo + " -o " + path("m.pta") + flags).exit_code, 0);
+  Result r = runCli("inspect " + path("m.pta") + " --dot " + path("m.dot"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("wrote " + path("m.dot")), std::string::npos) << r.output;
+  std::string dot = readAll(path("m.dot"));
+  EXPECT_EQ(dot.rfind("digraph partition {\n", 0), 0u) << dot;
+  EXPECT_EQ(dot.substr(dot.size() - 2), "}\n");
+  for (const char* needle :
+       {"label=\"dnnl_region_0_1\\n2 nodes\\nConv, Relu\"", "fillcolor=\"#8dd3c7\"", "fillcolor=\"#d9d9d9\"",
+        "label=\"MaxPool\\n/MaxPool\"", "in0 [shape=ellipse, label=\"input\\nfloat32[100,1,28,28]\"]",
+        "shape=ellipse, label=\"logits\\nfloat32[100,10]\"", "-> out0", "subgraph cluster_legend",
+        "label=\"dnnl\"", "label=\"host\""})
+    EXPECT_NE(dot.find(needle), std::string::npos) << "missing '" << needle << "' in:\n" << dot;
+  EXPECT_EQ(list(), (std::vector<std::string>{"m.dot", "m.pta"}));  // no temporary left
+}
+
+#endif
+
+// Node and value names reach the labels with their quotes and backslashes escaped.
+TEST_F(ArtifactCli, InspectDotEscapesNames) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("g");
+  for (const char* name : {"x\"in", "y"}) {
+    onnx::ValueInfoProto* vi = std::string(name) == "y" ? g->add_output() : g->add_input();
+    vi->set_name(name);
+    onnx::TypeProto::Tensor* t = vi->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    t->mutable_shape()->add_dim()->set_dim_value(4);
+  }
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type("Relu");
+  n->set_name("say \"hi\" \\o/");
+  n->add_input("x\"in");
+  n->add_output("y");
+  std::ofstream(path("q.onnx"), std::ios::binary) << m.SerializeAsString();
+  ASSERT_EQ(runCli("compile " + path("q.onnx") + " -o " + path("q.pta") + " -q").exit_code, 0);
+  Result r = runCli("inspect " + path("q.pta") + " --dot " + path("q.dot"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("partition: host only (1 node)\n"), std::string::npos) << r.output;
+  std::string dot = readAll(path("q.dot"));
+  EXPECT_NE(dot.find(R"(n0 [shape=box, style=filled, fillcolor="#d9d9d9", label="Relu\nsay \"hi\" \\o/"];)"),
+            std::string::npos)
+      << dot;
+  EXPECT_NE(dot.find(R"(in0 [shape=ellipse, label="x\"in\nfloat32[4]"];)"), std::string::npos) << dot;
+}
+
+TEST_F(ArtifactCli, InspectDotToAnUnwritablePathFails) {
+  ASSERT_EQ(runCli("compile " + kDemo + " -o " + path("m.pta") + " -q").exit_code, 0);
+  const std::string dot = path("no-such-dir/m.dot");
+  Result r = runCli("inspect " + path("m.pta") + " --dot " + dot);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.output.rfind("error: cannot write '" + dot + "'", 0), 0u) << r.output;
+  EXPECT_FALSE(fs::exists(dot));
+  EXPECT_EQ(list(), (std::vector<std::string>{"m.pta"}));
+}
+
 // An ONNX model with tied weights (two initializers with the same bytes, as an
 // encoder/decoder pair often has) links to a file smaller than the untied model by
 // exactly the repeated tensor.
@@ -213,5 +312,29 @@ TEST_F(ArtifactCompile, TiedOnnxWeightsAreStoredOnce) {
   EXPECT_EQ(a.constants[0].offset, a.constants[1].offset);
   EXPECT_NE(a.constants[0].name, a.constants[1].name);
 }
+
+#if PARTITA_HAVE_DNNL
+// What the partitioner records on each Call node survives the artifact round trip.
+TEST_F(ArtifactCompile, CallNodesRecordTheirRegions) {
+  using namespace partita;
+  CompileOptions options;
+  options.backends = {"dnnl", "host"};
+  options.deny_ops["dnnl"] = {"MaxPool"};
+  CompiledGraph c = compileGraph(kDemo, options);
+  ASSERT_EQ(c.parts.regions.size(), 3u);
+  artifact::writeArtifact(c.graph, c.parts.modules, path("m.pta"));
+  artifact::Artifact a = artifact::openArtifact(path("m.pta"));
+  size_t calls = 0;
+  for (const ir::Node& n : a.graph->nodes) {
+    if (n.op_type != runtime::kCallOp) continue;
+    const backend::RegionSummary& s = c.parts.regions.at(calls++);
+    EXPECT_EQ(n.attrs.getStrings("ops"), s.ops) << n.name;
+    EXPECT_EQ(n.attrs.getStrings("nodes"), s.nodes) << n.name;
+  }
+  EXPECT_EQ(calls, 3u);
+  EXPECT_EQ(c.parts.regions[1].ops, (std::vector<std::string>{"Conv", "Relu"}));
+  EXPECT_EQ(c.parts.regions[1].nodes, (std::vector<std::string>{"/conv2/Conv", "/Relu_1"}));
+}
+#endif
 
 }  // namespace

@@ -12,6 +12,13 @@ namespace {
 
 constexpr int kHost = -1;
 
+ir::Attribute stringsAttribute(std::vector<std::string> strings) {
+  ir::Attribute a;
+  a.kind = ir::Attribute::Kind::kStrings;
+  a.strings = std::move(strings);
+  return a;
+}
+
 struct Partitioner {
   ir::Graph& g;
   const PartitionOptions& options;
@@ -155,7 +162,8 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
   p.formRegions();
 
   // Compile each backend's regions into one module; function index = order.
-  std::vector<int> module_of_region(p.region_nodes.size(), -1), function_of_region(p.region_nodes.size(), -1);
+  std::vector<int> module_of_region(p.region_nodes.size(), -1), function_of_region(p.region_nodes.size(), -1),
+      summary_of_region(p.region_nodes.size(), -1);
   std::vector<Region> regions(p.region_nodes.size());
   for (size_t b = 0; b < p.backends.size(); ++b) {
     std::vector<Region> mine;
@@ -177,9 +185,11 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
       s.module = result.modules.size();
       s.function = f;
       for (ir::NodeId m : mine[f].nodes) {
-        s.ops.push_back(g.nodes[size_t(m)].op_type);
-        s.nodes.push_back(g.nodes[size_t(m)].name);
+        const ir::Node& node = g.nodes[size_t(m)];
+        s.ops.push_back(node.domain.empty() ? node.op_type : node.domain + "." + node.op_type);
+        s.nodes.push_back(node.name);
       }
+      summary_of_region[ids[f]] = int(result.regions.size());
       result.regions.push_back(std::move(s));
     }
     result.modules.push_back(std::move(image));
@@ -236,6 +246,10 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
       call.outputs = regions[size_t(r)].outputs;
       call.attrs.setInt("module", module_of_region[size_t(r)]);
       call.attrs.setInt("function", function_of_region[size_t(r)]);
+      // What the call replaced, for `partita inspect`; the executor reads only module and function.
+      const RegionSummary& summary = result.regions[size_t(summary_of_region[size_t(r)])];
+      call.attrs.set("ops", stringsAttribute(summary.ops));
+      call.attrs.set("nodes", stringsAttribute(summary.nodes));
       rebuilt.push_back(std::move(call));
     }
     for (int s : succ[size_t(u)])

@@ -25,8 +25,10 @@ struct PartitionOptions {
 struct RegionSummary {
   std::string backend;
   size_t module = 0, function = 0;
-  std::vector<std::string> ops;    // op types in order
+  std::vector<std::string> ops;    // op types in order ("domain.Op" outside the default domain)
   std::vector<std::string> nodes;  // node names in order
+  // The region's partita.Call node carries both lists as strings attributes "ops" and
+  // "nodes", so an artifact records its partition.
 };
 
 struct PartitionResult {
