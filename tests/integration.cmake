@@ -10,6 +10,17 @@ if(EXISTS ${PARTITA_ONNX_TESTDATA}/node)
               --expect ${CMAKE_SOURCE_DIR}/tests/conformance/${folder}.passing)
     set_tests_properties(${test_name} PROPERTIES TIMEOUT 1200 LABELS conformance)
   endforeach()
+  # The same lists with oneDNN taking what it supports: a case passing on the host
+  # must pass with dnnl,host too (15-20 s for the three folders on 2 cores).
+  if("dnnl" IN_LIST PARTITA_BACKENDS)
+    foreach(folder node pytorch-converted pytorch-operator)
+      string(REPLACE "-" "_" test_name "conformance_${folder}_dnnl")
+      add_test(NAME ${test_name}
+        COMMAND $<TARGET_FILE:partita> conformance ${PARTITA_ONNX_TESTDATA}/${folder} --backends dnnl,host
+                --expect ${CMAKE_SOURCE_DIR}/tests/conformance/${folder}.passing)
+      set_tests_properties(${test_name} PROPERTIES TIMEOUT 1200 LABELS conformance)
+    endforeach()
+  endif()
 else()
   message(STATUS "ONNX backend test data not found in ${PARTITA_ONNX_TESTDATA}: conformance tests disabled")
 endif()

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "backend/backend.h"
 #include "base/npy.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/dtype.h"
@@ -75,6 +76,13 @@ CompileOptions CompileFlags::options() const {
   o.input_shapes = parseShapes(shapes);
   o.backends = splitComma(backends);
   if (o.backends.empty()) throw Error(ErrorCode::kInvalidArgument, "--backends needs at least one backend");
+  for (const std::string& name : o.backends) {
+    if (name == "host" || backend::makeBackend(name)) continue;
+    std::string known = "host";
+    for (const std::string& k : backend::backendNames()) known += ", " + k;
+    throw Error(ErrorCode::kInvalidArgument,
+                "unknown backend '" + name + "' (this build has: " + known + ")");
+  }
   parseOpLists(allow, "--allow", o.allow_ops);
   parseOpLists(deny, "--deny", o.deny_ops);
   o.min_region_size = min_region_size;

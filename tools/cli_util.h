@@ -26,7 +26,7 @@ struct CompileFlags {
   std::vector<std::string> allow, deny, shapes;
   size_t min_region_size = 1;
   void add(CLI::App* cmd);
-  CompileOptions options() const;  // throws Error(kInvalidArgument) on malformed flags
+  CompileOptions options() const;  // throws Error(kInvalidArgument) on malformed flags or an unknown backend
   bool isDefault() const { return backends == "host" && allow.empty() && deny.empty() && shapes.empty() && min_region_size == 1; }
 };
 

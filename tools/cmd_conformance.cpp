@@ -1,8 +1,9 @@
 // `partita conformance DIR...`: runs ONNX backend test cases (a folder holding
-// model.onnx and test_data_set_*/{input,output}_N.pb) through the importer, the pass
-// pipeline and the graph executor, and compares every output with ONNX's backend
-// tolerances. Each case runs in a forked child process, so a crash, a runaway
-// allocation or a hang in one case is reported and the run goes on.
+// model.onnx and test_data_set_*/{input,output}_N.pb) through the compiler (import,
+// optimize, partition over --backends, as `partita compile` does) and the graph
+// executor, and compares every output with ONNX's backend tolerances. Each case runs
+// in a forked child process, so a crash, a runaway allocation or a hang in one case
+// is reported and the run goes on.
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -27,11 +28,11 @@
 
 #include "backend/host/op_util.h"
 #include "frontend/onnx/onnx_importer.h"
+#include "partita/compiler.h"
 #include "partita/error.h"
-#include "passes/pipeline.h"
-#include "runtime/const_store.h"
 #include "runtime/graph_executor.h"
 #include "tools/cli.h"
+#include "tools/cli_util.h"
 
 namespace partita::cli {
 
@@ -108,6 +109,8 @@ struct Options {
   double timeout = 300;
   bool verbose = false;
   bool no_fork = false;
+  CompileFlags flags;      // --backends, --allow, --deny, --min-region-size, --shape
+  CompileOptions compile;  // parsed from `flags` before the run
 };
 
 // ---- comparing -------------------------------------------------------------------
@@ -245,15 +248,15 @@ CaseResult runCase(const Case& c, const Options& opt) {
               "reference outputs need " + std::to_string(out_bytes >> 20) + " MiB (limit 1 GiB)"};
   }
 
-  auto graph = std::make_shared<ir::Graph>(frontend::importOnnx((c.dir / "model.onnx").string()));
-  passes::optimize(*graph);
+  // The same path as `partita run model.onnx`: compile in memory, modules loaded.
+  std::shared_ptr<const Model> model = compileOnnx((c.dir / "model.onnx").string(), opt.compile);
+  const runtime::GraphExecutor& exec = model->executor();
+  const ir::Graph& graph = exec.graph();
   size_t static_out_bytes = 0;
-  for (ir::ValueId out : graph->outputs) {
-    const ir::TensorType& t = graph->typeOf(out);
+  for (ir::ValueId out : graph.outputs) {
+    const ir::TensorType& t = graph.typeOf(out);
     if (t.isStatic()) static_out_bytes += size_t(t.numel()) * ir::dtypeSize(t.dtype);
   }
-  auto store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(graph->constants));
-  runtime::GraphExecutor exec(graph, store);
   if (exec.plannedActivationBytes() + static_out_bytes > kMaxOutputBytes)
     return {Status::kSkip, "needs " +
                                std::to_string((exec.plannedActivationBytes() + static_out_bytes) >> 20) +
@@ -267,20 +270,20 @@ CaseResult runCase(const Case& c, const Options& opt) {
       inputs.push_back(frontend::readTensorProtoFile(f.string()));
     for (const auto& f : numberedFiles(set, "output_"))
       expected.push_back(frontend::readTensorProtoFile(f.string()));
-    if (inputs.size() != graph->inputs.size())
+    if (inputs.size() != graph.inputs.size())
       return {Status::kError, set_name + " has " + std::to_string(inputs.size()) +
-                                  " inputs but the model takes " + std::to_string(graph->inputs.size())};
-    if (expected.size() != graph->outputs.size())
+                                  " inputs but the model takes " + std::to_string(graph.inputs.size())};
+    if (expected.size() != graph.outputs.size())
       return {Status::kError, set_name + " has " + std::to_string(expected.size()) +
-                                  " outputs but the model produces " + std::to_string(graph->outputs.size())};
+                                  " outputs but the model produces " + std::to_string(graph.outputs.size())};
     std::vector<ir::Tensor> views;
     for (size_t i = 0; i < inputs.size(); ++i)
-      views.push_back(asBFloat16IfDeclared(inputs[i].view(), graph->typeOf(graph->inputs[i]).dtype));
+      views.push_back(asBFloat16IfDeclared(inputs[i].view(), graph.typeOf(graph.inputs[i]).dtype));
     std::vector<ir::OwnedTensor> actual = exec.run(*state, views);
     for (size_t i = 0; i < actual.size(); ++i) {
       ir::Tensor want = asBFloat16IfDeclared(expected[i].view(), actual[i].dtype());
       std::string diff =
-          compareTensors(graph->value(graph->outputs[i]).name, actual[i].view(), want, rtol, atol);
+          compareTensors(graph.value(graph.outputs[i]).name, actual[i].view(), want, rtol, atol);
       if (!diff.empty()) return {Status::kFail, (sets.size() > 1 ? set_name + ": " : std::string()) + diff};
     }
   }
@@ -425,7 +428,8 @@ void printResult(const Case& c, const CaseResult& r, double seconds, bool verbos
   std::fflush(stdout);
 }
 
-void runConformance(const Options& opt) {
+void runConformance(Options& opt) {
+  opt.compile = opt.flags.options();  // malformed flags and unknown backends fail here, not per case
   if (opt.threads > 0) host::setKernelThreads(opt.threads);
   std::vector<Case> cases = findCases(opt.dirs, opt.filter);
   if (cases.empty())
@@ -585,6 +589,7 @@ void addConformanceCommand(CLI::App& app) {
                   "Seconds before a case is stopped and reported as an error (default 300)");
   cmd->add_flag("--no-fork", opt->no_fork, "Run cases in this process (for debuggers; a crash ends the run)");
   cmd->add_flag("-v,--verbose", opt->verbose, "Print timings and full messages");
+  opt->flags.add(cmd);
   cmd->callback([opt] { runConformance(*opt); });
 }
 
