@@ -76,10 +76,8 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
 
 std::unique_ptr<GraphExecutor::RunState> GraphExecutor::newRunState() const {
   auto state = std::make_unique<RunState>();
-  size_t bytes = std::max<size_t>(plan_.arena_bytes, kArenaAlignment);
-  state->arena_storage = std::unique_ptr<void, void (*)(void*)>(std::aligned_alloc(kArenaAlignment, bytes), std::free);
-  if (!state->arena_storage) throw std::bad_alloc();
-  state->arena = state->arena_storage.get();
+  state->arena_storage = ArenaMemory(plan_.arena_bytes);
+  state->arena = state->arena_storage.data();
   state->values.resize(graph_->values.size());
   return state;
 }

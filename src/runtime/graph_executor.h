@@ -43,7 +43,7 @@ class GraphExecutor {
   // Per-run scratch: the arena and value table. Reused across runs of one session.
   struct RunState {
     void* arena = nullptr;
-    std::unique_ptr<void, void (*)(void*)> arena_storage{nullptr, nullptr};
+    ArenaMemory arena_storage;
     std::vector<ir::Tensor> values;
     std::vector<ir::OwnedTensor> dynamic;  // storage of data-dependent values
   };

@@ -1,7 +1,13 @@
 #include "runtime/memory_plan.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <numeric>
+#include <utility>
 
 namespace partita::runtime {
 
@@ -45,6 +51,49 @@ MemoryPlan planMemory(const std::vector<BufferRequest>& requests) {
     placed.push_back({best, size, r.first, r.last});
   }
   return plan;
+}
+
+namespace {
+constexpr size_t kHugePage = size_t(2) << 20;
+}  // namespace
+
+ArenaMemory::ArenaMemory(size_t bytes) : size_(std::max(alignUp(bytes), kArenaAlignment)) {
+  if (size_ >= kHugePage) {
+    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    madvise(p, size_, MADV_HUGEPAGE);  // advice only: without THP the arena works the same
+    data_ = static_cast<std::byte*>(p);
+    mapped_ = true;
+    return;
+  }
+  data_ = static_cast<std::byte*>(std::aligned_alloc(kArenaAlignment, size_));
+  if (!data_) throw std::bad_alloc();
+  std::memset(data_, 0, size_);
+}
+
+ArenaMemory::~ArenaMemory() { release(); }
+
+ArenaMemory::ArenaMemory(ArenaMemory&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)),
+      mapped_(std::exchange(other.mapped_, false)) {}
+
+ArenaMemory& ArenaMemory::operator=(ArenaMemory&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    mapped_ = std::exchange(other.mapped_, false);
+  }
+  return *this;
+}
+
+void ArenaMemory::release() {
+  if (!data_) return;
+  if (mapped_)
+    munmap(data_, size_);
+  else
+    std::free(data_);
+  data_ = nullptr;
 }
 
 }  // namespace partita::runtime

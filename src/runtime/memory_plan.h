@@ -26,4 +26,29 @@ inline constexpr size_t kArenaAlignment = 64;
 // Greedy best-fit by decreasing size: deterministic for the same requests.
 MemoryPlan planMemory(const std::vector<BufferRequest>& requests);
 
+// The memory of one arena: zero-filled, kArenaAlignment-aligned, freed with the
+// object. From 2 MiB up it is its own anonymous mapping with transparent huge pages
+// requested (MADV_HUGEPAGE), so the first run touches it with a few faults of 2 MiB
+// instead of one per 4 KiB page (on a VM each fault is expensive: see
+// docs/benchmarks.md, start-up); the kernel zero-fills it without us touching it.
+class ArenaMemory {
+ public:
+  ArenaMemory() = default;
+  explicit ArenaMemory(size_t bytes);  // throws std::bad_alloc
+  ~ArenaMemory();
+  ArenaMemory(ArenaMemory&& other) noexcept;
+  ArenaMemory& operator=(ArenaMemory&& other) noexcept;
+  ArenaMemory(const ArenaMemory&) = delete;
+  ArenaMemory& operator=(const ArenaMemory&) = delete;
+
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void release();
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+  bool mapped_ = false;
+};
+
 }  // namespace partita::runtime

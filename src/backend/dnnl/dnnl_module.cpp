@@ -27,7 +27,7 @@ struct DnnlModule::Workspace {
     bool input = true;
     uint32_t index = 0;
   };
-  std::unique_ptr<std::byte, decltype(&std::free)> storage{nullptr, &std::free};
+  runtime::ArenaMemory storage;
   dnnl::stream stream;
   std::vector<std::vector<std::unordered_map<int, dnnl::memory>>> args;  // [function][step]
   std::vector<std::vector<Binding>> bindings;                            // [function]
@@ -220,12 +220,9 @@ std::shared_ptr<DnnlModule> DnnlModule::loadChecked(const runtime::ModuleLoadCon
 std::unique_ptr<DnnlModule::Workspace> DnnlModule::newWorkspace() const {
   const dnnl::engine& eng = cpuEngine();
   auto ws = std::make_unique<Workspace>();
-  size_t bytes = std::max<size_t>(arena_bytes_ + scratch_bytes_, runtime::kArenaAlignment);
-  bytes = (bytes + runtime::kArenaAlignment - 1) / runtime::kArenaAlignment * runtime::kArenaAlignment;
-  ws->storage.reset(static_cast<std::byte*>(std::aligned_alloc(runtime::kArenaAlignment, bytes)));
-  if (!ws->storage) throw std::bad_alloc();
-  std::memset(ws->storage.get(), 0, bytes);  // zero padding of blocked layouts starts (and stays) zero
-  std::byte* arena = ws->storage.get();
+  // Zero-filled: the padding of blocked layouts starts (and stays) zero.
+  ws->storage = runtime::ArenaMemory(arena_bytes_ + scratch_bytes_);
+  std::byte* arena = ws->storage.data();
   std::byte* scratch = arena + arena_bytes_;
   ws->stream = dnnl::stream(eng);
   ws->args.resize(functions_.size());
