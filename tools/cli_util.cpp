@@ -94,46 +94,4 @@ Tensor readTensorFile(const std::string& path) {
   return readNpy(path);
 }
 
-std::string summarize(const Tensor& t) {
-  int64_t n = t.numel();
-  if (n == 0) return "";
-  std::vector<double> v;
-  v.reserve(size_t(n));
-  for (int64_t i = 0; i < n; ++i) {
-    switch (t.dtype()) {
-      case DType::kFloat32: v.push_back(t.as<float>()[i]); break;
-      case DType::kFloat64: v.push_back(t.as<double>()[i]); break;
-      case DType::kFloat16: v.push_back(ir::halfToFloat(t.as<uint16_t>()[i])); break;
-      case DType::kInt64: v.push_back(double(t.as<int64_t>()[i])); break;
-      case DType::kInt32: v.push_back(t.as<int32_t>()[i]); break;
-      case DType::kBool: v.push_back(t.as<bool>()[i]); break;
-      case DType::kUInt8: v.push_back(t.as<uint8_t>()[i]); break;
-      case DType::kInt8: v.push_back(t.as<int8_t>()[i]); break;
-      default: return "";
-    }
-  }
-  double mn = v[0], mx = v[0], sum = 0;
-  for (double x : v) {
-    mn = std::min(mn, x);
-    mx = std::max(mx, x);
-    sum += x;
-  }
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "  min %.6g max %.6g mean %.6g first [", mn, mx, sum / double(n));
-  std::string s = buf;
-  for (size_t i = 0; i < std::min<size_t>(v.size(), 5); ++i) {
-    std::snprintf(buf, sizeof buf, "%s%.6g", i ? ", " : "", v[i]);
-    s += buf;
-  }
-  return s + (v.size() > 5 ? ", ...]" : "]");
-}
-
-std::string safeFileName(const std::string& name) {
-  std::string s = name;
-  for (char& c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) c = '_';
-  if (s.empty() || s[0] == '.') s = "_" + s;
-  return s;
-}
-
 }  // namespace partita::cli

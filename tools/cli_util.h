@@ -33,10 +33,4 @@ struct CompileFlags {
 // .npy or ONNX TensorProto .pb, by extension.
 Tensor readTensorFile(const std::string& path);
 
-// " min=.. max=.. mean=.. first=[..]" for printing.
-std::string summarize(const Tensor& t);
-
-// A name usable as a file name (path separators and odd characters replaced).
-std::string safeFileName(const std::string& name);
-
 }  // namespace partita::cli

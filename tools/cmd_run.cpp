@@ -1,19 +1,10 @@
 // partita run MODEL [--input NAME=PATH]... : runs a model (.onnx compiled in memory,
 // or a .pta artifact) and prints its outputs and the time per run.
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <filesystem>
-#include <map>
-#include <random>
-
-#include "base/npy.h"
-#include "frontend/onnx/onnx_importer.h"
-#include "ir/dtype.h"
 #include "partita/compiler.h"
-#include "partita/model.h"
+#include "partita/error.h"
 #include "tools/cli.h"
 #include "tools/cli_util.h"
+#include "tools/run_common.h"
 
 namespace partita::cli {
 
@@ -21,118 +12,15 @@ namespace {
 
 struct RunArgs {
   std::string model;
-  std::vector<std::string> inputs;
   CompileFlags compile;
-  std::string output_dir;
-  int repeat = 1;
-  int warmup = 0;
-  uint64_t seed = 0;
-  int threads = 2;
-  bool quiet = false;
+  RunOptions run;
 };
 
-Tensor randomTensor(const IoInfo& info, std::mt19937_64& rng) {
-  std::vector<int64_t> shape;
-  for (int64_t d : info.shape) {
-    if (d < 0)
-      throw Error(ErrorCode::kInvalidArgument, "input '" + info.name +
-                                                   "' has a dimension not fixed at compile time; give its data with "
-                                                   "--input or fix it with --shape " + info.name + "=...");
-    shape.push_back(d);
-  }
-  Tensor t(info.dtype, shape);
-  int64_t n = t.numel();
-  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> small(0, 9);
-  switch (info.dtype) {
-    case DType::kFloat32:
-      for (int64_t i = 0; i < n; ++i) t.as<float>()[i] = unit(rng);
-      break;
-    case DType::kFloat64:
-      for (int64_t i = 0; i < n; ++i) t.as<double>()[i] = unit(rng);
-      break;
-    case DType::kFloat16:
-      for (int64_t i = 0; i < n; ++i) t.as<uint16_t>()[i] = ir::floatToHalf(unit(rng));
-      break;
-    case DType::kInt64:
-      for (int64_t i = 0; i < n; ++i) t.as<int64_t>()[i] = small(rng);
-      break;
-    case DType::kInt32:
-      for (int64_t i = 0; i < n; ++i) t.as<int32_t>()[i] = small(rng);
-      break;
-    case DType::kBool:
-      for (int64_t i = 0; i < n; ++i) t.as<bool>()[i] = small(rng) < 5;
-      break;
-    default:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint8_t*>(t.data())[i * int64_t(dtypeSize(info.dtype))] = uint8_t(small(rng));
-  }
-  return t;
-}
-
 void runCommand(const RunArgs& args) {
-  setNumThreads(args.threads);
   if (!args.compile.isDefault() && args.model.size() > 4 && args.model.substr(args.model.size() - 4) == ".pta")
     throw Error(ErrorCode::kInvalidArgument, "compile flags (--backends, --shape, ...) apply to .onnx models; an artifact was compiled already");
-  auto t0 = std::chrono::steady_clock::now();
-  std::shared_ptr<const Model> model = loadAnyModel(args.model, args.compile.options());
-  double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-
-  std::map<std::string, std::string> given;
-  for (const std::string& spec : args.inputs) {
-    auto eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw Error(ErrorCode::kInvalidArgument, "--input expects NAME=PATH, got '" + spec + "'");
-    given[spec.substr(0, eq)] = spec.substr(eq + 1);
-  }
-  Session session(model);
-  std::vector<Tensor> held;
-  held.reserve(model->inputs().size());
-  std::mt19937_64 rng(args.seed);
-  for (const IoInfo& in : model->inputs()) {
-    auto it = given.find(in.name);
-    if (it != given.end()) {
-      held.push_back(readTensorFile(it->second));
-      given.erase(it);
-    } else if (args.inputs.empty()) {
-      held.push_back(randomTensor(in, rng));
-    } else {
-      throw Error(ErrorCode::kInvalidArgument, "missing input '" + in.name + "': give it with --input " + in.name + "=PATH");
-    }
-    session.setInput(in.name, held.back());
-  }
-  if (!given.empty()) {
-    std::string known;
-    for (const IoInfo& in : model->inputs()) known += (known.empty() ? "" : ", ") + in.name;
-    throw Error(ErrorCode::kInvalidArgument,
-                "the model has no input named '" + given.begin()->first + "' (inputs: " + known + ")");
-  }
-
-  for (int i = 0; i < args.warmup; ++i) session.run();
-  std::vector<double> times;
-  for (int i = 0; i < std::max(args.repeat, 1); ++i) {
-    auto s = std::chrono::steady_clock::now();
-    session.run();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
-  }
-
-  if (!args.output_dir.empty()) std::filesystem::create_directories(args.output_dir);
-  const auto& outs = model->outputs();
-  for (size_t i = 0; i < outs.size(); ++i) {
-    const Tensor& t = session.outputs()[i];
-    if (!args.quiet) std::printf("output %-20s %s%s%s\n", outs[i].name.c_str(), std::string(ir::dtypeName(t.dtype())).c_str(),
-                                 ir::shapeStr(t.shape()).c_str(), summarize(t).c_str());
-    if (!args.output_dir.empty()) {
-      std::string file = (std::filesystem::path(args.output_dir) / (safeFileName(outs[i].name) + ".npy")).string();
-      writeNpy(file, t.view());
-    }
-  }
-  std::sort(times.begin(), times.end());
-  double mean = 0;
-  for (double t : times) mean += t;
-  mean /= double(times.size());
-  std::printf("load %.2f ms; %zu run(s) on %d thread(s): median %.3f ms, min %.3f ms, mean %.3f ms; planned activations %.2f MiB\n",
-              load_ms, times.size(), args.threads, times[times.size() / 2], times.front(), mean,
-              double(model->plannedActivationBytes()) / (1 << 20));
+  const CompileOptions options = args.compile.options();
+  runModel(args.run, [&] { return loadAnyModel(args.model, options); }, readTensorFile);
 }
 
 }  // namespace
@@ -141,16 +29,8 @@ void addRunCommand(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Run a model (.onnx or .pta) and print its outputs and timing");
   cmd->add_option("model", args->model, "Model file: .onnx (compiled in memory) or .pta artifact")->required();
-  cmd->add_option("-i,--input", args->inputs,
-                  "Input data NAME=PATH (.npy or ONNX TensorProto .pb); repeatable. Without any, inputs are random "
-                  "(see --seed)");
+  addRunOptions(cmd, args->run);
   args->compile.add(cmd);
-  cmd->add_option("-o,--output-dir", args->output_dir, "Write each output to DIR/<name>.npy");
-  cmd->add_option("-n,--repeat", args->repeat, "Timed runs (default 1)")->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", args->warmup, "Untimed runs before timing (default 0)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--seed", args->seed, "Seed for random inputs (default 0)");
-  cmd->add_option("-t,--threads", args->threads, "Kernel threads (default 2)")->check(CLI::PositiveNumber);
-  cmd->add_flag("-q,--quiet", args->quiet, "Do not print outputs");
   cmd->callback([args] { runCommand(*args); });
 }
 

@@ -10,9 +10,17 @@ namespace partita::host {
 
 namespace {
 
+// Every BLAS call here is single-threaded: the kernels split the work themselves.
+// OpenBLAS's OpenMP build implements openblas_set_num_threads with
+// omp_set_num_threads, which would also pin the caller's later OpenMP regions (and
+// oneDNN's) to one thread: the OpenMP setting is restored right away.
 void pinBlasToOneThread() {
   static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
+  std::call_once(once, [] {
+    const int omp_threads = omp_get_max_threads();
+    openblas_set_num_threads(1);
+    omp_set_num_threads(omp_threads);
+  });
 }
 
 void blas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,

@@ -1,9 +1,10 @@
 // Row-major GEMM for the host kernels, over OpenBLAS.
 //
-// OpenBLAS (the pthread build) is pinned to one thread the first time any of these
-// runs: kernels parallelise with OpenMP themselves and split GEMMs between threads,
-// so only one thread pool ever spins. The serial forms may be called from inside an
-// OpenMP parallel region; the parallel forms must be called outside one.
+// OpenBLAS (the OpenMP build, linked statically; see CMakeLists.txt) is pinned to one
+// thread the first time any of these runs: kernels parallelise with OpenMP themselves
+// and split GEMMs between threads, so only one thread pool exists. The serial forms
+// may be called from inside an OpenMP parallel region, concurrently; the parallel
+// forms must be called outside one.
 // Thread-safe.
 #pragma once
 
