@@ -184,26 +184,39 @@ def compare(actual_path, expected_path):
 
 # ---- compile --------------------------------------------------------------------
 
-def compile_artifacts(partita, files, work, name):
-    """Compiles NAME.host.pta and NAME.dnnl.pta. Returns {variant: info}."""
+def compile_artifacts(partita, files, work, name, thread_counts):
+    """Compiles NAME.host.pta and NAME.dnnl.tN.pta for each thread count N (oneDNN picks
+    weight layouts for the thread count it will run at: `partita compile --threads`).
+    Returns {variant: info}; info["pta"] is the first thread count's artifact."""
     out = {}
     for variant, backends in (("partita_host", "host"), ("partita_dnnl", "dnnl,host")):
-        pta = os.path.join(work, f"{name}.{variant.split('_')[1]}.pta")
-        if os.path.exists(pta):
-            os.remove(pta)
-        cmd = [partita, "compile", files["onnx"], "-o", pta, "--backends", backends]
-        t0 = time.perf_counter()
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        dt = time.perf_counter() - t0
-        if res.returncode == 0 and os.path.exists(pta):
-            out[variant] = {"pta": pta, "compile_s": dt, "artifact_bytes": os.path.getsize(pta)}
+        per_threads = thread_counts if backends != "host" else thread_counts[:1]
+        for threads in per_threads:
+            suffix = f".t{threads}" if backends != "host" else ""
+            pta = os.path.join(work, f"{name}.{variant.split('_')[1]}{suffix}.pta")
+            if os.path.exists(pta):
+                os.remove(pta)
+            cmd = [partita, "compile", files["onnx"], "-o", pta, "--backends", backends, "--threads", str(threads)]
+            t0 = time.perf_counter()
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            dt = time.perf_counter() - t0
+            if res.returncode != 0 or not os.path.exists(pta):
+                out[variant] = {"na": f"`partita compile --backends {backends} --threads {threads}` failed: "
+                                      f"{last_line(res.stderr + res.stdout)}"}
+                break
+            info = out.setdefault(variant, {"pta": pta, "compile_s": dt, "artifact_bytes": os.path.getsize(pta),
+                                            "pta_by_threads": {}})
+            info["pta_by_threads"][str(threads)] = pta
             insp = subprocess.run([partita, "inspect", pta], capture_output=True, text=True)
             if insp.returncode == 0:
                 with open(pta + ".inspect.txt", "w") as f:
                     f.write(insp.stdout)
-        else:
-            out[variant] = {"na": f"`partita compile --backends {backends}` failed: {last_line(res.stderr + res.stdout)}"}
     return out
+
+
+def artifact_for(info, threads):
+    """The artifact of a variant compiled for `threads` (or its only one)."""
+    return info.get("pta_by_threads", {}).get(str(threads), info["pta"])
 
 
 # ---- workers ----------------------------------------------------------------------
@@ -317,7 +330,7 @@ def bench_model(name, files, bins, work, opts):
 
     # Artifacts.
     if bins.get("partita"):
-        arts = compile_artifacts(bins["partita"], files, model_dir, name)
+        arts = compile_artifacts(bins["partita"], files, model_dir, name, opts.threads)
     else:
         arts = {v: {"na": bins["partita_na"]} for v in ("partita_host", "partita_dnnl")}
     res["artifacts"] = arts
@@ -345,6 +358,8 @@ def bench_model(name, files, bins, work, opts):
         for rt in opts.runtimes:
             key = f"{rt}/t{threads}"
             model_path, na = sources[rt]
+            if rt in arts and "pta" in arts[rt]:
+                model_path = artifact_for(arts[rt], threads)
             entry = runs.setdefault(rt, {}).setdefault(str(threads), {})
             if na:
                 entry["na"] = na
@@ -398,11 +413,11 @@ def bench_model(name, files, bins, work, opts):
         if "pta" not in arts[v] or not bins.get("partita"):
             res["startup"][v] = {"na": arts[v].get("na") or "no partita CLI"}
             continue
-        res["startup"][v] = startup(bins, files, arts[v]["pta"], runs.get(v, {}), opts)
+        res["startup"][v] = startup(bins, files, arts[v], runs.get(v, {}), opts)
     return res
 
 
-def startup(bins, files, pta, runs, opts):
+def startup(bins, files, art, runs, opts):
     """Times whole `partita-run X.pta` processes, warm and cold, and the reference."""
     out = {}
     tool = bins.get("file_tool")
@@ -410,6 +425,7 @@ def startup(bins, files, pta, runs, opts):
         # partita-run: the runtime-only runner a deployment would ship (no ONNX or
         # protobuf to load); `partita run` when it is not built.
         runner = [bins["partita_run"]] if bins.get("partita_run") else [bins["partita"], "run"]
+        pta = artifact_for(art, threads)
         cmd = runner + [pta, "--input", f"{files['input_name']}={files['input']}", "--threads", str(threads),
                         "--quiet"]
         entry = out.setdefault(str(threads), {})

@@ -9,6 +9,7 @@
 
 #include "artifact/writer.h"
 #include "backend/partition.h"
+#include "partita/model.h"
 #include "passes/compile.h"
 #include "tools/cli.h"
 #include "tools/cli_util.h"
@@ -21,6 +22,7 @@ struct CompileArgs {
   std::string model;
   std::string output;
   CompileFlags flags;
+  int threads = 2;
   bool quiet = false;
 };
 
@@ -32,6 +34,9 @@ std::string defaultOutput(const std::string& model) {
 
 void compileCommand(const CompileArgs& args) {
   const std::string output = args.output.empty() ? defaultOutput(args.model) : args.output;
+  // oneDNN chooses weight layouts (stored in the artifact) for the thread count it
+  // will run at; a loader at another count keeps them, possibly on slower code.
+  setNumThreads(args.threads);
   CompiledGraph compiled = compileGraph(args.model, args.flags.options());
   const ir::Graph& graph = compiled.graph;
   const backend::PartitionResult& parts = compiled.parts;
@@ -57,6 +62,9 @@ void addCompileCommand(CLI::App& app) {
   cmd->add_option("model", args->model, "The ONNX model (.onnx)")->required();
   cmd->add_option("-o,--output", args->output, "The artifact to write (default: the model's name with .pta)");
   args->flags.add(cmd);
+  cmd->add_option("-t,--threads", args->threads,
+                  "Threads the artifact will run with (default 2): oneDNN picks weight layouts for it")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("-q,--quiet", args->quiet, "Print nothing on success");
   cmd->callback([args] { compileCommand(*args); });
 }

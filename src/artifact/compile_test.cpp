@@ -34,9 +34,16 @@ struct Result {
   std::string output;  // stdout + stderr
 };
 
-Result runCli(const std::string& args) {
+std::string cliPath() {
   const char* cli = std::getenv("PARTITA_CLI");
-  std::string cmd = std::string(cli ? cli : PARTITA_BINARY_DIR "/bin/partita") + " " + args + " 2>&1";
+  return cli ? cli : PARTITA_BINARY_DIR "/bin/partita";
+}
+
+// The runtime-only runner, built next to the CLI.
+std::string runtimeRunnerPath() { return (fs::path(cliPath()).parent_path() / "partita-run").string(); }
+
+Result runProgram(const std::string& exe, const std::string& args) {
+  std::string cmd = exe + " " + args + " 2>&1";
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -46,6 +53,8 @@ Result runCli(const std::string& args) {
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+Result runCli(const std::string& args) { return runProgram(cliPath(), args); }
 
 std::string readAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -169,6 +178,31 @@ TEST_F(ArtifactCli, InspectShowsTheDnnlPartition) {
                           "Div, Flatten\nconstants"),
             std::string::npos)
       << r.output;
+}
+
+// `compile --threads` tunes oneDNN's layouts for a thread count; the runtime-only
+// partita-run gives the same outputs as partita run, and refuses what it cannot read.
+TEST_F(ArtifactCli, RuntimeOnlyRunnerMatchesTheCli) {
+  const std::string images = PARTITA_SOURCE_DIR "/models/fashion/test_images.npy";
+  for (const char* threads : {"1", "2"}) {
+    const std::string pta = path(std::string("m") + threads + ".pta");
+    Result c = runCli("compile " + kDemo + " -o " + pta + " -q --backends dnnl,host --threads " + threads);
+    ASSERT_EQ(c.exit_code, 0) << c.output;
+    const std::string run_args = pta + " -i input=" + images + " -q -t " + threads + " -o ";
+    Result a = runCli("run " + run_args + path(std::string("cli") + threads));
+    ASSERT_EQ(a.exit_code, 0) << a.output;
+    Result b = runProgram(runtimeRunnerPath(), run_args + path(std::string("rt") + threads));
+    ASSERT_EQ(b.exit_code, 0) << b.output;
+    const std::string out_a = readAll(path(std::string("cli") + threads) + "/logits.npy");
+    ASSERT_GT(out_a.size(), 4000u);
+    EXPECT_TRUE(out_a == readAll(path(std::string("rt") + threads) + "/logits.npy")) << threads << " threads";
+  }
+  Result pb = runProgram(runtimeRunnerPath(), path("m1.pta") + " -i input=x.pb");
+  EXPECT_EQ(pb.exit_code, 1);
+  EXPECT_NE(pb.output.find("partita-run reads .npy inputs"), std::string::npos) << pb.output;
+  Result onnx = runProgram(runtimeRunnerPath(), kDemo);
+  EXPECT_EQ(onnx.exit_code, 1);
+  EXPECT_NE(onnx.output.find("error: "), std::string::npos) << onnx.output;
 }
 
 TEST_F(ArtifactCli, InspectShowsRegionsBetweenHostNodes) {
