@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "artifact/writer.h"
+#include "backend/host/op_util.h"
 #include "base/npy.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "partita/model.h"
@@ -17,6 +18,7 @@ namespace partita {
 namespace {
 
 TEST(SessionThreads, ConcurrentSessionsShareOneModel) {
+  [[maybe_unused]] const host::KernelThreadsForTSan one_team_per_run;
   const std::string onnx = PARTITA_SOURCE_DIR "/models/fashion/fashion_cnn.onnx";
   const std::string pta = (std::filesystem::temp_directory_path() /
                            ("partita_threads_" + std::to_string(::getpid()) + ".pta")).string();

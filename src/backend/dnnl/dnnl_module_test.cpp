@@ -11,6 +11,7 @@
 
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "backend/dnnl/dnnl_testing.h"
+#include "backend/host/op_util.h"
 #include "partita/error.h"
 
 namespace partita::dnnl_backend {
@@ -247,6 +248,7 @@ TEST(DnnlModule, KeepsTheRecordedLayoutWhenThisMachineWouldChooseAnother) {
 }
 
 TEST(DnnlModule, ConcurrentRunsShareOneModule) {
+  [[maybe_unused]] const host::KernelThreadsForTSan one_team_per_run;
   Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
   const auto& mod = moduleOf(c);
   EXPECT_GT(mod.scratchpadBytes(), 0u);

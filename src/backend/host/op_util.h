@@ -32,6 +32,22 @@ std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape);
 int kernelThreads();
 void setKernelThreads(int n);
 
+// For tests of many sessions on many threads, run under ThreadSanitizer by `make
+// tsan`: libgomp is not instrumented, so TSan cannot see OpenMP's barriers and
+// reports every kernel's team as racing (and spends minutes deduplicating the
+// reports). Under TSan this sets one kernel thread for its lifetime, so the threads
+// TSan checks are the sessions' own; elsewhere it does nothing.
+class KernelThreadsForTSan {
+ public:
+#if defined(__SANITIZE_THREAD__)
+  KernelThreadsForTSan() : saved_(kernelThreads()) { setKernelThreads(1); }
+  ~KernelThreadsForTSan() { setKernelThreads(saved_); }
+
+ private:
+  int saved_;
+#endif
+};
+
 // Copies a type to every output and sets dtype; handy for shape-preserving ops.
 inline void sameAsInput(InferContext& c, size_t input = 0) {
   for (auto& o : c.outputs) o = c.input(input);
