@@ -21,6 +21,16 @@ if(EXISTS ${PARTITA_ONNX_TESTDATA}/node)
       set_tests_properties(${test_name} PROPERTIES TIMEOUT 1200 LABELS conformance)
     endforeach()
   endif()
+  # And with ewise fusing the elementwise ops (node: about 5 s on 2 cores).
+  if("ewise" IN_LIST PARTITA_BACKENDS)
+    foreach(folder node pytorch-converted)
+      string(REPLACE "-" "_" test_name "conformance_${folder}_ewise")
+      add_test(NAME ${test_name}
+        COMMAND $<TARGET_FILE:partita> conformance ${PARTITA_ONNX_TESTDATA}/${folder} --backends ewise,host
+                --expect ${CMAKE_SOURCE_DIR}/tests/conformance/${folder}.passing)
+      set_tests_properties(${test_name} PROPERTIES TIMEOUT 1200 LABELS conformance)
+    endforeach()
+  endif()
 else()
   message(STATUS "ONNX backend test data not found in ${PARTITA_ONNX_TESTDATA}: conformance tests disabled")
 endif()
