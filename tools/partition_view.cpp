@@ -19,8 +19,6 @@ constexpr const char* kHostColour = "#d9d9d9";
 constexpr const char* kModuleColours[] = {"#8dd3c7", "#fdb462", "#bebada", "#fb8072",
                                           "#80b1d3", "#b3de69", "#fccde5", "#bc80bd"};
 
-bool isCall(const ir::Node& n) { return n.domain == runtime::kCallDomain && n.op_type == runtime::kCallOp; }
-
 std::string qualifiedOp(const ir::Node& n) {
   return n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
 }
@@ -106,7 +104,7 @@ std::string typeLabel(const ir::TensorType& t) { return t.has_rank ? t.str() : s
 std::vector<PartitionUnit> partitionUnits(const artifact::Artifact& a) {
   std::vector<PartitionUnit> units;
   for (const ir::Node& n : a.graph->nodes) {
-    if (isCall(n)) {
+    if (runtime::isCallNode(n)) {
       PartitionUnit u;
       u.name = n.name;
       u.backend = moduleKind(a, n);
@@ -195,7 +193,7 @@ std::string partitionDot(const artifact::Artifact& a) {
     const std::string id = "n" + std::to_string(i);
     std::vector<std::string> lines;
     std::string colour = kHostColour;
-    if (isCall(n)) {
+    if (runtime::isCallNode(n)) {
       auto it = colours.find(moduleKind(a, n));
       if (it != colours.end()) colour = it->second;
       lines.push_back(n.name);

@@ -249,7 +249,7 @@ std::shared_ptr<ir::Graph> buildGraph(const Validator& v, Artifact& a, ir::Graph
   for (const ir::Node& n : graph.nodes) {
     for (const auto& [name, attr] : n.attrs.all())
       if (attr.kind == ir::Attribute::Kind::kTensor) checkRef(attr.tensor, "node '" + n.name + "' attribute '" + name + "'");
-    if (n.domain != runtime::kCallDomain || n.op_type != runtime::kCallOp) continue;
+    if (!runtime::isCallNode(n)) continue;
     const ir::Attribute* m = n.attrs.find("module");
     const ir::Attribute* f = n.attrs.find("function");
     bool ok = m && f && m->kind == ir::Attribute::Kind::kInt && f->kind == ir::Attribute::Kind::kInt && m->i >= 0 &&

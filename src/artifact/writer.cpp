@@ -30,13 +30,11 @@ struct Extent {
   bool hashed = false;  // else the hash is computed as the bytes are written
 };
 
-bool isCall(const ir::Node& n) { return n.domain == runtime::kCallDomain && n.op_type == runtime::kCallOp; }
-
 // Every node is a host op or a call of an existing module function.
 void checkNodes(const ir::Graph& graph, const std::vector<runtime::ModuleImage>& modules) {
   std::map<std::string, std::vector<std::string>> missing;  // op -> node names
   for (const ir::Node& n : graph.nodes) {
-    if (isCall(n)) {
+    if (runtime::isCallNode(n)) {
       int64_t m = n.attrs.getInt("module", -1), f = n.attrs.getInt("function", -1);
       if (m < 0 || size_t(m) >= modules.size() || f < 0 || uint64_t(f) >= modules[size_t(m)].num_functions)
         throw Error(ErrorCode::kInternal, "call node '" + n.name + "' calls function " + std::to_string(f) +

@@ -26,7 +26,7 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
   steps_.resize(g.nodes.size());
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const ir::Node& node = g.nodes[n];
-    if (node.domain == kCallDomain && node.op_type == kCallOp) {
+    if (isCallNode(node)) {
       int64_t m = node.attrs.getInt("module", -1);
       if (m < 0 || size_t(m) >= modules_.size())
         throw Error(ErrorCode::kInvalidArtifact, "call node '" + node.name + "' refers to module " + std::to_string(m) +

@@ -25,6 +25,7 @@ namespace partita::runtime {
 // The op that calls into an external module.
 inline constexpr const char* kCallDomain = "partita";
 inline constexpr const char* kCallOp = "Call";
+inline bool isCallNode(const ir::Node& n) { return n.domain == kCallDomain && n.op_type == kCallOp; }
 
 class GraphExecutor {
  public:
