@@ -55,6 +55,14 @@ int64_t shapeNumel(const std::vector<int64_t>& shape) {
   return n;
 }
 
+bool broadcastsInto(const std::vector<int64_t>& shape, const std::vector<int64_t>& out) {
+  if (shape.size() > out.size()) return false;
+  const size_t lead = out.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1 && shape[d] != out[lead + d]) return false;
+  return true;
+}
+
 std::string shapeStr(const std::vector<int64_t>& shape) {
   std::ostringstream os;
   os << '[';

@@ -37,6 +37,9 @@ struct TensorType {
 };
 
 int64_t shapeNumel(const std::vector<int64_t>& shape);
+// Numpy broadcasting in one direction: can `shape` be stretched to `out` (each of its
+// dimensions, aligned from the right, 1 or equal; its rank at most out's)?
+bool broadcastsInto(const std::vector<int64_t>& shape, const std::vector<int64_t>& out);
 std::string shapeStr(const std::vector<int64_t>& shape);  // "[1,3,224,224]"
 
 }  // namespace partita::ir

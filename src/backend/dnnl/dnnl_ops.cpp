@@ -108,14 +108,6 @@ std::vector<int64_t> dnnlDilates(const std::vector<int64_t>& d) {
   return out;
 }
 
-bool broadcastsTo(const std::vector<int64_t>& small, const std::vector<int64_t>& big) {
-  if (small.size() > big.size()) return false;
-  std::vector<int64_t> s = padLeft(small, big.size());
-  for (size_t i = 0; i < big.size(); ++i)
-    if (s[i] != 1 && s[i] != big[i]) return false;
-  return true;
-}
-
 }  // namespace
 
 std::vector<int64_t> padLeft(const std::vector<int64_t>& shape, size_t rank) {
@@ -409,7 +401,7 @@ std::optional<dnnl::algorithm> decodeBinary(const ir::Graph& g, const ir::Node& 
   std::vector<int64_t> a = shapeOf(g, n.inputs[0]), b = shapeOf(g, n.inputs[1]), y = shapeOf(g, n.outputs[0]);
   // oneDNN broadcasts only its second source: the first must have the output's shape.
   bool a_full = padLeft(a, y.size()) == y, b_full = padLeft(b, y.size()) == y;
-  if (!(a_full && broadcastsTo(b, y)) && !(commutative && b_full && broadcastsTo(a, y)))
+  if (!(a_full && ir::broadcastsInto(b, y)) && !(commutative && b_full && ir::broadcastsInto(a, y)))
     return no(why, "the first operand of " + op + " is broadcast");
   return alg;
 }
@@ -578,7 +570,7 @@ std::optional<MatMulSpec> decodeMatMul(const ir::Graph& g, const ir::Node& n, st
       ir::ValueId c = n.inputs[2];
       if (!isDenseF32(g, c, why, "C")) return std::nullopt;
       std::vector<int64_t> cs = shapeOf(g, c);
-      if (!broadcastsTo(cs, y)) return no(why, "C does not broadcast to the output");
+      if (!ir::broadcastsInto(cs, y)) return no(why, "C does not broadcast to the output");
       if (isConstant(g, c) && !g.constants.get(g.value(c).constant).layout.empty())
         return no(why, "C has a packed layout");
       if (!isConstant(g, c) && padLeft(cs, 2) != y && s.beta != 1.0f)
@@ -703,7 +695,7 @@ bool decodePrelu(const ir::Graph& g, const ir::Node& n, std::string* why) {
   if (!isConstant(g, n.inputs[1]) || !isDenseF32(g, n.inputs[1], why, "slope"))
     return noBool(why, "slope not constant");
   if (!g.constants.get(g.value(n.inputs[1]).constant).layout.empty()) return noBool(why, "packed layout");
-  if (!broadcastsTo(shapeOf(g, n.inputs[1]), shapeOf(g, n.inputs[0])))
+  if (!ir::broadcastsInto(shapeOf(g, n.inputs[1]), shapeOf(g, n.inputs[0])))
     return noBool(why, "slope does not broadcast");
   return true;
 }

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "backend/ewise/ewise_program.h"
+#include "ir/type.h"
 #include "partita/error.h"
 
 namespace partita::backend {
@@ -69,15 +70,6 @@ std::optional<float> scalarConstant(const ir::Graph& g, ir::ValueId v) {
   return f;
 }
 
-// Does `shape` broadcast into `out` (numpy rules, one direction)?
-bool broadcastsInto(const std::vector<int64_t>& shape, const std::vector<int64_t>& out) {
-  if (shape.size() > out.size()) return false;
-  const size_t lead = out.size() - shape.size();
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] != 1 && shape[d] != out[lead + d]) return false;
-  return true;
-}
-
 // The node's Clip bounds, or nullopt when they are not compile-time scalars.
 std::optional<std::pair<float, float>> clipBounds(const ir::Graph& g, const ir::Node& n) {
   float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
@@ -119,7 +111,7 @@ bool supportsNode(const ir::Graph& g, const ir::Node& n) {
     if (t.dtype != ir::DType::kFloat32 || !t.isStatic()) return false;
     if (isConstant(g, v)) {
       // A constant operand broadcasts into the output (the host reads it the same way).
-      if (!constantOf(g, v).layout.empty() || !broadcastsInto(t.staticShape(), shape)) return false;
+      if (!constantOf(g, v).layout.empty() || !ir::broadcastsInto(t.staticShape(), shape)) return false;
     } else {
       // Every value a region streams has the region's one shape.
       if (t.staticShape() != shape) return false;
@@ -227,9 +219,7 @@ class Compiler {
     s.id = id;
     s.shape.assign(shape.size() - c.shape.size(), 1);
     s.shape.insert(s.shape.end(), c.shape.begin(), c.shape.end());
-    int64_t numel = 1;
-    for (int64_t d : c.shape) numel *= d;
-    s.embedded = numel <= ewise::kMaxEmbeddedElements;
+    s.embedded = ir::shapeNumel(c.shape) <= ewise::kMaxEmbeddedElements;
     if (s.embedded) {
       auto [it, added] = embedded_at_.emplace(id, program_.data.size());
       if (added) {

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "backend/host/elementwise_functors.h"
+#include "ir/type.h"
 #include "partita/error.h"
 
 namespace partita::ewise {
@@ -135,7 +136,7 @@ std::shared_ptr<EwiseModule> EwiseModule::load(const runtime::ModuleLoadContext&
 
     for (size_t c = 0; c < fn.constants.size(); ++c) {
       const ConstSlot& slot = fn.constants[c];
-      const int64_t numel = product(slot.shape, 0, slot.shape.size());
+      const int64_t numel = ir::shapeNumel(slot.shape);
       auto use = declared.find(slot.id);
       const runtime::ConstUseKind want = slot.embedded ? runtime::ConstUseKind::kEmbed : runtime::ConstUseKind::kBorrow;
       if (use == declared.end() || use->second != want)

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "artifact/byte_io.h"
+#include "ir/type.h"
 #include "partita/error.h"
 
 namespace partita::ewise {
@@ -42,12 +43,6 @@ std::vector<int64_t> readShape(artifact::ByteReader& r, const char* what) {
   return shape;
 }
 
-int64_t numelOf(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 Operand readOperand(artifact::ByteReader& r) {
   Operand o;
   uint8_t kind = r.u8();
@@ -69,7 +64,7 @@ void validateFunction(artifact::ByteReader& r, const Function& fn, uint64_t data
       if (c.shape[d] != 1 && c.shape[d] != fn.shape[d])
         r.fail(where + "constant " + std::to_string(c.id) + " does not broadcast to the function's shape");
     if (c.embedded) {
-      const uint64_t bytes = uint64_t(numelOf(c.shape)) * sizeof(float);
+      const uint64_t bytes = uint64_t(ir::shapeNumel(c.shape)) * sizeof(float);
       if (c.offset % sizeof(float) != 0 || c.offset > data_size || bytes > data_size - c.offset)
         r.fail(where + "embedded constant " + std::to_string(c.id) + " lies outside the blob's data");
     }
