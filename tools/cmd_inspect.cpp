@@ -2,16 +2,14 @@
 // artifact's header, sections, modules, partition and constant table, then its byte
 // accounting and memory figures; --dot also writes the partition as a Graphviz file.
 #include <cinttypes>
-#include <malloc.h>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "artifact/reader.h"
+#include "base/process_memory.h"
 #include "partita/error.h"
 #include "runtime/graph_executor.h"
 #include "tools/cli.h"
@@ -28,20 +26,6 @@ struct InspectArgs {
   bool run = false;
   std::string dot;  // write the partition as Graphviz here
 };
-
-// Anonymous (private, not file-backed) memory of this process, from smaps_rollup.
-uint64_t anonymousBytes() {
-  std::ifstream in("/proc/self/smaps_rollup");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("Anonymous:", 0) == 0) {
-      std::istringstream fields(line.substr(10));
-      uint64_t kb = 0;
-      fields >> kb;
-      return kb * 1024;
-    }
-  return 0;
-}
 
 std::string hex(uint64_t v) {
   char buf[24];
@@ -94,14 +78,7 @@ std::vector<ir::OwnedTensor> zeroInputs(const ir::Graph& g) {
 // discarded round initialises the kernel libraries (OpenMP thread pool, BLAS
 // buffers), which are per process, not per model.
 uint64_t measureLoadAndFirstRun(const std::string& path, const ir::Graph& graph) {
-  // A fixed mmap threshold: big blocks (arenas, kernel scratch) go back to the system
-  // when freed, instead of glibc raising the threshold and keeping them in its heap.
-  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-  // And small blocks stay in the heaps once touched: the kernels' worker threads
-  // allocate scratch from their own malloc arenas, and trimming those between the
-  // warm-up and the measured run made the measured run re-touch up to 136 KB of heap
-  // (seen under a parallel ctest), allocator churn rather than anything the model holds.
-  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  configureMallocForMeasurement();
   std::vector<ir::OwnedTensor> inputs = zeroInputs(graph);
   std::vector<ir::Tensor> views;
   for (const ir::OwnedTensor& t : inputs) views.push_back(t.view());

@@ -3,18 +3,16 @@
 // the modules' scratch (oneDNN's workspaces) plus 5 % of the weight bytes -- the
 // weights, oneDNN's packed ones included, stay in the file's page cache, shared.
 // Also the file-size promise on real models: file bytes / distinct weight bytes <= 1.01.
-#include <malloc.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include "artifact/artifact_testing.h"
 #include "artifact/reader.h"
+#include "base/process_memory.h"
 #include "artifact/writer.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "passes/compile.h"
@@ -25,21 +23,6 @@ namespace partita::artifact {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Anonymous (private, not file-backed) memory of this process, from smaps_rollup.
-uint64_t anonymousBytes() {
-  std::ifstream in("/proc/self/smaps_rollup");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("Anonymous:", 0) != 0) continue;
-    std::istringstream fields(line.substr(10));
-    uint64_t kb = 0;
-    fields >> kb;
-    return kb * 1024;
-  }
-  ADD_FAILURE() << "no Anonymous: line in /proc/self/smaps_rollup";
-  return 0;
-}
 
 std::vector<ir::OwnedTensor> zeroInputs(const ir::Graph& g) {
   std::vector<ir::OwnedTensor> inputs;
@@ -82,14 +65,7 @@ std::vector<ir::OwnedTensor> runInMemory(const ir::Graph& graph, const std::vect
 // opening `path`, loading its modules and one run.
 Growth measure(const ir::Graph& source, const std::vector<runtime::ModuleImage>& modules, const std::string& path,
                std::vector<ir::OwnedTensor>* outputs) {
-  // A fixed mmap threshold: big blocks (arenas, kernel scratch) go back to the system
-  // when freed, instead of glibc raising the threshold and keeping them in its heap.
-  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-  // And small blocks stay in the heaps once touched: the kernels' worker threads
-  // allocate scratch from their own malloc arenas, and trimming those between the
-  // warm-up and the measured run made the measured run re-touch up to 136 KB of heap
-  // (seen under a parallel ctest), allocator churn rather than anything the model holds.
-  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  configureMallocForMeasurement();
   std::vector<ir::OwnedTensor> inputs = zeroInputs(source);
   // Three warm-up runs: which worker thread first needs kernel scratch (and so touches
   // heap in its own malloc arena) depends on scheduling; on a busy machine one run
@@ -97,6 +73,7 @@ Growth measure(const ir::Graph& source, const std::vector<runtime::ModuleImage>&
   for (int i = 0; i < 3; ++i) runInMemory(source, modules, inputs);
   Growth g;
   uint64_t before = anonymousBytes();
+  EXPECT_GT(before, 0u) << "no Anonymous: line in /proc/self/smaps_rollup";
   {
     Artifact a = openArtifact(path);
     runtime::GraphExecutor exec(a.graph, a.store, loadModules(a));
