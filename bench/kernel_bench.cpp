@@ -19,8 +19,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/host/op_registry.h"
-#include "backend/host/op_util.h"
+#include "kernels/op_registry.h"
+#include "kernels/op_util.h"
 #include "ir/tensor.h"
 
 namespace {
@@ -78,7 +78,7 @@ int64_t numel(const std::vector<int64_t>& shape) {
 
 void setThreads(int threads) {
   omp_set_num_threads(threads);
-  partita::host::setKernelThreads(threads);
+  partita::kernels::setKernelThreads(threads);
 }
 
 // ---- host ----------------------------------------------------------------------
@@ -86,9 +86,9 @@ void setThreads(int threads) {
 // Runs one host op over float inputs of the given shapes, as the executor would.
 void runHostOp(benchmark::State& state, const std::string& op, partita::ir::AttributeMap attrs,
                const std::vector<std::vector<int64_t>>& shapes, double flops, int threads) {
-  namespace host = partita::host;
+  namespace kernels = partita::kernels;
   namespace ir = partita::ir;
-  const host::OpDef* def = host::OpRegistry::global().find("", op);
+  const kernels::OpDef* def = kernels::OpRegistry::global().find("", op);
   if (!def) {
     state.SkipWithError(("host op " + op + " is not registered").c_str());
     return;
@@ -112,7 +112,7 @@ void runHostOp(benchmark::State& state, const std::string& op, partita::ir::Attr
   std::vector<ir::Tensor> outputs;
   try {
     std::vector<ir::TensorType> out_types =
-        host::inferNode(node, types, std::vector<const ir::Tensor*>(shapes.size(), nullptr), nullptr);
+        kernels::inferNode(node, types, std::vector<const ir::Tensor*>(shapes.size(), nullptr), nullptr);
     std::vector<int64_t> out_shape = out_types.at(0).staticShape();
     out.assign(size_t(numel(out_shape)), 0.0f);
     outputs.push_back(ir::Tensor{DType::kFloat32, out_shape, out.data()});
@@ -121,7 +121,7 @@ void runHostOp(benchmark::State& state, const std::string& op, partita::ir::Attr
     return;
   }
   setThreads(threads);
-  host::KernelContext ctx{node, nullptr, inputs, outputs, threads};
+  kernels::KernelContext ctx{node, nullptr, inputs, outputs, threads};
   try {
     def->run(ctx);  // once outside the timing: catches errors and warms caches
   } catch (const std::exception& e) {

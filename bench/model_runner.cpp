@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "base/npy.h"
+#include "ir/npy.h"
 #include "partita/compiler.h"
 #include "partita/model.h"
 

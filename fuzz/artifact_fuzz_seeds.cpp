@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include "artifact/artifact_testing.h"
-#include "artifact/writer.h"
+#include "compiler/artifact_testing.h"
+#include "compiler/artifact_writer.h"
 #include "partita/error.h"
 
 using namespace partita;

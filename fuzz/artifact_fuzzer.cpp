@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "artifact/artifact_testing.h"
-#include "artifact/reader.h"
+#include "compiler/artifact_testing.h"
+#include "runtime/artifact_reader.h"
 #include "partita/error.h"
 
 namespace {

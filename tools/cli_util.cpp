@@ -4,8 +4,9 @@
 #include <cstdio>
 #include <sstream>
 
+#include "compiler/backends.h"
 #include "backend/backend.h"
-#include "base/npy.h"
+#include "ir/npy.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/dtype.h"
 #include "partita/compiler.h"

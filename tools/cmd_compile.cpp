@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "artifact/writer.h"
-#include "backend/partition.h"
+#include "compiler/artifact_writer.h"
+#include "compiler/partition.h"
 #include "partita/model.h"
-#include "passes/compile.h"
+#include "compiler/compile.h"
 #include "tools/cli.h"
 #include "tools/cli_util.h"
 

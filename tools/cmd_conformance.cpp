@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend/host/op_util.h"
+#include "kernels/op_util.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "partita/compiler.h"
 #include "partita/error.h"
@@ -430,7 +430,7 @@ void printResult(const Case& c, const CaseResult& r, double seconds, bool verbos
 
 void runConformance(Options& opt) {
   opt.compile = opt.flags.options();  // malformed flags and unknown backends fail here, not per case
-  if (opt.threads > 0) host::setKernelThreads(opt.threads);
+  if (opt.threads > 0) kernels::setKernelThreads(opt.threads);
   std::vector<Case> cases = findCases(opt.dirs, opt.filter);
   if (cases.empty())
     throw Error(ErrorCode::kInvalidArgument, "no case matches the filter '" + opt.filter + "'");

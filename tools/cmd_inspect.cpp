@@ -8,7 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "artifact/reader.h"
+#include "api/module_kinds.h"
+#include "runtime/artifact_reader.h"
 #include "base/process_memory.h"
 #include "partita/error.h"
 #include "runtime/graph_executor.h"
@@ -86,7 +87,7 @@ uint64_t measureLoadAndFirstRun(const std::string& path, const ir::Graph& graph)
   for (int round = 0; round < 2; ++round) {
     uint64_t before = anonymousBytes();
     artifact::Artifact a = artifact::openArtifact(path);
-    runtime::GraphExecutor exec(a.graph, a.store, artifact::loadModules(a));
+    runtime::GraphExecutor exec(a.graph, a.store, artifact::loadModules(a, api::builtinModuleKinds()));
     auto state = exec.newRunState();
     exec.run(*state, views);
     uint64_t after = anonymousBytes();
@@ -144,7 +145,7 @@ void inspectCommand(const InspectArgs& args) {
 
   std::unique_ptr<runtime::GraphExecutor> exec;
   try {
-    exec = std::make_unique<runtime::GraphExecutor>(a.graph, a.store, artifact::loadModules(a));
+    exec = std::make_unique<runtime::GraphExecutor>(a.graph, a.store, artifact::loadModules(a, api::builtinModuleKinds()));
   } catch (const Error& e) {
     std::printf("memory\n  (not planned: %s)\n", e.what());
     if (args.run) throw;

@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "artifact/atomic_file.h"
+#include "base/atomic_file.h"
 #include "partita/error.h"
 #include "runtime/graph_executor.h"
 

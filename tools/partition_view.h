@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "artifact/reader.h"
+#include "runtime/artifact_reader.h"
 
 namespace partita::cli {
 

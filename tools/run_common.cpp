@@ -8,7 +8,7 @@
 #include <map>
 #include <random>
 
-#include "base/npy.h"
+#include "ir/npy.h"
 #include "ir/dtype.h"
 #include "partita/error.h"
 

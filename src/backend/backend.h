@@ -39,9 +39,4 @@ class Backend {
   virtual runtime::ModuleImage compile(ir::Graph& g, const std::vector<Region>& regions) = 0;
 };
 
-// Every compile-side backend of this build, by name ("host" is implicit: the graph
-// executor runs whatever no external backend takes).
-std::unique_ptr<Backend> makeBackend(const std::string& name);  // nullptr when unknown
-std::vector<std::string> backendNames();
-
 }  // namespace partita::backend

@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/partition.h"
+#include "api/module_kinds.h"
+#include "compiler/partition.h"
 #include "ir/graph.h"
 #include "passes/passes.h"
 #include "runtime/const_store.h"
@@ -120,7 +121,7 @@ inline Compiled compile(ir::Graph g, const std::vector<std::string>& backends, s
   for (const runtime::ModuleImage& image : c.parts.modules) {
     runtime::ModuleLoadContext ctx{Bytes::copyOf(image.blob.data(), image.blob.size()), c.store.get(),
                                    image.uses};
-    c.modules.push_back(runtime::loadModule(image.kind, ctx));
+    c.modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));
   }
   c.executor = std::make_shared<runtime::GraphExecutor>(c.graph, c.store, c.modules);
   return c;

@@ -1,8 +1,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backend/host/op_registry.h"
-#include "backend/host/op_util.h"
+#include "kernels/op_registry.h"
+#include "kernels/op_util.h"
 #include "partita/error.h"
 #include "passes/passes.h"
 
@@ -57,7 +57,7 @@ bool foldShapeOf(ir::Graph& g, ir::Node& node) {
 }  // namespace
 
 void inferShapes(ir::Graph& g, const FoldOptions& options) {
-  host::PoolResolver resolver(g.constants);
+  kernels::PoolResolver resolver(g.constants);
   std::vector<bool> folded(g.nodes.size(), false);
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     ir::Node& node = g.nodes[n];
@@ -88,7 +88,7 @@ void inferShapes(ir::Graph& g, const FoldOptions& options) {
         all_const = false;
       }
     }
-    std::vector<ir::TensorType> out_types = host::inferNode(node, in_types, in_values, &resolver);
+    std::vector<ir::TensorType> out_types = kernels::inferNode(node, in_types, in_values, &resolver);
     size_t out_bytes = 0;
     bool out_static = true;
     for (size_t o = 0; o < node.outputs.size(); ++o) {
@@ -104,9 +104,9 @@ void inferShapes(ir::Graph& g, const FoldOptions& options) {
     if (out_bytes > options.max_growth_bytes && out_bytes > in_bytes) continue;
 
     // Evaluate with the host kernel; outputs become constants.
-    const host::OpDef* op = host::OpRegistry::global().find(node.domain, node.op_type);
+    const kernels::OpDef* op = kernels::OpRegistry::global().find(node.domain, node.op_type);
     std::vector<ir::OwnedTensor> results;
-    host::KernelContext ctx{node, &resolver, {}, {}, host::kernelThreads()};
+    kernels::KernelContext ctx{node, &resolver, {}, {}, kernels::kernelThreads()};
     for (size_t i = 0; i < node.inputs.size(); ++i)
       ctx.inputs.push_back(in_values[i] ? *in_values[i] : ir::Tensor{});
     results.reserve(node.outputs.size());

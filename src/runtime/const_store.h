@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "backend/host/op_registry.h"
+#include "kernels/op_registry.h"
 #include "ir/constant_pool.h"
 #include "ir/tensor.h"
 
 namespace partita::runtime {
 
-class ConstStore : public host::ConstResolver {
+class ConstStore : public kernels::ConstResolver {
  public:
   // Registers `id` as a view over `bytes` (which keeps its owner alive).
   void add(ir::ConstId id, ir::DType dtype, std::vector<int64_t> shape, Bytes bytes, std::string layout = {});

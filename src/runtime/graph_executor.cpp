@@ -5,7 +5,7 @@
 
 #include <omp.h>
 
-#include "backend/host/op_util.h"
+#include "kernels/op_util.h"
 #include "partita/error.h"
 
 namespace partita::runtime {
@@ -34,7 +34,7 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
       steps_[n].module = modules_[size_t(m)].get();
       steps_[n].function = uint32_t(node.attrs.getInt("function", 0));
     } else {
-      const host::OpDef* op = host::OpRegistry::global().find(node.domain, node.op_type);
+      const kernels::OpDef* op = kernels::OpRegistry::global().find(node.domain, node.op_type);
       if (!op)
         throw Error(ErrorCode::kUnsupported,
                     "no kernel for op " + node.op_type + " (node '" + node.name + "')");
@@ -103,7 +103,7 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
   if (inputs.size() != g.inputs.size())
     throw Error(ErrorCode::kInvalidArgument, "the model takes " + std::to_string(g.inputs.size()) +
                                                  " inputs but " + std::to_string(inputs.size()) + " were given");
-  omp_set_num_threads(host::kernelThreads());
+  omp_set_num_threads(kernels::kernelThreads());
   auto& values = state.values;
   state.dynamic.clear();
 
@@ -121,7 +121,7 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
 
   for (size_t n = 0; n < steps_.size(); ++n) {
     const ir::Node& node = g.nodes[n];
-    host::KernelContext ctx{node, store_.get(), {}, {}, host::kernelThreads()};
+    kernels::KernelContext ctx{node, store_.get(), {}, {}, kernels::kernelThreads()};
     ctx.inputs.reserve(node.inputs.size());
     for (ir::ValueId in : node.inputs) ctx.inputs.push_back(in == ir::kNoValue ? ir::Tensor{} : values[size_t(in)]);
     if (steps_[n].dynamic) {
@@ -131,7 +131,7 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
         in_types.push_back(t.defined() ? ir::typeOf(t) : ir::TensorType{});
         in_values.push_back(t.defined() ? &t : nullptr);
       }
-      std::vector<ir::TensorType> out_types = host::inferNode(node, in_types, in_values, store_.get());
+      std::vector<ir::TensorType> out_types = kernels::inferNode(node, in_types, in_values, store_.get());
       for (size_t o = 0; o < node.outputs.size(); ++o) {
         ir::ValueId out = node.outputs[o];
         if (out == ir::kNoValue) continue;

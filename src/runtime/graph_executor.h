@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "backend/host/op_registry.h"
+#include "kernels/op_registry.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "runtime/const_store.h"
@@ -61,7 +61,7 @@ class GraphExecutor {
  private:
   enum class Placement : uint8_t { kInput, kConstant, kArena, kDynamic, kUnused };
   struct Step {
-    const host::OpDef* op = nullptr;     // a host op, or
+    const kernels::OpDef* op = nullptr;     // a host op, or
     const RuntimeModule* module = nullptr;  // a call into an external module
     uint32_t function = 0;
     bool dynamic = false;  // shapes known only at run time

@@ -62,10 +62,29 @@ struct ModuleLoadContext {
 
 using ModuleLoader = std::shared_ptr<RuntimeModule> (*)(const ModuleLoadContext& ctx);
 
-// The table of module kinds. Backends register at start-up (src/backend/backends.cpp
-// lists them); loading an artifact with an unregistered kind is Error(kUnsupported).
-void registerModuleKind(const std::string& kind, ModuleLoader loader);
-ModuleLoader findModuleKind(const std::string& kind);  // nullptr when unknown
-std::shared_ptr<RuntimeModule> loadModule(const std::string& kind, const ModuleLoadContext& ctx);
+// One module kind: the name written into artifacts and the loader of its run-time half.
+struct ModuleKind {
+  std::string_view name;
+  ModuleLoader load = nullptr;
+};
+
+// The module kinds a program can load: an explicit list, built by the layer that
+// knows which backends the program links (src/api/module_kinds.cpp for partita_rt),
+// like IREE's driver list; no static registrars. Immutable: thread-safe to share.
+class ModuleKinds {
+ public:
+  ModuleKinds() = default;
+  explicit ModuleKinds(std::vector<ModuleKind> kinds);
+
+  const ModuleKind* find(std::string_view name) const;  // nullptr when unknown
+  std::vector<std::string> names() const;
+  const std::vector<ModuleKind>& all() const { return kinds_; }
+  // Checks that every borrowed or derived constant the module declared is in the
+  // store, then calls the kind's loader. Error(kUnsupported) for an unknown kind.
+  std::shared_ptr<RuntimeModule> load(const std::string& kind, const ModuleLoadContext& ctx) const;
+
+ private:
+  std::vector<ModuleKind> kinds_;
+};
 
 }  // namespace partita::runtime

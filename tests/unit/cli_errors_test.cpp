@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "base/npy.h"
+#include "ir/npy.h"
 #include "ir/tensor.h"
 
 namespace {

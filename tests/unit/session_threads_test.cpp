@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
-#include "artifact/writer.h"
-#include "backend/host/op_util.h"
-#include "base/npy.h"
+#include "compiler/artifact_writer.h"
+#include "kernels/op_util.h"
+#include "ir/npy.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "partita/model.h"
 #include "passes/pipeline.h"
@@ -18,7 +18,7 @@ namespace partita {
 namespace {
 
 TEST(SessionThreads, ConcurrentSessionsShareOneModel) {
-  [[maybe_unused]] const host::KernelThreadsForTSan one_team_per_run;
+  [[maybe_unused]] const kernels::KernelThreadsForTSan one_team_per_run;
   const std::string onnx = PARTITA_SOURCE_DIR "/models/fashion/fashion_cnn.onnx";
   const std::string pta = (std::filesystem::temp_directory_path() /
                            ("partita_threads_" + std::to_string(::getpid()) + ".pta")).string();

@@ -15,8 +15,9 @@
 #include <set>
 #include <tuple>
 
-#include "artifact/reader.h"
-#include "artifact/writer.h"
+#include "api/module_kinds.h"
+#include "runtime/artifact_reader.h"
+#include "compiler/artifact_writer.h"
 #include "backend/backend_testing.h"
 #include "partita/error.h"
 #include "passes/passes.h"
@@ -72,7 +73,7 @@ class WeightAccounting : public ::testing::Test {
     auto host_graph = std::make_shared<ir::Graph>(std::move(host));
     auto host_store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(host_graph->constants));
     runtime::GraphExecutor want_exec(host_graph, host_store);
-    runtime::GraphExecutor got_exec(l.a.graph, l.a.store, artifact::loadModules(l.a));
+    runtime::GraphExecutor got_exec(l.a.graph, l.a.store, artifact::loadModules(l.a, api::builtinModuleKinds()));
     std::vector<ir::OwnedTensor> in = backend::testing::randomInputs(*host_graph, 17);
     std::vector<ir::Tensor> views;
     for (const auto& t : in) views.push_back(t.view());

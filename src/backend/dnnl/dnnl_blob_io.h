@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "artifact/byte_io.h"
+#include "base/byte_io.h"
 #include "partita/error.h"
 
 namespace partita::dnnl_backend {

@@ -15,7 +15,7 @@
 #include "backend/dnnl/dnnl_ops.h"
 #include "backend/dnnl/dnnl_primitive.h"
 #include "backend/dnnl/dnnl_program.h"
-#include "backend/host/op_util.h"
+#include "kernels/op_util.h"
 #include "partita/error.h"
 
 namespace partita::dnnl_backend {
@@ -1229,7 +1229,7 @@ void FunctionLowering::bindOutputs() {
 
 runtime::ModuleImage compileRegions(ir::Graph& g, const std::vector<backend::Region>& regions) {
   // oneDNN tunes implementations to the thread count: decide with the one runs will use.
-  omp_set_num_threads(host::kernelThreads());
+  omp_set_num_threads(kernels::kernelThreads());
   ModuleBuilder mb(g);
   for (const backend::Region& r : regions) {
     FunctionLowering lowering(mb, r);

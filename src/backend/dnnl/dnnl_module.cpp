@@ -10,7 +10,7 @@
 
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "backend/dnnl/dnnl_primitive.h"
-#include "backend/host/op_util.h"
+#include "kernels/op_util.h"
 #include "partita/error.h"
 #include "runtime/memory_plan.h"
 
@@ -116,7 +116,7 @@ std::shared_ptr<DnnlModule> DnnlModule::loadChecked(const runtime::ModuleLoadCon
   Program program = readProgram(ctx.blob.data, ctx.blob.size);
   // oneDNN fixes a primitive's thread count when it is created: create them with the
   // count runs will use (as the compiler did when it chose the layouts).
-  omp_set_num_threads(host::kernelThreads());
+  omp_set_num_threads(kernels::kernelThreads());
   std::map<ir::ConstId, runtime::ConstUseKind> declared;
   for (const runtime::ConstUse& u : ctx.uses) declared[u.id] = u.kind;
 
@@ -310,17 +310,10 @@ size_t DnnlModule::workspacesCreated() const {
   return created_;
 }
 
-namespace {
-
-std::shared_ptr<runtime::RuntimeModule> loadDnnlModule(const runtime::ModuleLoadContext& ctx) {
-  return DnnlModule::load(ctx);
+runtime::ModuleKind dnnlModuleKind() {
+  return {kModuleKind, [](const runtime::ModuleLoadContext& ctx) -> std::shared_ptr<runtime::RuntimeModule> {
+            return DnnlModule::load(ctx);
+          }};
 }
-
-// Registers the module kind when the program starts (the library is linked whole-archive).
-const struct Registrar {
-  Registrar() { runtime::registerModuleKind(kModuleKind, &loadDnnlModule); }
-} registrar;
-
-}  // namespace
 
 }  // namespace partita::dnnl_backend

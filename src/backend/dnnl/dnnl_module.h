@@ -25,6 +25,9 @@ namespace partita::dnnl_backend {
 
 inline constexpr const char* kModuleKind = "dnnl";
 
+// The module kind of this backend's run-time half, for the program's list of kinds.
+runtime::ModuleKind dnnlModuleKind();
+
 // The CPU engine every dnnl module of the process uses.
 const dnnl::engine& cpuEngine();
 

@@ -1,6 +1,7 @@
 // The dnnl runtime module: zero-copy constants (the memory handles are the store's
 // pointers, read-only mappings work, nothing executes at load), load-time checks
 // (malformed blobs, undeclared constants, layouts that do not fit) and concurrent runs.
+#include "api/module_kinds.h"
 #include "backend/dnnl/dnnl_module.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +12,7 @@
 
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "backend/dnnl/dnnl_testing.h"
-#include "backend/host/op_util.h"
+#include "kernels/op_util.h"
 #include "partita/error.h"
 
 namespace partita::dnnl_backend {
@@ -57,7 +58,7 @@ std::shared_ptr<runtime::RuntimeModule> reload(const Compiled& c, std::vector<st
                                                std::vector<runtime::ConstUse> uses = {}) {
   if (uses.empty()) uses = c.parts.modules.at(0).uses;
   runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(blob)), &store, uses};
-  return runtime::loadModule("dnnl", ctx);
+  return api::builtinModuleKinds().load("dnnl", ctx);
 }
 
 std::string loadError(const Compiled& c, std::vector<std::byte> blob, const runtime::ConstStore& store,
@@ -248,7 +249,7 @@ TEST(DnnlModule, KeepsTheRecordedLayoutWhenThisMachineWouldChooseAnother) {
 }
 
 TEST(DnnlModule, ConcurrentRunsShareOneModule) {
-  [[maybe_unused]] const host::KernelThreadsForTSan one_team_per_run;
+  [[maybe_unused]] const kernels::KernelThreadsForTSan one_team_per_run;
   Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
   const auto& mod = moduleOf(c);
   EXPECT_GT(mod.scratchpadBytes(), 0u);

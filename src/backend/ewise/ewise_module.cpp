@@ -6,7 +6,7 @@
 #include <map>
 #include <memory>
 
-#include "backend/host/elementwise_functors.h"
+#include "kernels/elementwise_functors.h"
 #include "ir/type.h"
 #include "partita/error.h"
 
@@ -14,7 +14,7 @@ namespace partita::ewise {
 
 namespace {
 
-using namespace host::elementwise;
+using namespace kernels::elementwise;
 
 // One operand of an instruction over a tile: a run of values, or one value.
 struct Src {
@@ -272,17 +272,10 @@ void EwiseModule::run(uint32_t f, const std::vector<ir::Tensor>& inputs, const s
   }
 }
 
-namespace {
-
-std::shared_ptr<runtime::RuntimeModule> loadEwiseModule(const runtime::ModuleLoadContext& ctx) {
-  return EwiseModule::load(ctx);
+runtime::ModuleKind ewiseModuleKind() {
+  return {kModuleKind, [](const runtime::ModuleLoadContext& ctx) -> std::shared_ptr<runtime::RuntimeModule> {
+            return EwiseModule::load(ctx);
+          }};
 }
-
-// Registers the module kind when the program starts (the library is linked whole-archive).
-const struct Registrar {
-  Registrar() { runtime::registerModuleKind(kModuleKind, &loadEwiseModule); }
-} registrar;
-
-}  // namespace
 
 }  // namespace partita::ewise

@@ -19,6 +19,9 @@
 
 namespace partita::ewise {
 
+// The module kind of this backend's run-time half, for the program's list of kinds.
+runtime::ModuleKind ewiseModuleKind();
+
 class EwiseModule final : public runtime::RuntimeModule {
  public:
   static constexpr int64_t kTile = 512;

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "artifact/byte_io.h"
+#include "base/byte_io.h"
 #include "ir/type.h"
 #include "partita/error.h"
 

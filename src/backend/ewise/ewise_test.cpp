@@ -6,10 +6,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "api/module_kinds.h"
 #include "backend/backend_testing.h"
 #include "backend/ewise/ewise_module.h"
 #include "backend/ewise/ewise_program.h"
-#include "backend/host/op_util.h"
+#include "kernels/op_util.h"
 #include "partita/error.h"
 
 namespace partita::ewise {
@@ -212,14 +213,14 @@ TEST(EwiseBackend, ChainIsOnePassSmallConstantsEmbeddedLargeBorrowed) {
 
 // Large enough to be split across threads.
 TEST(EwiseBackend, ThreadedRunsMatchTheHost) {
-  const int before = host::kernelThreads();
-  host::setKernelThreads(2);
+  const int before = kernels::kernelThreads();
+  kernels::setKernelThreads(2);
   GraphBuilder b;
   ir::ValueId x = b.input("x", {2, 16, 96, 96});
   ir::ValueId c = b.constant("c", {16, 1, 1}, randomFloats(16, 4));
   b.output(b.node("Tanh", {b.node("Sub", {b.node("Exp", {x}), c})}));
   Both r = runBoth(b.g);
-  host::setKernelThreads(before);
+  kernels::setKernelThreads(before);
   EXPECT_EQ(ewiseNodes(r.ewise), 3u);
   EXPECT_TRUE(identical(r.got[0], r.want[0]));
 }
@@ -274,7 +275,7 @@ Compiled chain() {
 std::string loadError(const Compiled& c, std::vector<std::byte> blob, std::vector<runtime::ConstUse> uses) {
   runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(blob)), c.store.get(), std::move(uses)};
   try {
-    runtime::loadModule(kModuleKind, ctx);
+    api::builtinModuleKinds().load(kModuleKind, ctx);
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArtifact) << e.what();
     return e.what();

@@ -13,7 +13,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "backend/host/op_registry.h"
+#include "kernels/op_registry.h"
 #include "base/mapped_file.h"
 #include "partita/error.h"
 
@@ -507,7 +507,7 @@ class Importer {
 
   void addNodes() {
     const onnx::GraphProto& gp = model_.graph();
-    const auto& registry = options_.ops ? *options_.ops : host::OpRegistry::global();
+    const auto& registry = options_.ops ? *options_.ops : kernels::OpRegistry::global();
     for (int idx : topologicalOrder(gp)) {
       const onnx::NodeProto& n = gp.node(idx);
       std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
@@ -601,7 +601,7 @@ class Importer {
     t.dims.insert(t.dims.end(), size_t(extra), ir::Dim::known(1));
     ir::ValueId out = graph_.addValue(name, t);
     unsqueeze.outputs = {out};
-    if (!(options_.ops ? *options_.ops : host::OpRegistry::global()).find("", "Unsqueeze"))
+    if (!(options_.ops ? *options_.ops : kernels::OpRegistry::global()).find("", "Unsqueeze"))
       noteUnsupported("Unsqueeze", kMinOpset, unsqueeze.name);
     graph_.addNode(std::move(unsqueeze));
     return out;

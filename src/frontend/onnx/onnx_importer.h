@@ -10,7 +10,7 @@
 #include "ir/graph.h"
 #include "ir/tensor.h"
 
-namespace partita::host {
+namespace partita::kernels {
 class OpRegistry;
 }
 
@@ -19,8 +19,8 @@ namespace partita::frontend {
 struct ImportOptions {
   // Fixes symbolic input dimensions: input name -> full static shape.
   std::map<std::string, std::vector<int64_t>> input_shapes;
-  // The ops the model may use; nullptr means host::OpRegistry::global().
-  const host::OpRegistry* ops = nullptr;
+  // The ops the model may use; nullptr means kernels::OpRegistry::global().
+  const kernels::OpRegistry* ops = nullptr;
 };
 
 // Throws Error(kIo) when the file cannot be read, Error(kInvalidModel) naming the

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <functional>
 
-#include "backend/host/op_registry.h"
+#include "kernels/op_registry.h"
 #include "partita/error.h"
 
 namespace partita::frontend {
@@ -20,13 +20,13 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 // A registry with a few ops that only need to exist (the importer never runs them).
-const host::OpRegistry& testOps() {
-  static const host::OpRegistry r = [] {
-    host::OpRegistry reg;
-    reg.add("Relu", host::OpDef{});
-    reg.add("Add", host::OpDef{});
-    reg.add("ConstantOfShape", host::OpDef{});
-    reg.add("Gelu", host::OpDef{}, "com.example");
+const kernels::OpRegistry& testOps() {
+  static const kernels::OpRegistry r = [] {
+    kernels::OpRegistry reg;
+    reg.add("Relu", kernels::OpDef{});
+    reg.add("Add", kernels::OpDef{});
+    reg.add("ConstantOfShape", kernels::OpDef{});
+    reg.add("Gelu", kernels::OpDef{}, "com.example");
     return reg;
   }();
   return r;
@@ -458,9 +458,9 @@ TEST_F(OnnxImporterTest, Opset6IsUpgradedToNumpyBroadcasting) {
   addOutput(m, "y");
   addOutput(m, "z");
 
-  host::OpRegistry ops = testOps();
-  ops.add("PRelu", host::OpDef{});
-  ops.add("Unsqueeze", host::OpDef{});
+  kernels::OpRegistry ops = testOps();
+  ops.add("PRelu", kernels::OpDef{});
+  ops.add("Unsqueeze", kernels::OpDef{});
   ImportOptions o = opts();
   o.ops = &ops;
   ir::Graph g = import(m, o);
@@ -488,8 +488,8 @@ TEST_F(OnnxImporterTest, OldOpsetsImportOnlyOpsUnchangedSinceThen) {
   addInput(m, "x", onnx::TensorProto::BOOL, {"4"});
   addNode(m, "Not", {"x"}, {"y"}, "not");
   addOutput(m, "y", onnx::TensorProto::BOOL);
-  host::OpRegistry ops = testOps();
-  ops.add("Not", host::OpDef{});
+  kernels::OpRegistry ops = testOps();
+  ops.add("Not", kernels::OpDef{});
   ImportOptions o = opts();
   o.ops = &ops;
   ir::Graph g = import(m, o);

@@ -1,0 +1,13 @@
+// The run-time module kinds this build links, listed explicitly (like IREE's driver
+// list): the one place that knows which backends' run-time halves are in partita_rt.
+// Adding a backend adds one line to module_kinds.cpp.
+#pragma once
+
+#include "runtime/module.h"
+
+namespace partita::api {
+
+// Immutable after first use: thread-safe.
+const runtime::ModuleKinds& builtinModuleKinds();
+
+}  // namespace partita::api

@@ -1,0 +1,149 @@
+#include "base/atomic_file.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "partita/error.h"
+
+namespace partita::artifact {
+
+namespace {
+
+[[noreturn]] void ioError(const std::string& what, int err) {
+  throw Error(ErrorCode::kIo, what + ": " + std::strerror(err));
+}
+
+std::string dirOf(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string baseOf(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string uniqueTempName(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return dirOf(path) + "/." + baseOf(path) + ".tmp-" + std::to_string(::getpid()) + "-" +
+         std::to_string(counter.fetch_add(1));
+}
+
+bool isZero(const std::byte* p, size_t n) {
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    if (w) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), dir_(dirOf(path_)) {
+  if (path_.empty() || path_.back() == '/') throw Error(ErrorCode::kIo, "'" + path_ + "' is not a file name");
+  fd_ = ::open(dir_.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+  if (fd_ >= 0) return;
+  int err = errno;
+  // Some file systems lack O_TMPFILE; then a hidden named temporary does.
+  if (err != EOPNOTSUPP && err != EISDIR && err != EINVAL)
+    ioError("cannot create a file in '" + dir_ + "' for '" + path_ + "'", err);
+  temp_name_ = uniqueTempName(path_);
+  fd_ = ::open(temp_name_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
+  if (fd_ < 0) {
+    err = errno;
+    temp_name_.clear();
+    ioError("cannot create a file in '" + dir_ + "' for '" + path_ + "'", err);
+  }
+}
+
+AtomicFile::~AtomicFile() {
+  if (!committed_) discard();
+}
+
+void AtomicFile::discard() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!temp_name_.empty()) ::unlink(temp_name_.c_str());
+  temp_name_.clear();
+}
+
+void AtomicFile::writeAt(uint64_t offset, const void* data, size_t n) {
+  const auto* p = static_cast<const std::byte*>(data);
+  while (n > 0) {
+    size_t chunk = std::min<size_t>(n, size_t(1) << 30);
+    ssize_t w = ::pwrite(fd_, p, chunk, off_t(offset));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      ioError("cannot write '" + path_ + "'", errno);
+    }
+    if (w == 0) ioError("cannot write '" + path_ + "'", EIO);
+    p += w;
+    n -= size_t(w);
+    offset += uint64_t(w);
+  }
+}
+
+void AtomicFile::writeSparseAt(uint64_t offset, const void* data, size_t n) {
+  constexpr uint64_t kBlock = 4096;
+  const auto* p = static_cast<const std::byte*>(data);
+  uint64_t run_start = offset;  // pending non-zero bytes [run_start, pos)
+  uint64_t pos = offset;
+  const uint64_t end = offset + n;
+  while (pos < end) {
+    uint64_t block_end = std::min(end, (pos / kBlock + 1) * kBlock);
+    bool whole = pos % kBlock == 0 && block_end - pos == kBlock;
+    if (whole && isZero(p + (pos - offset), kBlock)) {
+      if (pos > run_start) writeAt(run_start, p + (run_start - offset), size_t(pos - run_start));
+      run_start = block_end;
+    }
+    pos = block_end;
+  }
+  if (end > run_start) writeAt(run_start, p + (run_start - offset), size_t(end - run_start));
+}
+
+void AtomicFile::setSize(uint64_t size) {
+  if (::ftruncate(fd_, off_t(size)) != 0) ioError("cannot size '" + path_ + "'", errno);
+}
+
+void AtomicFile::commit() {
+  if (::fsync(fd_) != 0) ioError("cannot flush '" + path_ + "'", errno);
+  if (temp_name_.empty()) {
+    // Give the unnamed file a name: directly at `path` when nothing is there (atomic,
+    // and nothing to clean up), else a temporary name that rename() then moves over.
+    std::string proc = "/proc/self/fd/" + std::to_string(fd_);
+    auto linkTo = [&](const std::string& name) {
+      if (::linkat(fd_, "", AT_FDCWD, name.c_str(), AT_EMPTY_PATH) == 0) return 0;
+      if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return 0;
+      return errno;
+    };
+    int err = linkTo(path_);
+    if (err == EEXIST) {
+      std::string temp = uniqueTempName(path_);
+      err = linkTo(temp);
+      if (err == 0) temp_name_ = temp;
+    }
+    if (err != 0) ioError("cannot create '" + path_ + "'", err);
+  }
+  if (!temp_name_.empty()) {
+    if (::rename(temp_name_.c_str(), path_.c_str()) != 0) ioError("cannot create '" + path_ + "'", errno);
+    temp_name_.clear();
+  }
+  committed_ = true;
+  ::close(fd_);
+  fd_ = -1;
+  int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);  // the new directory entry survives a crash; best effort
+    ::close(dfd);
+  }
+}
+
+}  // namespace partita::artifact

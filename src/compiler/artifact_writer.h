@@ -1,0 +1,39 @@
+// The linker's output stage: turns a graph (and, later, external backends' modules)
+// into one artifact file (docs/format.md).
+//
+// What is stored: every constant some module needs at run time (the graph executor
+// borrows the constants its nodes read and its tensor attributes name; a module's
+// borrow and derive uses), each distinct tensor once -- identical dtype, shape, layout
+// and bytes, found by content hash and confirmed byte-equal -- on a 64-byte boundary,
+// or a 4096-byte page when it is 1 MiB or more. Constants nothing needs are dropped;
+// constants only embedded in module blobs are listed but not stored.
+//
+// The same graph and modules always give the same bytes. The file appears at `path`
+// complete or not at all (see AtomicFile).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/format.h"
+#include "runtime/link_report.h"
+#include "ir/graph.h"
+#include "runtime/module.h"
+
+namespace partita::artifact {
+
+struct WriteOptions {};
+
+// Links `graph` -- host nodes, and `partita.Call` nodes calling into `modules` (the
+// external backends' compiled modules, numbered as the Call nodes' "module"
+// attribute numbers them) -- into one artifact at `path`.
+// Throws Error(kUnsupported) listing the ops with no host kernel (nothing is written),
+// Error(kInternal) for an inconsistent graph or module (e.g. a use of a constant
+// nobody provides), Error(kIo) when the file system fails (no partial file is left,
+// an existing file at `path` is untouched).
+LinkReport writeArtifact(const ir::Graph& graph, const std::vector<runtime::ModuleImage>& modules,
+                         const std::string& path, const WriteOptions& options = {});
+// The same with no external modules.
+LinkReport writeArtifact(const ir::Graph& graph, const std::string& path, const WriteOptions& options = {});
+
+}  // namespace partita::artifact

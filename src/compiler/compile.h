@@ -1,0 +1,20 @@
+// The compiler's front half shared by compileOnnx (in memory) and `partita compile`
+// (to an artifact): import, optimize, partition.
+#pragma once
+
+#include <string>
+
+#include "compiler/partition.h"
+#include "ir/graph.h"
+#include "partita/compiler.h"
+
+namespace partita {
+
+struct CompiledGraph {
+  ir::Graph graph;                  // main graph; regions replaced by partita.Call nodes
+  backend::PartitionResult parts;   // the external modules and their regions
+};
+
+CompiledGraph compileGraph(const std::string& onnx_path, const CompileOptions& options);
+
+}  // namespace partita

@@ -1,0 +1,43 @@
+#include "api/module_kinds.h"
+#include "frontend/onnx/onnx_importer.h"
+#include "partita/compiler.h"
+#include "compiler/compile.h"
+#include "passes/pipeline.h"
+#include "runtime/graph_executor.h"
+
+namespace partita {
+
+namespace {
+backend::PartitionOptions partitionOptions(const CompileOptions& options) {
+  backend::PartitionOptions p;
+  p.backends = options.backends;
+  for (const auto& [b, ops] : options.allow_ops) p.allow_ops[b].insert(ops.begin(), ops.end());
+  for (const auto& [b, ops] : options.deny_ops) p.deny_ops[b].insert(ops.begin(), ops.end());
+  p.min_region_size = options.min_region_size;
+  return p;
+}
+}  // namespace
+
+CompiledGraph compileGraph(const std::string& onnx_path, const CompileOptions& options) {
+  frontend::ImportOptions import;
+  import.input_shapes = options.input_shapes;
+  CompiledGraph c{frontend::importOnnx(onnx_path, import), {}};
+  passes::optimize(c.graph);
+  c.parts = backend::partitionGraph(c.graph, partitionOptions(options));
+  return c;
+}
+
+std::shared_ptr<const Model> compileOnnx(const std::string& onnx_path, const CompileOptions& options) {
+  CompiledGraph c = compileGraph(onnx_path, options);
+  auto graph = std::make_shared<ir::Graph>(std::move(c.graph));
+  auto store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(graph->constants));
+  std::vector<std::shared_ptr<const runtime::RuntimeModule>> modules;
+  for (runtime::ModuleImage& image : c.parts.modules) {
+    runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(image.blob)), store.get(), image.uses};
+    modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));
+  }
+  auto executor = std::make_shared<runtime::GraphExecutor>(graph, store, std::move(modules));
+  return std::make_shared<Model>(executor);
+}
+
+}  // namespace partita

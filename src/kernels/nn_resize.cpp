@@ -1,0 +1,529 @@
+// Resize (opsets 10, 11, 13) and Upsample (opsets 7..9).
+//
+// Each axis gets a table mapping every output position to its input taps and weights
+// (1 tap for nearest, 2 for linear, 4 for cubic), following ONNX's coordinate
+// transformation modes. Nearest is one gather over the whole tensor (any dtype);
+// linear and cubic are applied one axis at a time (the n-linear / n-cubic
+// interpolation is separable), skipping axes that map one-to-one.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/nn_ops.h"
+#include "kernels/nn_window.h"
+#include "kernels/op_util.h"
+
+namespace partita::kernels {
+
+namespace {
+
+enum class Mode { kNearest, kLinear, kCubic };
+enum class Coord {
+  kHalfPixel,
+  kPytorchHalfPixel,
+  kAlignCorners,
+  kAsymmetric,
+  kTfHalfPixelForNn,
+  kTfCropAndResize
+};
+enum class Rounding { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
+
+struct ResizeSpec {
+  Mode mode = Mode::kNearest;
+  Coord coord = Coord::kHalfPixel;
+  Rounding rounding = Rounding::kRoundPreferFloor;
+  double cubic_a = -0.75;
+  bool exclude_outside = false;
+  double extrapolation = 0;
+  // Input positions of the scales / sizes / roi inputs (-1: not an input of this op).
+  int scales_input = -1, sizes_input = -1, roi_input = -1;
+};
+
+ResizeSpec readSpec(const ir::Node& node) {
+  ResizeSpec s;
+  const bool upsample = node.op_type == "Upsample";
+  const bool legacy = upsample || node.opset < 11;  // Upsample and Resize-10
+  std::string mode = node.attrs.getString("mode", "nearest");
+  if (mode == "nearest") {
+    s.mode = Mode::kNearest;
+  } else if (mode == "linear" || (upsample && mode == "bilinear")) {
+    s.mode = Mode::kLinear;
+  } else if (mode == "cubic" && !legacy) {
+    s.mode = Mode::kCubic;
+  } else {
+    failNode(node, "unknown mode '" + mode + "'");
+  }
+  if (legacy) {
+    s.coord = Coord::kAsymmetric;
+    s.rounding = Rounding::kSimple;
+    if (upsample) {
+      s.scales_input = node.opset >= 9 ? 1 : -1;
+    } else {
+      s.scales_input = 1;
+    }
+    return s;
+  }
+  s.roi_input = 1;
+  s.scales_input = 2;
+  s.sizes_input = 3;
+  std::string ctm = node.attrs.getString("coordinate_transformation_mode", "half_pixel");
+  if (ctm == "half_pixel") {
+    s.coord = Coord::kHalfPixel;
+  } else if (ctm == "pytorch_half_pixel") {
+    s.coord = Coord::kPytorchHalfPixel;
+  } else if (ctm == "align_corners") {
+    s.coord = Coord::kAlignCorners;
+  } else if (ctm == "asymmetric") {
+    s.coord = Coord::kAsymmetric;
+  } else if (ctm == "tf_half_pixel_for_nn") {
+    s.coord = Coord::kTfHalfPixelForNn;
+  } else if (ctm == "tf_crop_and_resize") {
+    s.coord = Coord::kTfCropAndResize;
+  } else {
+    failNode(node, "unknown coordinate_transformation_mode '" + ctm + "'");
+  }
+  std::string nm = node.attrs.getString("nearest_mode", "round_prefer_floor");
+  if (nm == "round_prefer_floor") {
+    s.rounding = Rounding::kRoundPreferFloor;
+  } else if (nm == "round_prefer_ceil") {
+    s.rounding = Rounding::kRoundPreferCeil;
+  } else if (nm == "floor") {
+    s.rounding = Rounding::kFloor;
+  } else if (nm == "ceil") {
+    s.rounding = Rounding::kCeil;
+  } else {
+    failNode(node, "unknown nearest_mode '" + nm + "'");
+  }
+  s.cubic_a = node.attrs.getFloat("cubic_coeff_a", -0.75f);
+  s.exclude_outside = node.attrs.getInt("exclude_outside", 0) != 0;
+  s.extrapolation = node.attrs.getFloat("extrapolation_value", 0.0f);
+  return s;
+}
+
+std::vector<double> readDoubles(const ir::Tensor& t) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = readScalar(t, int64_t(i));
+  return v;
+}
+
+// What the node asks for: explicit sizes, or scales (with the roi, for crop-and-resize).
+struct Target {
+  bool known = false;
+  std::vector<int64_t> sizes;  // non-empty: explicit output sizes
+  std::vector<double> scales;  // otherwise: one per axis
+  std::vector<double> roi;     // empty or 2 * rank values
+};
+
+// Reads the target from known values (attribute scales for Upsample-7/8). `value(i)`
+// returns the value of input i or nullptr; `present(i)` whether input i is given.
+template <typename ValueFn, typename PresentFn>
+Target readTarget(const ir::Node& node, const ResizeSpec& s, ValueFn value, PresentFn present) {
+  Target t;
+  if (node.op_type == "Upsample" && s.scales_input < 0) {
+    std::vector<float> f = node.attrs.getFloats("scales");
+    if (f.empty()) failNode(node, "attribute scales is required");
+    t.scales.assign(f.begin(), f.end());
+    t.known = true;
+    return t;
+  }
+  const ir::Tensor* sizes = s.sizes_input >= 0 ? value(size_t(s.sizes_input)) : nullptr;
+  const ir::Tensor* scales = value(size_t(s.scales_input));
+  const bool sizes_pending = s.sizes_input >= 0 && present(size_t(s.sizes_input)) && !sizes;
+  const bool scales_pending = present(size_t(s.scales_input)) && !scales;
+  if (s.roi_input >= 0 && s.coord == Coord::kTfCropAndResize && present(size_t(s.roi_input))) {
+    const ir::Tensor* roi = value(size_t(s.roi_input));
+    if (!roi) return t;
+    t.roi = readDoubles(*roi);
+  }
+  if (sizes && sizes->numel() > 0) {
+    if (scales && scales->numel() > 0) failNode(node, "only one of scales and sizes may be given");
+    t.sizes = readInts(*sizes);
+    t.known = true;
+  } else if (scales && scales->numel() > 0) {
+    t.scales = readDoubles(*scales);
+    t.known = true;
+  } else if (!sizes_pending && !scales_pending) {
+    failNode(node, "one of scales and sizes must be given");
+  }
+  return t;
+}
+
+// Output sizes for known input sizes (-1 where the input size is unknown).
+std::vector<int64_t> outputSizes(const ir::Node& node, const ResizeSpec& s, const Target& t,
+                                 const std::vector<int64_t>& in) {
+  const size_t rank = in.size();
+  if (!t.sizes.empty()) {
+    if (t.sizes.size() != rank) failNode(node, "sizes must have one value per input dimension");
+    for (int64_t v : t.sizes)
+      if (v < 0) failNode(node, "sizes must not be negative");
+    return t.sizes;
+  }
+  if (t.scales.size() != rank) failNode(node, "scales must have one value per input dimension");
+  if (!t.roi.empty() && t.roi.size() != 2 * rank)
+    failNode(node, "roi must have 2 values per input dimension");
+  std::vector<int64_t> out(rank, -1);
+  for (size_t i = 0; i < rank; ++i) {
+    if (t.scales[i] <= 0) failNode(node, "scales must be positive");
+    if (in[i] < 0) continue;
+    double extent = t.roi.empty() ? 1.0 : t.roi[rank + i] - t.roi[i];
+    out[i] = int64_t(std::floor(double(in[i]) * extent * t.scales[i]));
+  }
+  return out;
+}
+
+void inferResize(InferContext& c) {
+  const ir::TensorType& x = c.input(0);
+  ResizeSpec s = readSpec(c.node);
+  Target t = readTarget(
+      c.node, s, [&](size_t i) { return c.value(i); }, [&](size_t i) { return c.node.hasInput(i); });
+  size_t rank = x.rank();
+  if (!x.has_rank) {
+    if (!t.known) {
+      c.outputs[0] = ir::TensorType::unranked(x.dtype);
+      return;
+    }
+    rank = t.sizes.empty() ? t.scales.size() : t.sizes.size();
+  }
+  if (rank == 0) c.fail("input must not be a scalar");
+  ir::TensorType out{x.dtype, true, std::vector<ir::Dim>(rank)};
+  if (t.known) {
+    std::vector<int64_t> in(rank, -1);
+    if (x.has_rank)
+      for (size_t i = 0; i < rank; ++i) in[i] = x.dims[i].isKnown() ? x.dims[i].value : -1;
+    std::vector<int64_t> o = outputSizes(c.node, s, t, in);
+    for (size_t i = 0; i < rank; ++i) {
+      if (o[i] >= 0) {
+        out.dims[i] = ir::Dim::known(o[i]);
+      } else if (!t.scales.empty() && t.scales[i] == 1.0 && t.roi.empty()) {
+        out.dims[i] = x.dims[i];  // unit scale keeps a symbolic dim
+      }
+    }
+  }
+  c.outputs[0] = out;
+}
+
+// ---- per-axis tables -----------------------------------------------------------------
+
+struct AxisTable {
+  int taps = 1;
+  int64_t in = 0, out = 0;
+  std::vector<int64_t> index;    // out * taps input indices (clamped into range)
+  std::vector<double> weight;    // out * taps weights (linear/cubic)
+  std::vector<uint8_t> outside;  // per output: 1 when it takes the extrapolation value
+  bool identity = false;         // every output reads exactly its own input position
+};
+
+double sourceCoordinate(const ResizeSpec& s, double x, double scale, int64_t in, int64_t out,
+                        double roi_start, double roi_end) {
+  switch (s.coord) {
+    case Coord::kHalfPixel:
+      return (x + 0.5) / scale - 0.5;
+    case Coord::kPytorchHalfPixel:
+      return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
+    case Coord::kAlignCorners: {
+      // ONNX's reference scales by the unrounded output length (in * scale).
+      const double len = double(in) * scale;
+      return len == 1.0 ? 0.0 : x * double(in - 1) / (len - 1.0);
+    }
+    case Coord::kAsymmetric:
+      return x / scale;
+    case Coord::kTfHalfPixelForNn:
+      return (x + 0.5) / scale;
+    case Coord::kTfCropAndResize:
+      if (out > 1)
+        return roi_start * double(in - 1) + x * (roi_end - roi_start) * double(in - 1) / double(out - 1);
+      return 0.5 * (roi_start + roi_end) * double(in - 1);
+  }
+  return 0;
+}
+
+int64_t nearestIndex(const ResizeSpec& s, double xo, double scale) {
+  const double fl = std::floor(xo);
+  if (xo == fl) return int64_t(fl);
+  const double r = xo - fl;
+  switch (s.rounding) {
+    case Rounding::kRoundPreferFloor:
+      return int64_t(r <= 0.5 ? fl : fl + 1);
+    case Rounding::kRoundPreferCeil:
+      return int64_t(r < 0.5 ? fl : fl + 1);
+    case Rounding::kFloor:
+      return int64_t(fl);
+    case Rounding::kCeil:
+      return int64_t(fl + 1);
+    case Rounding::kSimple:
+      return int64_t(scale < 1.0 ? fl + 1 : fl);  // Resize-10 / Upsample
+  }
+  return int64_t(fl);
+}
+
+void cubicWeights(double r, double a, double* w) {
+  auto k = [a](double t) {  // Keys' cubic convolution kernel, t >= 0
+    if (t <= 1) return ((a + 2) * t - (a + 3)) * t * t + 1;
+    if (t < 2) return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a;
+    return 0.0;
+  };
+  w[0] = k(r + 1);
+  w[1] = k(r);
+  w[2] = k(1 - r);
+  w[3] = k(2 - r);
+}
+
+AxisTable buildTable(const ResizeSpec& s, int64_t in, int64_t out, double scale, double roi_start,
+                     double roi_end) {
+  AxisTable t;
+  t.in = in;
+  t.out = out;
+  t.taps = s.mode == Mode::kNearest ? 1 : s.mode == Mode::kLinear ? 2 : 4;
+  t.index.resize(size_t(out * t.taps));
+  t.weight.resize(size_t(out * t.taps));
+  t.outside.assign(size_t(out), 0);
+  bool identity = in == out;
+  for (int64_t x = 0; x < out; ++x) {
+    const double xo = sourceCoordinate(s, double(x), scale, in, out, roi_start, roi_end);
+    int64_t* idx = t.index.data() + x * t.taps;
+    double* w = t.weight.data() + x * t.taps;
+    if (s.coord == Coord::kTfCropAndResize && (xo < 0 || xo > double(in - 1))) {
+      t.outside[size_t(x)] = 1;
+      identity = false;
+      for (int k = 0; k < t.taps; ++k) idx[k] = 0, w[k] = 0;
+      continue;
+    }
+    if (s.mode == Mode::kNearest) {
+      idx[0] = std::clamp<int64_t>(nearestIndex(s, xo, scale), 0, in - 1);
+      w[0] = 1;
+      if (idx[0] != x) identity = false;
+      continue;
+    }
+    const double fl = std::floor(xo);
+    const double r = xo - fl;
+    const int64_t i0 = int64_t(fl);
+    if (r != 0 || i0 != x) identity = false;
+    if (s.mode == Mode::kLinear) {
+      idx[0] = i0;
+      idx[1] = i0 + 1;
+      w[0] = 1 - r;
+      w[1] = r;
+    } else {
+      for (int k = 0; k < 4; ++k) idx[k] = i0 - 1 + k;
+      cubicWeights(r, s.cubic_a, w);
+      if (s.exclude_outside) {
+        double sum = 0;
+        for (int k = 0; k < 4; ++k) {
+          if (idx[k] < 0 || idx[k] >= in) w[k] = 0;
+          sum += w[k];
+        }
+        if (sum != 0)
+          for (int k = 0; k < 4; ++k) w[k] /= sum;
+      }
+    }
+    for (int k = 0; k < t.taps; ++k) idx[k] = std::clamp<int64_t>(idx[k], 0, in - 1);
+  }
+  t.identity = identity;
+  return t;
+}
+
+// ---- kernels -------------------------------------------------------------------------
+
+// Nearest: one gather over the whole tensor; works for any element type.
+template <typename T>
+void nearestGather(const ir::Tensor& xt, ir::Tensor& yt, const std::vector<AxisTable>& tables,
+                   T extrapolation) {
+  const size_t rank = xt.rank();
+  const T* x = xt.as<const T>();
+  T* y = yt.as<T>();
+  std::vector<int64_t> istr = stridesOf(xt.shape);
+  // Per axis: input element offset of every output position, or -1 outside.
+  std::vector<std::vector<int64_t>> off(rank);
+  for (size_t a = 0; a < rank; ++a) {
+    off[a].resize(size_t(tables[a].out));
+    for (int64_t o = 0; o < tables[a].out; ++o)
+      off[a][size_t(o)] = tables[a].outside[size_t(o)] ? -1 : tables[a].index[size_t(o)] * istr[a];
+  }
+  const int64_t last = yt.shape[rank - 1];
+  const int64_t rows = last == 0 ? 0 : yt.numel() / last;
+  const std::vector<int64_t>& loff = off[rank - 1];
+#pragma omp parallel for schedule(static) if (rows > 1 && yt.numel() > 65536)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t base = 0, rem = row;
+    bool outside = false;
+    for (size_t a = rank - 1; a-- > 0;) {
+      const int64_t n = yt.shape[a];
+      const int64_t o = off[a][size_t(rem % n)];
+      rem /= n;
+      if (o < 0) outside = true;
+      base += o;
+    }
+    T* yr = y + row * last;
+    if (outside) {
+      std::fill(yr, yr + last, extrapolation);
+      continue;
+    }
+    const T* xr = x + base;
+    for (int64_t j = 0; j < last; ++j) yr[j] = loff[size_t(j)] < 0 ? extrapolation : xr[loff[size_t(j)]];
+  }
+}
+
+// The innermost axis: a TAPS-long dot product per output element.
+template <typename T, int TAPS>
+void interpolateInnermost(const T* src, T* dst, int64_t outer, const AxisTable& t, const T* w,
+                          T extrapolation) {
+#pragma omp parallel for schedule(static) if (outer > 1 && outer * t.out * TAPS > 65536)
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* s = src + o * t.in;
+    T* d = dst + o * t.out;
+    const int64_t* idx = t.index.data();
+    const T* wx = w;
+    for (int64_t x = 0; x < t.out; ++x, idx += TAPS, wx += TAPS) {
+      T acc = wx[0] * s[idx[0]];
+      for (int k = 1; k < TAPS; ++k) acc += wx[k] * s[idx[k]];
+      d[x] = acc;
+    }
+    for (int64_t x = 0; x < t.out; ++x)
+      if (t.outside[size_t(x)]) d[x] = extrapolation;
+  }
+}
+
+// Interpolates along one axis: src [outer, in, inner] -> dst [outer, out, inner].
+template <typename T>
+void interpolateAxis(const T* src, T* dst, int64_t outer, int64_t inner, const AxisTable& t,
+                     T extrapolation) {
+  const int taps = t.taps;
+  std::vector<T> w(t.weight.begin(), t.weight.end());
+  if (inner == 1) {
+    switch (taps) {
+      case 1:
+        interpolateInnermost<T, 1>(src, dst, outer, t, w.data(), extrapolation);
+        return;
+      case 2:
+        interpolateInnermost<T, 2>(src, dst, outer, t, w.data(), extrapolation);
+        return;
+      default:
+        interpolateInnermost<T, 4>(src, dst, outer, t, w.data(), extrapolation);
+        return;
+    }
+  }
+  const int64_t lines = outer * t.out;
+#pragma omp parallel for schedule(static) if (lines > 1 && lines * inner * taps > 65536)
+  for (int64_t line = 0; line < lines; ++line) {
+    const int64_t o = line / t.out, x = line % t.out;
+    T* d = dst + line * inner;
+    if (t.outside[size_t(x)]) {
+      std::fill(d, d + inner, extrapolation);
+      continue;
+    }
+    const int64_t* idx = t.index.data() + x * taps;
+    const T* wx = w.data() + x * taps;
+    const T* s = src + o * t.in * inner;
+    const T* s0 = s + idx[0] * inner;
+    const T w0 = wx[0];
+    for (int64_t j = 0; j < inner; ++j) d[j] = w0 * s0[j];
+    for (int k = 1; k < taps; ++k) {
+      const T* sk = s + idx[k] * inner;
+      const T wk = wx[k];
+      if (wk == T(0)) continue;
+      for (int64_t j = 0; j < inner; ++j) d[j] += wk * sk[j];
+    }
+  }
+}
+
+template <typename T>
+void interpolate(const ir::Tensor& xt, ir::Tensor& yt, const std::vector<AxisTable>& tables,
+                 T extrapolation) {
+  const size_t rank = xt.rank();
+  std::vector<size_t> axes;
+  for (size_t a = 0; a < rank; ++a)
+    if (!tables[a].identity) axes.push_back(a);
+  if (axes.empty()) {
+    std::memcpy(yt.data, xt.data, xt.nbytes());
+    return;
+  }
+  // Order the passes by estimated cost: the innermost axis (scalar gathers) is dearer
+  // per element than the others (whole rows), and each pass costs its output size.
+  auto cost = [&](const std::vector<size_t>& order) {
+    std::vector<int64_t> sh = xt.shape;
+    double total = 0;
+    for (size_t a : order) {
+      sh[a] = tables[a].out;
+      int64_t inner = 1;
+      for (size_t d = a + 1; d < rank; ++d) inner *= sh[d];
+      total += double(ir::shapeNumel(sh)) * tables[a].taps * (inner == 1 ? 4.0 : 1.0);
+    }
+    return total;
+  };
+  std::vector<size_t> best = axes;
+  double best_cost = cost(axes);
+  while (std::next_permutation(axes.begin(), axes.end())) {
+    const double c = cost(axes);
+    if (c < best_cost) best_cost = c, best = axes;
+  }
+  axes = best;
+  std::vector<int64_t> shape = xt.shape;
+  std::unique_ptr<T[]> bufs[2];
+  const T* src = xt.as<const T>();
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const size_t a = axes[i];
+    int64_t outer = 1, inner = 1;
+    for (size_t d = 0; d < a; ++d) outer *= shape[d];
+    for (size_t d = a + 1; d < rank; ++d) inner *= shape[d];
+    shape[a] = tables[a].out;
+    T* dst;
+    if (i + 1 == axes.size()) {
+      dst = yt.as<T>();
+    } else {
+      bufs[i % 2].reset(new T[size_t(ir::shapeNumel(shape))]);
+      dst = bufs[i % 2].get();
+    }
+    interpolateAxis(src, dst, outer, inner, tables[a], extrapolation);
+    src = dst;
+  }
+}
+
+void runResize(KernelContext& c) {
+  const ir::Tensor& xt = c.inputs[0];
+  ir::Tensor& yt = c.outputs[0];
+  ResizeSpec s = readSpec(c.node);
+  Target t = readTarget(
+      c.node, s, [&](size_t i) { return c.hasInput(i) ? &c.inputs[i] : nullptr; },
+      [&](size_t i) { return c.hasInput(i); });
+  const size_t rank = xt.rank();
+  if (rank == 0) c.fail("input must not be a scalar");
+  std::vector<int64_t> out = outputSizes(c.node, s, t, xt.shape);
+  if (out != yt.shape) c.fail("output shape " + ir::shapeStr(yt.shape) + " != " + ir::shapeStr(out));
+  if (yt.numel() == 0) return;
+  if (xt.numel() == 0) c.fail("cannot resize an empty input to a non-empty output");
+  std::vector<AxisTable> tables(rank);
+  for (size_t a = 0; a < rank; ++a) {
+    double scale = t.sizes.empty() ? t.scales[a] : double(out[a]) / double(xt.shape[a]);
+    double r0 = t.roi.empty() ? 0.0 : t.roi[a], r1 = t.roi.empty() ? 1.0 : t.roi[rank + a];
+    tables[a] = buildTable(s, xt.shape[a], out[a], scale, r0, r1);
+  }
+  if (s.mode == Mode::kNearest) {
+    PARTITA_DISPATCH_ALL(xt.dtype, c.node.op_type, nearestGather<T>(xt, yt, tables, T(s.extrapolation)));
+    return;
+  }
+  switch (xt.dtype) {
+    case ir::DType::kFloat32:
+      interpolate<float>(xt, yt, tables, float(s.extrapolation));
+      break;
+    case ir::DType::kFloat64:
+      interpolate<double>(xt, yt, tables, s.extrapolation);
+      break;
+    default:
+      unsupportedNode(c.node, "linear and cubic modes support float32 and float64, not " +
+                                  std::string(ir::dtypeName(xt.dtype)));
+  }
+}
+
+}  // namespace
+
+void registerResizeOps(OpRegistry& r) {
+  r.add("Resize", {inferResize, runResize});
+  r.add("Upsample", {inferResize, runResize});
+}
+
+}  // namespace partita::kernels

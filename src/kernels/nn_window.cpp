@@ -1,0 +1,131 @@
+#include "kernels/nn_window.h"
+
+#include <algorithm>
+
+#include "partita/error.h"
+
+namespace partita::kernels {
+
+void failNode(const ir::Node& node, const std::string& msg) {
+  throw Error(ErrorCode::kInvalidModel, node.op_type + " node '" + node.name + "': " + msg);
+}
+
+void unsupportedNode(const ir::Node& node, const std::string& msg) {
+  throw Error(ErrorCode::kUnsupported, node.op_type + " node '" + node.name + "': " + msg);
+}
+
+namespace {
+
+std::vector<int64_t> readSized(const ir::Node& node, const std::string& name, size_t n, int64_t def,
+                               int64_t min_value) {
+  std::vector<int64_t> v = node.attrs.getInts(name, std::vector<int64_t>(n, def));
+  if (v.size() != n)
+    failNode(node, "attribute '" + name + "' has " + std::to_string(v.size()) + " values, expected " +
+                       std::to_string(n));
+  for (int64_t x : v)
+    if (x < min_value) failNode(node, "attribute '" + name + "' has invalid value " + std::to_string(x));
+  return v;
+}
+
+}  // namespace
+
+Window readWindow(const ir::Node& node, size_t nd, const std::vector<int64_t>& default_kernel) {
+  Window w;
+  if (node.attrs.has("kernel_shape")) {
+    w.kernel = readSized(node, "kernel_shape", nd, 1, 1);
+  } else {
+    w.kernel = default_kernel;
+    if (w.kernel.size() != nd) failNode(node, "kernel_shape is missing or does not match the input rank");
+  }
+  w.strides = readSized(node, "strides", nd, 1, 1);
+  w.dilations = readSized(node, "dilations", nd, 1, 1);
+  std::vector<int64_t> pads = readSized(node, "pads", 2 * nd, 0, 0);
+  w.pad_begin.assign(pads.begin(), pads.begin() + long(nd));
+  w.pad_end.assign(pads.begin() + long(nd), pads.end());
+  std::string ap = node.attrs.getString("auto_pad", "NOTSET");
+  if (ap == "NOTSET" || ap.empty()) {
+    w.auto_pad = AutoPad::kNotSet;
+  } else if (ap == "VALID") {
+    w.auto_pad = AutoPad::kValid;
+  } else if (ap == "SAME_UPPER") {
+    w.auto_pad = AutoPad::kSameUpper;
+  } else if (ap == "SAME_LOWER") {
+    w.auto_pad = AutoPad::kSameLower;
+  } else {
+    failNode(node, "unknown auto_pad '" + ap + "'");
+  }
+  if (w.auto_pad != AutoPad::kNotSet) {
+    std::fill(w.pad_begin.begin(), w.pad_begin.end(), 0);
+    std::fill(w.pad_end.begin(), w.pad_end.end(), 0);
+  }
+  w.ceil_mode = node.attrs.getInt("ceil_mode", 0) != 0;
+  return w;
+}
+
+int64_t windowOutput(const ir::Node& node, Window& w, size_t i, int64_t in) {
+  if (in < 0 || w.kernel[i] < 0) return -1;
+  const int64_t ek = w.effectiveKernel(i), s = w.strides[i];
+  if (w.auto_pad == AutoPad::kSameUpper || w.auto_pad == AutoPad::kSameLower) {
+    int64_t out = (in + s - 1) / s;
+    int64_t total = std::max<int64_t>(0, (out - 1) * s + ek - in);
+    w.pad_begin[i] = w.auto_pad == AutoPad::kSameUpper ? total / 2 : total - total / 2;
+    w.pad_end[i] = total - w.pad_begin[i];
+    return out;
+  }
+  const int64_t span = in + w.pad_begin[i] + w.pad_end[i] - ek;
+  if (span < 0)
+    failNode(node, "the window (" + std::to_string(ek) + ") is larger than the padded input (" +
+                       std::to_string(in + w.pad_begin[i] + w.pad_end[i]) + ") on spatial axis " +
+                       std::to_string(i));
+  if (!w.ceil_mode) return span / s + 1;
+  int64_t out = (span + s - 1) / s + 1;
+  // A last window starting inside the end padding would see no input at all.
+  if ((out - 1) * s >= in + w.pad_begin[i]) --out;
+  return out;
+}
+
+std::vector<int64_t> resolveWindow(const ir::Node& node, Window& w, const std::vector<int64_t>& in) {
+  std::vector<int64_t> out(in.size());
+  for (size_t i = 0; i < in.size(); ++i) out[i] = windowOutput(node, w, i, in[i]);
+  return out;
+}
+
+std::vector<int64_t> spatialDims(const ir::TensorType& t) {
+  std::vector<int64_t> out;
+  for (size_t i = 2; i < t.rank(); ++i) out.push_back(t.dims[i].isKnown() ? t.dims[i].value : -1);
+  return out;
+}
+
+ir::TensorType makeType(ir::DType dtype, const ir::Dim& d0, const ir::Dim& d1,
+                        const std::vector<int64_t>& spatial) {
+  ir::TensorType t;
+  t.dtype = dtype;
+  t.has_rank = true;
+  t.dims.push_back(d0);
+  t.dims.push_back(d1);
+  for (int64_t s : spatial) t.dims.push_back(s >= 0 ? ir::Dim::known(s) : ir::Dim{});
+  return t;
+}
+
+Geometry3 toGeometry3(const Window& w, const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  Geometry3 g;
+  const size_t lead = 3 - w.rank();
+  for (size_t i = 0; i < 3; ++i) {
+    if (i < lead) {
+      g.in[i] = g.out[i] = g.k[i] = g.s[i] = g.d[i] = 1;
+      g.pb[i] = g.pe[i] = 0;
+      continue;
+    }
+    size_t j = i - lead;
+    g.in[i] = in[j];
+    g.out[i] = out[j];
+    g.k[i] = w.kernel[j];
+    g.s[i] = w.strides[j];
+    g.d[i] = w.dilations[j];
+    g.pb[i] = w.pad_begin[j];
+    g.pe[i] = w.pad_end[j];
+  }
+  return g;
+}
+
+}  // namespace partita::kernels

@@ -1,0 +1,60 @@
+#include "kernels/op_registry.h"
+
+#include "partita/error.h"
+
+namespace partita::kernels {
+
+namespace {
+std::string describe(const ir::Node& node) {
+  return node.op_type + " node '" + node.name + "'";
+}
+}  // namespace
+
+void InferContext::fail(const std::string& msg) const {
+  throw Error(ErrorCode::kInvalidModel, describe(node) + ": " + msg);
+}
+
+void KernelContext::fail(const std::string& msg) const {
+  throw Error(ErrorCode::kInvalidArgument, describe(node) + ": " + msg);
+}
+
+const OpRegistry& OpRegistry::global() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    registerNnOps(r);
+    registerElementwiseOps(r);
+    registerReduceOps(r);
+    registerShapeOps(r);
+    return r;
+  }();
+  return registry;
+}
+
+void OpRegistry::add(const std::string& op_type, OpDef def, const std::string& domain) {
+  ops_[{domain, op_type}] = def;
+}
+
+const OpDef* OpRegistry::find(const std::string& domain, const std::string& op_type) const {
+  const std::string& d = (domain == "ai.onnx") ? std::string() : domain;
+  auto it = ops_.find({d, op_type});
+  return it == ops_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> OpRegistry::opTypes() const {
+  std::vector<std::string> out;
+  for (const auto& [key, def] : ops_) out.push_back(key.first.empty() ? key.second : key.first + "." + key.second);
+  return out;
+}
+
+std::vector<ir::TensorType> inferNode(const ir::Node& node, const std::vector<ir::TensorType>& inputs,
+                                      const std::vector<const ir::Tensor*>& values,
+                                      const ConstResolver* constants) {
+  const OpDef* def = OpRegistry::global().find(node.domain, node.op_type);
+  if (!def)
+    throw Error(ErrorCode::kUnsupported, "no host kernel for op " + node.op_type + " (node '" + node.name + "')");
+  InferContext ctx{node, inputs, values, std::vector<ir::TensorType>(node.outputs.size()), constants};
+  def->infer(ctx);
+  return std::move(ctx.outputs);
+}
+
+}  // namespace partita::kernels

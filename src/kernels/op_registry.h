@@ -1,0 +1,97 @@
+// The host backend's operator table: for each ONNX op type, a shape/type inference
+// function and a kernel. Inference runs at compile time (with the values of constant
+// inputs when known) and again at run time for values whose shapes depend on data
+// (then every input value is known). Kernels run on dense row-major tensors.
+// The registry is immutable after construction: thread-safe to read.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+
+namespace partita::kernels {
+
+// Resolves a ConstId (e.g. a tensor attribute such as ConstantOfShape's "value") to
+// its bytes: the compiler's pool at compile time, the weight store at run time.
+class ConstResolver {
+ public:
+  virtual ~ConstResolver() = default;
+  virtual ir::Tensor constant(ir::ConstId id) const = 0;
+};
+
+// Adapter over a compile-side pool.
+class PoolResolver : public ConstResolver {
+ public:
+  explicit PoolResolver(const ir::ConstantPool& pool) : pool_(pool) {}
+  ir::Tensor constant(ir::ConstId id) const override { return pool_.get(id).view(); }
+
+ private:
+  const ir::ConstantPool& pool_;
+};
+
+struct InferContext {
+  const ir::Node& node;
+  std::vector<ir::TensorType> inputs;       // dtype kUndefined for an omitted input
+  std::vector<const ir::Tensor*> values;    // the value of an input when known, else nullptr
+  std::vector<ir::TensorType> outputs;      // to be filled, one per node output
+  const ConstResolver* constants = nullptr; // for tensor attributes
+
+  size_t numInputs() const { return inputs.size(); }
+  bool hasInput(size_t i) const { return i < inputs.size() && inputs[i].dtype != ir::DType::kUndefined; }
+  const ir::TensorType& input(size_t i) const { return inputs.at(i); }
+  const ir::Tensor* value(size_t i) const { return i < values.size() ? values[i] : nullptr; }
+  int opset() const { return node.opset; }
+  const ir::AttributeMap& attrs() const { return node.attrs; }
+  // Throws Error(kInvalidModel) naming the node: "<op> node '<name>': <msg>".
+  [[noreturn]] void fail(const std::string& msg) const;
+};
+
+struct KernelContext {
+  const ir::Node& node;
+  const ConstResolver* constants = nullptr;  // for tensor attributes
+  std::vector<ir::Tensor> inputs;   // undefined Tensor for an omitted input
+  std::vector<ir::Tensor> outputs;  // allocated by the caller with the inferred shapes
+  int threads = 1;
+
+  int opset() const { return node.opset; }
+  const ir::AttributeMap& attrs() const { return node.attrs; }
+  bool hasInput(size_t i) const { return i < inputs.size() && inputs[i].defined(); }
+  [[noreturn]] void fail(const std::string& msg) const;
+};
+
+using InferFn = void (*)(InferContext&);
+using KernelFn = void (*)(KernelContext&);
+
+struct OpDef {
+  InferFn infer = nullptr;
+  KernelFn run = nullptr;
+};
+
+class OpRegistry {
+ public:
+  // The table with every host op registered.
+  static const OpRegistry& global();
+
+  void add(const std::string& op_type, OpDef def, const std::string& domain = "");
+  const OpDef* find(const std::string& domain, const std::string& op_type) const;
+  std::vector<std::string> opTypes() const;  // "Conv", "com.microsoft.Gelu", sorted
+
+ private:
+  std::map<std::pair<std::string, std::string>, OpDef> ops_;
+};
+
+// One registration function per kernel file.
+void registerNnOps(OpRegistry& r);           // ops_nn.cpp: conv, pooling, matmul, gemm, norms, resize
+void registerElementwiseOps(OpRegistry& r);  // ops_elementwise.cpp: unary, binary, activations, where, cast
+void registerReduceOps(OpRegistry& r);       // ops_reduce.cpp: Reduce*, ArgMax/ArgMin, softmax family
+void registerShapeOps(OpRegistry& r);        // ops_shape.cpp: reshape, transpose, slice, gather, ...
+
+// Runs inference for `node` on input types (and known values). Returns output types.
+std::vector<ir::TensorType> inferNode(const ir::Node& node, const std::vector<ir::TensorType>& inputs,
+                                      const std::vector<const ir::Tensor*>& values,
+                                      const ConstResolver* constants);
+
+}  // namespace partita::kernels

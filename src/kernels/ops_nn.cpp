@@ -1,0 +1,15 @@
+#include "kernels/nn_ops.h"
+#include "kernels/op_registry.h"
+
+namespace partita::kernels {
+
+void registerNnOps(OpRegistry& r) {
+  registerConvOps(r);
+  registerPoolOps(r);
+  registerMatMulOps(r);
+  registerNormOps(r);
+  registerResizeOps(r);
+  registerQuantOps(r);
+}
+
+}  // namespace partita::kernels

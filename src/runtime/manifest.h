@@ -1,0 +1,30 @@
+// The manifest section: the constant table, the module table and the graph executor's
+// graph, in the little-endian encoding of docs/format.md ("Manifest"). No protobuf or
+// flatbuffer: the manifest is small, and the weights never pass through it.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "runtime/format.h"
+#include "ir/graph.h"
+
+namespace partita::artifact {
+
+struct Manifest {
+  std::string producer;                  // e.g. "partita 0.1.0"
+  std::vector<ConstantEntry> constants;  // ascending by id
+  std::vector<ModuleEntry> modules;
+  ir::Graph graph;  // its constant pool is not encoded (the constant table is)
+};
+
+std::vector<std::byte> encodeManifest(const Manifest& m);
+
+// Decodes `size` bytes, which must be exactly one manifest. Checks the encoding (every
+// read in bounds, counts that fit, known enum values, value and node ids in range,
+// nothing left over) and throws Error(kInvalidArtifact) otherwise; cross references
+// (constants vs. sections, modules and the graph) are the reader's to check.
+Manifest decodeManifest(const std::byte* data, size_t size);
+
+}  // namespace partita::artifact
