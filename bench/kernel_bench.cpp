@@ -78,7 +78,6 @@ int64_t numel(const std::vector<int64_t>& shape) {
 
 void setThreads(int threads) {
   omp_set_num_threads(threads);
-  partita::kernels::setKernelThreads(threads);
 }
 
 // ---- host ----------------------------------------------------------------------

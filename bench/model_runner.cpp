@@ -124,12 +124,12 @@ bool endsWith(const std::string& s, const std::string& suffix) {
 }
 
 int serve(const Args& args) {
-  partita::setNumThreads(args.threads);
   partita::CompileOptions options;
+  options.threads = args.threads;
   if (!args.backends.empty()) options.backends = args.backends;
   auto t0 = Clock::now();
   std::shared_ptr<const partita::Model> model =
-      endsWith(args.model, ".onnx") ? partita::compileOnnx(args.model, options) : partita::Model::load(args.model);
+      endsWith(args.model, ".onnx") ? partita::compileOnnx(args.model, options) : partita::Model::load(args.model, {args.threads});
   double load_ms = msSince(t0);
 
   partita::Session session(model);

@@ -36,8 +36,9 @@ void compileCommand(const CompileArgs& args) {
   const std::string output = args.output.empty() ? defaultOutput(args.model) : args.output;
   // oneDNN chooses weight layouts (stored in the artifact) for the thread count it
   // will run at; a loader at another count keeps them, possibly on slower code.
-  setNumThreads(args.threads);
-  CompiledGraph compiled = compileGraph(args.model, args.flags.options());
+  CompileOptions options = args.flags.options();
+  options.threads = args.threads;
+  CompiledGraph compiled = compileGraph(args.model, options);
   const ir::Graph& graph = compiled.graph;
   const backend::PartitionResult& parts = compiled.parts;
   artifact::LinkReport r = artifact::writeArtifact(graph, parts.modules, output);

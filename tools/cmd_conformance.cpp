@@ -30,7 +30,7 @@
 #include "frontend/onnx/onnx_importer.h"
 #include "partita/compiler.h"
 #include "partita/error.h"
-#include "runtime/graph_executor.h"
+#include "runtime/executor.h"
 #include "tools/cli.h"
 #include "tools/cli_util.h"
 
@@ -250,18 +250,17 @@ CaseResult runCase(const Case& c, const Options& opt) {
 
   // The same path as `partita run model.onnx`: compile in memory, modules loaded.
   std::shared_ptr<const Model> model = compileOnnx((c.dir / "model.onnx").string(), opt.compile);
-  const runtime::GraphExecutor& exec = model->executor();
-  const ir::Graph& graph = exec.graph();
+  const runtime::Executor& exec = model->executor();
   size_t static_out_bytes = 0;
-  for (ir::ValueId out : graph.outputs) {
-    const ir::TensorType& t = graph.typeOf(out);
+  for (const runtime::IoSpec& out : exec.outputs()) {
+    const ir::TensorType& t = out.type;
     if (t.isStatic()) static_out_bytes += size_t(t.numel()) * ir::dtypeSize(t.dtype);
   }
   if (exec.plannedActivationBytes() + static_out_bytes > kMaxOutputBytes)
     return {Status::kSkip, "needs " +
                                std::to_string((exec.plannedActivationBytes() + static_out_bytes) >> 20) +
                                " MiB of activations (limit 1 GiB)"};
-  auto state = exec.newRunState();
+  auto state = exec.newState();
 
   for (const auto& set : sets) {
     const std::string set_name = set.filename().string();
@@ -270,20 +269,20 @@ CaseResult runCase(const Case& c, const Options& opt) {
       inputs.push_back(frontend::readTensorProtoFile(f.string()));
     for (const auto& f : numberedFiles(set, "output_"))
       expected.push_back(frontend::readTensorProtoFile(f.string()));
-    if (inputs.size() != graph.inputs.size())
+    if (inputs.size() != exec.inputs().size())
       return {Status::kError, set_name + " has " + std::to_string(inputs.size()) +
-                                  " inputs but the model takes " + std::to_string(graph.inputs.size())};
-    if (expected.size() != graph.outputs.size())
+                                  " inputs but the model takes " + std::to_string(exec.inputs().size())};
+    if (expected.size() != exec.outputs().size())
       return {Status::kError, set_name + " has " + std::to_string(expected.size()) +
-                                  " outputs but the model produces " + std::to_string(graph.outputs.size())};
+                                  " outputs but the model produces " + std::to_string(exec.outputs().size())};
     std::vector<ir::Tensor> views;
     for (size_t i = 0; i < inputs.size(); ++i)
-      views.push_back(asBFloat16IfDeclared(inputs[i].view(), graph.typeOf(graph.inputs[i]).dtype));
+      views.push_back(asBFloat16IfDeclared(inputs[i].view(), exec.inputs()[i].type.dtype));
     std::vector<ir::OwnedTensor> actual = exec.run(*state, views);
     for (size_t i = 0; i < actual.size(); ++i) {
       ir::Tensor want = asBFloat16IfDeclared(expected[i].view(), actual[i].dtype());
       std::string diff =
-          compareTensors(graph.value(graph.outputs[i]).name, actual[i].view(), want, rtol, atol);
+          compareTensors(exec.outputs()[i].name, actual[i].view(), want, rtol, atol);
       if (!diff.empty()) return {Status::kFail, (sets.size() > 1 ? set_name + ": " : std::string()) + diff};
     }
   }
@@ -430,7 +429,7 @@ void printResult(const Case& c, const CaseResult& r, double seconds, bool verbos
 
 void runConformance(Options& opt) {
   opt.compile = opt.flags.options();  // malformed flags and unknown backends fail here, not per case
-  if (opt.threads > 0) kernels::setKernelThreads(opt.threads);
+  if (opt.threads > 0) opt.compile.threads = opt.threads;
   std::vector<Case> cases = findCases(opt.dirs, opt.filter);
   if (cases.empty())
     throw Error(ErrorCode::kInvalidArgument, "no case matches the filter '" + opt.filter + "'");

@@ -19,7 +19,8 @@ struct RunArgs {
 void runCommand(const RunArgs& args) {
   if (!args.compile.isDefault() && args.model.size() > 4 && args.model.substr(args.model.size() - 4) == ".pta")
     throw Error(ErrorCode::kInvalidArgument, "compile flags (--backends, --shape, ...) apply to .onnx models; an artifact was compiled already");
-  const CompileOptions options = args.compile.options();
+  CompileOptions options = args.compile.options();
+  options.threads = args.run.threads;
   runModel(args.run, [&] { return loadAnyModel(args.model, options); }, readTensorFile);
 }
 

@@ -70,7 +70,6 @@ void addRunOptions(CLI::App* cmd, RunOptions& o) {
 
 void runModel(const RunOptions& args, const std::function<std::shared_ptr<const Model>()>& load,
               const std::function<Tensor(const std::string&)>& read_tensor) {
-  setNumThreads(args.threads);
   auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<const Model> model = load();
   double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

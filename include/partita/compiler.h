@@ -18,6 +18,9 @@ struct CompileOptions {
   // Per-backend op allow / deny lists (backend name -> op types) and minimum region size.
   std::map<std::string, std::vector<std::string>> allow_ops, deny_ops;
   size_t min_region_size = 1;
+  // The thread count runs will use: oneDNN chooses its weight layouts (stored in an
+  // artifact) for it, and a model compiled in memory runs at it.
+  int threads = 2;
 };
 
 // Imports and optimizes an ONNX model and returns it ready to run, without writing

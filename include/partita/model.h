@@ -23,32 +23,42 @@
 namespace partita {
 
 namespace runtime {
-class GraphExecutor;
+class Executor;
 }
 
 struct IoInfo {
   std::string name;
   DType dtype = DType::kUndefined;
-  std::vector<int64_t> shape;  // -1 for a dimension not fixed at compile time
+  std::vector<int64_t> shape;         // -1 for a dimension not fixed at compile time
+  std::vector<std::string> dim_names;  // per dimension: its symbol ("batch"), or "" when fixed or unnamed
+};
+
+// Settings of a loaded model's runs. They belong to the model, not the process: two
+// models loaded with different thread counts run side by side in one program.
+struct LoadOptions {
+  int threads = 2;  // kernel threads of each run (an OpenMP team per run), >= 1
 };
 
 class Model {
  public:
   // Loads a .pta artifact (maps it read-only; checks header, manifest and module
-  // checksums). Throws Error(kIo / kInvalidArtifact).
-  static std::shared_ptr<const Model> load(const std::string& path);
+  // checksums). Throws Error(kIo / kInvalidArtifact), Error(kInvalidArgument) for
+  // bad options.
+  static std::shared_ptr<const Model> load(const std::string& path, const LoadOptions& options = {});
 
   const std::vector<IoInfo>& inputs() const { return inputs_; }
   const std::vector<IoInfo>& outputs() const { return outputs_; }
   // Bytes of the activation arena each Session allocates (planned by liveness).
   size_t plannedActivationBytes() const;
-  const runtime::GraphExecutor& executor() const { return *executor_; }
+  int threads() const;
+  // The executor that runs the model's program (runtime/executor.h; internal API).
+  const runtime::Executor& executor() const { return *executor_; }
 
-  // For the compiler and the artifact reader: wraps a ready executor.
-  explicit Model(std::shared_ptr<const runtime::GraphExecutor> executor);
+  // For the compiler and the loader: wraps a ready executor.
+  explicit Model(std::shared_ptr<const runtime::Executor> executor);
 
  private:
-  std::shared_ptr<const runtime::GraphExecutor> executor_;
+  std::shared_ptr<const runtime::Executor> executor_;
   std::vector<IoInfo> inputs_, outputs_;
 };
 
@@ -81,8 +91,5 @@ class Session {
   std::vector<bool> bound_;
   std::vector<Tensor> outputs_;
 };
-
-// Kernel threads for host kernels (OpenMP and BLAS); default 2 (both cores here).
-void setNumThreads(int threads);
 
 }  // namespace partita

@@ -1,35 +1,37 @@
 #include "partita/model.h"
 
-#include "kernels/op_util.h"
-#include "runtime/graph_executor.h"
+#include "runtime/executor.h"
 
 namespace partita {
 
 namespace {
-IoInfo describe(const ir::Value& v) {
+IoInfo describe(const runtime::IoSpec& v) {
   IoInfo info;
   info.name = v.name;
   info.dtype = v.type.dtype;
-  for (const ir::Dim& d : v.type.dims) info.shape.push_back(d.isKnown() ? d.value : -1);
+  for (const ir::Dim& d : v.type.dims) {
+    info.shape.push_back(d.isKnown() ? d.value : -1);
+    info.dim_names.push_back(d.isKnown() ? std::string() : d.symbol);
+  }
   return info;
 }
 }  // namespace
 
-Model::Model(std::shared_ptr<const runtime::GraphExecutor> executor) : executor_(std::move(executor)) {
-  const ir::Graph& g = executor_->graph();
-  for (ir::ValueId v : g.inputs) inputs_.push_back(describe(g.value(v)));
-  for (ir::ValueId v : g.outputs) outputs_.push_back(describe(g.value(v)));
+Model::Model(std::shared_ptr<const runtime::Executor> executor) : executor_(std::move(executor)) {
+  for (const runtime::IoSpec& in : executor_->inputs()) inputs_.push_back(describe(in));
+  for (const runtime::IoSpec& out : executor_->outputs()) outputs_.push_back(describe(out));
 }
 
 size_t Model::plannedActivationBytes() const { return executor_->plannedActivationBytes(); }
+int Model::threads() const { return executor_->options().threads; }
 
 struct Session::State {
-  std::unique_ptr<runtime::GraphExecutor::RunState> run;
+  std::unique_ptr<runtime::ExecutorState> run;
 };
 
 Session::Session(std::shared_ptr<const Model> model)
     : model_(std::move(model)), state_(std::make_unique<State>()) {
-  state_->run = model_->executor().newRunState();
+  state_->run = model_->executor().newState();
   inputs_.resize(model_->inputs().size());
   bound_.assign(model_->inputs().size(), false);
 }
@@ -68,7 +70,5 @@ const Tensor& Session::output(const std::string& name) const {
     }
   throw Error(ErrorCode::kInvalidArgument, "the model has no output named '" + name + "'");
 }
-
-void setNumThreads(int threads) { kernels::setKernelThreads(threads); }
 
 }  // namespace partita

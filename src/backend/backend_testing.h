@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/module_kinds.h"
+#include "kernels/op_util.h"
 #include "compiler/partition.h"
 #include "ir/graph.h"
 #include "passes/passes.h"
@@ -120,10 +121,11 @@ inline Compiled compile(ir::Graph g, const std::vector<std::string>& backends, s
   c.store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(c.graph->constants));
   for (const runtime::ModuleImage& image : c.parts.modules) {
     runtime::ModuleLoadContext ctx{Bytes::copyOf(image.blob.data(), image.blob.size()), c.store.get(),
-                                   image.uses};
+                                   image.uses, kernels::threadsUnlessTSan(2)};
     c.modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));
   }
-  c.executor = std::make_shared<runtime::GraphExecutor>(c.graph, c.store, c.modules);
+  c.executor = std::make_shared<runtime::GraphExecutor>(c.graph, c.store, c.modules,
+                                                        runtime::RunOptions{kernels::threadsUnlessTSan(2)});
   return c;
 }
 

@@ -1,7 +1,10 @@
+#include <omp.h>
+
 #include "api/module_kinds.h"
+#include "compiler/compile.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "partita/compiler.h"
-#include "compiler/compile.h"
+#include "partita/error.h"
 #include "passes/pipeline.h"
 #include "runtime/graph_executor.h"
 
@@ -21,8 +24,14 @@ backend::PartitionOptions partitionOptions(const CompileOptions& options) {
 CompiledGraph compileGraph(const std::string& onnx_path, const CompileOptions& options) {
   frontend::ImportOptions import;
   import.input_shapes = options.input_shapes;
+  if (options.threads < 1 || options.threads > 1024)
+    throw Error(ErrorCode::kInvalidArgument,
+                "threads must be between 1 and 1024, not " + std::to_string(options.threads));
   CompiledGraph c{frontend::importOnnx(onnx_path, import), {}};
   passes::optimize(c.graph);
+  // Backends tune to the thread count runs will use (oneDNN's weight layouts): this
+  // thread's OpenMP team size is what they read.
+  omp_set_num_threads(options.threads);
   c.parts = backend::partitionGraph(c.graph, partitionOptions(options));
   return c;
 }
@@ -33,10 +42,11 @@ std::shared_ptr<const Model> compileOnnx(const std::string& onnx_path, const Com
   auto store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(graph->constants));
   std::vector<std::shared_ptr<const runtime::RuntimeModule>> modules;
   for (runtime::ModuleImage& image : c.parts.modules) {
-    runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(image.blob)), store.get(), image.uses};
+    runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(image.blob)), store.get(), image.uses, options.threads};
     modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));
   }
-  auto executor = std::make_shared<runtime::GraphExecutor>(graph, store, std::move(modules));
+  auto executor = std::make_shared<runtime::GraphExecutor>(graph, store, std::move(modules),
+                                                           runtime::RunOptions{options.threads});
   return std::make_shared<Model>(executor);
 }
 

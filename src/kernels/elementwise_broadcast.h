@@ -116,7 +116,7 @@ void runRange(const BroadcastPlan<N>& p, int64_t begin, int64_t end, Body& body)
 inline int threadsFor(int64_t numel, int64_t cost) {
   if (numel * cost <= kParallelWork) return 1;
   const int64_t by_size = numel / 4096 + 1;
-  return int(std::min<int64_t>(kernelThreads(), by_size));
+  return int(std::min<int64_t>(omp_get_max_threads(), by_size));
 }
 
 template <size_t N, class Body>

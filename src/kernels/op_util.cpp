@@ -1,7 +1,6 @@
 #include "kernels/op_util.h"
 
 #include <algorithm>
-#include <atomic>
 
 #include "ir/dtype.h"
 
@@ -104,11 +103,5 @@ std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape) {
   for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i) s[size_t(i)] = s[size_t(i + 1)] * shape[size_t(i + 1)];
   return s;
 }
-
-namespace {
-std::atomic<int> g_threads{2};
-}
-int kernelThreads() { return g_threads.load(std::memory_order_relaxed); }
-void setKernelThreads(int n) { g_threads.store(n < 1 ? 1 : n, std::memory_order_relaxed); }
 
 }  // namespace partita::kernels

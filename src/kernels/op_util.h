@@ -1,5 +1,5 @@
 // Shared pieces for host op definitions: broadcasting, axes, reading small integer
-// tensors, dtype dispatch and a parallel loop over both cores.
+// tensors, strides, dtype dispatch.
 #pragma once
 
 #include <cstdint>
@@ -28,25 +28,22 @@ double readScalar(const ir::Tensor& t, int64_t index = 0);
 // Row-major strides of a shape.
 std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape);
 
-// Number of OpenMP threads kernels should use (set by the executor / CLI --threads).
-int kernelThreads();
-void setKernelThreads(int n);
+// Kernels run on the calling thread's OpenMP team size (omp_get_max_threads()), which
+// the executor sets from its model's RunOptions at the start of every run: a
+// per-thread setting, so models at different thread counts can share a process.
 
 // For tests of many sessions on many threads, run under ThreadSanitizer by `make
 // tsan`: libgomp is not instrumented, so TSan cannot see OpenMP's barriers and
 // reports every kernel's team as racing (and spends minutes deduplicating the
-// reports). Under TSan this sets one kernel thread for its lifetime, so the threads
-// TSan checks are the sessions' own; elsewhere it does nothing.
-class KernelThreadsForTSan {
- public:
+// reports). Tests load their models with threadsUnlessTSan(n): 1 under TSan, so the
+// threads TSan checks are the sessions' own; n elsewhere.
+constexpr int threadsUnlessTSan(int n) {
 #if defined(__SANITIZE_THREAD__)
-  KernelThreadsForTSan() : saved_(kernelThreads()) { setKernelThreads(1); }
-  ~KernelThreadsForTSan() { setKernelThreads(saved_); }
-
- private:
-  int saved_;
+  return 1;
+#else
+  return n;
 #endif
-};
+}
 
 // Copies a type to every output and sets dtype; handy for shape-preserving ops.
 inline void sameAsInput(InferContext& c, size_t input = 0) {

@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <omp.h>
+
 #include "kernels/op_registry.h"
 #include "kernels/op_util.h"
 #include "partita/error.h"
@@ -106,7 +108,7 @@ void inferShapes(ir::Graph& g, const FoldOptions& options) {
     // Evaluate with the host kernel; outputs become constants.
     const kernels::OpDef* op = kernels::OpRegistry::global().find(node.domain, node.op_type);
     std::vector<ir::OwnedTensor> results;
-    kernels::KernelContext ctx{node, &resolver, {}, {}, kernels::kernelThreads()};
+    kernels::KernelContext ctx{node, &resolver, {}, {}, omp_get_max_threads()};
     for (size_t i = 0; i < node.inputs.size(); ++i)
       ctx.inputs.push_back(in_values[i] ? *in_values[i] : ir::Tensor{});
     results.reserve(node.outputs.size());

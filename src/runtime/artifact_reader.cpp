@@ -331,11 +331,11 @@ void verifyWeights(const Artifact& a) {
   v.fail("the weight section is corrupted (checksum mismatch in the padding between tensors)");
 }
 
-std::vector<std::shared_ptr<const runtime::RuntimeModule>> loadModules(const Artifact& a, const runtime::ModuleKinds& kinds) {
+std::vector<std::shared_ptr<const runtime::RuntimeModule>> loadModules(const Artifact& a, const runtime::ModuleKinds& kinds, int threads) {
   std::vector<std::shared_ptr<const runtime::RuntimeModule>> loaded;
   for (size_t m = 0; m + 1 < a.modules.size(); ++m) {
     const ModuleEntry& mod = a.modules[m];
-    loaded.push_back(kinds.load(mod.kind, {a.moduleBlob(m), a.store.get(), mod.uses}));
+    loaded.push_back(kinds.load(mod.kind, {a.moduleBlob(m), a.store.get(), mod.uses, threads}));
   }
   return loaded;
 }

@@ -61,10 +61,11 @@ void verifyWeights(const Artifact& artifact);
 
 // Loads the external modules (all but the last, the graph executor) with their blobs
 // (views into the mapping) and the store, in the order `partita.Call` nodes number
-// them: ready for runtime::GraphExecutor(a.graph, a.store, loadModules(a)).
-// Error(kUnsupported) when this build lacks a module kind.
+// them: ready for runtime::GraphExecutor(a.graph, a.store, loadModules(a, kinds)).
+// `threads` is the run thread count the modules are created for (RunOptions).
+// Error(kUnsupported) when `kinds` lacks a module kind.
 std::vector<std::shared_ptr<const runtime::RuntimeModule>> loadModules(const Artifact& artifact,
-                                                                const runtime::ModuleKinds& kinds);
+                                                                const runtime::ModuleKinds& kinds, int threads = 2);
 
 // The byte accounting of an opened artifact (equal to the writer's LinkReport).
 LinkReport byteAccounting(const Artifact& artifact);

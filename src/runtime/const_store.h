@@ -8,13 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/op_registry.h"
 #include "ir/constant_pool.h"
 #include "ir/tensor.h"
 
 namespace partita::runtime {
 
-class ConstStore : public kernels::ConstResolver {
+class ConstStore {
  public:
   // Registers `id` as a view over `bytes` (which keeps its owner alive).
   void add(ir::ConstId id, ir::DType dtype, std::vector<int64_t> shape, Bytes bytes, std::string layout = {});
@@ -24,7 +23,6 @@ class ConstStore : public kernels::ConstResolver {
   bool has(ir::ConstId id) const { return id < entries_.size() && entries_[id].present; }
   // Throws Error(kInvalidArtifact) when `id` is not in the store.
   const ir::Tensor& get(ir::ConstId id) const;
-  ir::Tensor constant(ir::ConstId id) const override { return get(id); }
   const std::string& layout(ir::ConstId id) const;
   const Bytes& bytes(ir::ConstId id) const;
   size_t size() const { return entries_.size(); }

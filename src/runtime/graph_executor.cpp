@@ -10,9 +10,30 @@
 
 namespace partita::runtime {
 
+namespace {
+std::vector<IoSpec> ioSpecs(const ir::Graph& g, const std::vector<ir::ValueId>& ids) {
+  std::vector<IoSpec> out;
+  for (ir::ValueId v : ids) out.push_back({g.value(v).name, g.value(v).type});
+  return out;
+}
+
+// Tensor attributes (e.g. ConstantOfShape's value) read through the store.
+class StoreConstants final : public kernels::ConstResolver {
+ public:
+  explicit StoreConstants(const ConstStore& store) : store_(store) {}
+  ir::Tensor constant(ir::ConstId id) const override { return store_.get(id); }
+
+ private:
+  const ConstStore& store_;
+};
+}  // namespace
+
 GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared_ptr<const ConstStore> store,
-                             std::vector<std::shared_ptr<const RuntimeModule>> modules)
-    : graph_(std::move(graph)), store_(std::move(store)), modules_(std::move(modules)) {
+                             std::vector<std::shared_ptr<const RuntimeModule>> modules, RunOptions options)
+    : Executor(ioSpecs(*graph, graph->inputs), ioSpecs(*graph, graph->outputs), options),
+      graph_(std::move(graph)),
+      store_(std::move(store)),
+      modules_(std::move(modules)) {
   const ir::Graph& g = *graph_;
   const size_t nvalues = g.values.size();
   placement_.assign(nvalues, Placement::kUnused);
@@ -78,24 +99,24 @@ std::unique_ptr<GraphExecutor::RunState> GraphExecutor::newRunState() const {
   auto state = std::make_unique<RunState>();
   state->arena_storage = ArenaMemory(plan_.arena_bytes);
   state->arena = state->arena_storage.data();
-  state->values.resize(graph_->values.size());
+  // Constants and planned intermediates are bound here, once per state: a run only
+  // writes inputs and data-dependent values into the table.
+  const ir::Graph& g = *graph_;
+  state->values.resize(g.values.size());
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (placement_[v] == Placement::kConstant) state->values[v] = store_->get(g.values[v].constant);
+    if (placement_[v] == Placement::kArena) {
+      const ir::TensorType& t = g.values[v].type;
+      state->values[v] = ir::Tensor{t.dtype, t.staticShape(), static_cast<std::byte*>(state->arena) + offset_[v]};
+    }
+  }
   return state;
 }
 
-void GraphExecutor::checkInput(size_t index, const ir::Tensor& t) const {
-  const ir::Value& v = graph_->value(graph_->inputs.at(index));
-  const ir::TensorType& want = v.type;
-  if (t.dtype != want.dtype)
-    throw Error(ErrorCode::kInvalidArgument, "input '" + v.name + "' must be " + want.str() + " but got " +
-                                                 std::string(ir::dtypeName(t.dtype)) + ir::shapeStr(t.shape));
-  if (!want.has_rank) return;
-  bool ok = t.shape.size() == want.rank();
-  for (size_t i = 0; ok && i < want.rank(); ++i)
-    if (want.dims[i].isKnown() && want.dims[i].value != t.shape[i]) ok = false;
-  if (!ok)
-    throw Error(ErrorCode::kInvalidArgument, "input '" + v.name + "' must have shape " + want.str() +
-                                                 " but got " + std::string(ir::dtypeName(t.dtype)) +
-                                                 ir::shapeStr(t.shape));
+std::vector<ir::OwnedTensor> GraphExecutor::run(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const {
+  auto* s = dynamic_cast<RunState*>(&state);
+  if (!s) throw Error(ErrorCode::kInternal, "graph executor given another executor's state");
+  return run(*s, inputs);
 }
 
 std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vector<ir::Tensor>& inputs) const {
@@ -103,7 +124,9 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
   if (inputs.size() != g.inputs.size())
     throw Error(ErrorCode::kInvalidArgument, "the model takes " + std::to_string(g.inputs.size()) +
                                                  " inputs but " + std::to_string(inputs.size()) + " were given");
-  omp_set_num_threads(kernels::kernelThreads());
+  // The team size of this model's runs: OpenMP's per-thread setting, so sessions of
+  // models with different thread counts can run in one process.
+  omp_set_num_threads(options().threads);
   auto& values = state.values;
   state.dynamic.clear();
 
@@ -111,17 +134,11 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
     checkInput(i, inputs[i]);
     values[size_t(g.inputs[i])] = inputs[i];
   }
-  for (size_t v = 0; v < values.size(); ++v) {
-    if (placement_[v] == Placement::kConstant) values[v] = store_->get(g.values[v].constant);
-    if (placement_[v] == Placement::kArena) {
-      const ir::TensorType& t = g.values[v].type;
-      values[v] = ir::Tensor{t.dtype, t.staticShape(), static_cast<std::byte*>(state.arena) + offset_[v]};
-    }
-  }
+  const StoreConstants constants(*store_);
 
   for (size_t n = 0; n < steps_.size(); ++n) {
     const ir::Node& node = g.nodes[n];
-    kernels::KernelContext ctx{node, store_.get(), {}, {}, kernels::kernelThreads()};
+    kernels::KernelContext ctx{node, &constants, {}, {}, options().threads};
     ctx.inputs.reserve(node.inputs.size());
     for (ir::ValueId in : node.inputs) ctx.inputs.push_back(in == ir::kNoValue ? ir::Tensor{} : values[size_t(in)]);
     if (steps_[n].dynamic) {
@@ -131,7 +148,7 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
         in_types.push_back(t.defined() ? ir::typeOf(t) : ir::TensorType{});
         in_values.push_back(t.defined() ? &t : nullptr);
       }
-      std::vector<ir::TensorType> out_types = kernels::inferNode(node, in_types, in_values, store_.get());
+      std::vector<ir::TensorType> out_types = kernels::inferNode(node, in_types, in_values, &constants);
       for (size_t o = 0; o < node.outputs.size(); ++o) {
         ir::ValueId out = node.outputs[o];
         if (out == ir::kNoValue) continue;

@@ -1,7 +1,9 @@
-// GraphExecutor: runs an ir::Graph whose nodes are host ops, over a ConstStore.
+// GraphExecutor: the Executor (executor.h) of kind "graph": runs an ir::Graph whose
+// nodes are host ops or calls into external modules, over a ConstStore.
 //
 // At construction it decides, for every value, where it lives during a run:
-// graph inputs are the caller's tensors, constants are store views (zero copy),
+// graph inputs are the caller's tensors, constants are store views (zero copy, bound
+// once when a state is made, never looked up again during runs),
 // statically shaped intermediates get an offset in one arena planned by liveness,
 // and values whose shape depends on data are allocated at run time after
 // re-running shape inference with the actual inputs.
@@ -17,6 +19,7 @@
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "runtime/const_store.h"
+#include "runtime/executor.h"
 #include "runtime/memory_plan.h"
 #include "runtime/module.h"
 
@@ -27,36 +30,39 @@ inline constexpr const char* kCallDomain = "partita";
 inline constexpr const char* kCallOp = "Call";
 inline bool isCallNode(const ir::Node& n) { return n.domain == kCallDomain && n.op_type == kCallOp; }
 
-class GraphExecutor {
+class GraphExecutor final : public Executor {
  public:
+  static constexpr std::string_view kKind = "graph";
+
   // Keeps `graph`, `store` and `modules` alive. Nodes are host ops, or `partita.Call`
   // nodes that call function `function` of `modules[module]`. Throws
   // Error(kUnsupported) for an op with no kernel.
   GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared_ptr<const ConstStore> store,
-                std::vector<std::shared_ptr<const RuntimeModule>> modules = {});
+                std::vector<std::shared_ptr<const RuntimeModule>> modules = {}, RunOptions options = {});
+
+  std::string_view kind() const override { return kKind; }
 
   const ir::Graph& graph() const { return *graph_; }
   const ConstStore& store() const { return *store_; }
   const std::vector<std::shared_ptr<const RuntimeModule>>& modules() const { return modules_; }
-  size_t plannedActivationBytes() const { return plan_.arena_bytes; }
+  size_t plannedActivationBytes() const override { return plan_.arena_bytes; }
   size_t unsharedActivationBytes() const { return plan_.unshared_bytes; }
 
   // Per-run scratch: the arena and value table. Reused across runs of one session.
-  struct RunState {
+  struct RunState final : ExecutorState {
     void* arena = nullptr;
     ArenaMemory arena_storage;
     std::vector<ir::Tensor> values;
     std::vector<ir::OwnedTensor> dynamic;  // storage of data-dependent values
   };
   std::unique_ptr<RunState> newRunState() const;
+  std::unique_ptr<ExecutorState> newState() const override { return newRunState(); }
 
   // Runs the graph. `inputs` are in graph input order; their dtypes and shapes are
   // checked against the declared types (Error kInvalidArgument names the input).
   // Returns the outputs in graph output order (copied out of the arena).
   std::vector<ir::OwnedTensor> run(RunState& state, const std::vector<ir::Tensor>& inputs) const;
-
-  // Checks one input against the declared type of graph input `index`.
-  void checkInput(size_t index, const ir::Tensor& t) const;
+  std::vector<ir::OwnedTensor> run(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const override;
 
  private:
   enum class Placement : uint8_t { kInput, kConstant, kArena, kDynamic, kUnused };

@@ -58,6 +58,7 @@ struct ModuleLoadContext {
   Bytes blob;                   // the module's section, a view into the mapped file
   const ConstStore* store;      // the shared weight store
   std::vector<ConstUse> uses;   // what the module declared at compile time
+  int threads = 2;              // the model's kernel threads (RunOptions::threads)
 };
 
 using ModuleLoader = std::shared_ptr<RuntimeModule> (*)(const ModuleLoadContext& ctx);

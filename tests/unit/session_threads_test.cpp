@@ -18,14 +18,13 @@ namespace partita {
 namespace {
 
 TEST(SessionThreads, ConcurrentSessionsShareOneModel) {
-  [[maybe_unused]] const kernels::KernelThreadsForTSan one_team_per_run;
   const std::string onnx = PARTITA_SOURCE_DIR "/models/fashion/fashion_cnn.onnx";
   const std::string pta = (std::filesystem::temp_directory_path() /
                            ("partita_threads_" + std::to_string(::getpid()) + ".pta")).string();
   ir::Graph g = frontend::importOnnx(onnx);
   passes::optimize(g);
   artifact::writeArtifact(g, pta);
-  std::shared_ptr<const Model> model = Model::load(pta);
+  std::shared_ptr<const Model> model = Model::load(pta, {kernels::threadsUnlessTSan(2)});
   Tensor images = readNpy(PARTITA_SOURCE_DIR "/models/fashion/test_images.npy");
 
   // Reference from one session, then four threads each with its own session.
@@ -51,6 +50,48 @@ TEST(SessionThreads, ConcurrentSessionsShareOneModel) {
     });
   for (auto& th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t;
+  std::filesystem::remove(pta);
+}
+
+// Thread counts belong to a model, not the process: a model loaded for 1 thread and
+// one loaded for 2, run at the same time from two threads, each give what they give
+// alone.
+TEST(SessionThreads, TwoModelsAtDifferentThreadCounts) {
+  const std::string onnx = PARTITA_SOURCE_DIR "/models/fashion/fashion_cnn.onnx";
+  const std::string pta = (std::filesystem::temp_directory_path() /
+                           ("partita_threads2_" + std::to_string(::getpid()) + ".pta")).string();
+  ir::Graph g = frontend::importOnnx(onnx);
+  passes::optimize(g);
+  artifact::writeArtifact(g, pta);
+  std::shared_ptr<const Model> one = Model::load(pta, {1});
+  std::shared_ptr<const Model> two = Model::load(pta, {kernels::threadsUnlessTSan(2)});
+  EXPECT_EQ(one->threads(), 1);
+  Tensor images = readNpy(PARTITA_SOURCE_DIR "/models/fashion/test_images.npy");
+
+  auto alone = [&](const std::shared_ptr<const Model>& m) {
+    Session s(m);
+    s.setInput("input", images);
+    s.run();
+    return s.outputs().at(0);
+  };
+  const Tensor want_one = alone(one), want_two = alone(two);
+  int bad_one = 0, bad_two = 0;
+  auto loop = [&](const std::shared_ptr<const Model>& m, const Tensor& want, int& bad) {
+    Session s(m);
+    s.setInput("input", images);
+    for (int i = 0; i < 3; ++i) {
+      s.run();
+      const Tensor& out = s.outputs().at(0);
+      bad += out.nbytes() != want.nbytes() || std::memcmp(out.data(), want.data(), out.nbytes()) != 0;
+    }
+  };
+  std::thread a(loop, one, std::cref(want_one), std::ref(bad_one));
+  std::thread b(loop, two, std::cref(want_two), std::ref(bad_two));
+  a.join();
+  b.join();
+  EXPECT_EQ(bad_one, 0);
+  EXPECT_EQ(bad_two, 0);
+  EXPECT_THROW(Model::load(pta, {0}), Error);
   std::filesystem::remove(pta);
 }
 

@@ -1228,8 +1228,8 @@ void FunctionLowering::bindOutputs() {
 }  // namespace
 
 runtime::ModuleImage compileRegions(ir::Graph& g, const std::vector<backend::Region>& regions) {
-  // oneDNN tunes implementations to the thread count: decide with the one runs will use.
-  omp_set_num_threads(kernels::kernelThreads());
+  // oneDNN tunes implementations to the thread count: the compiler driver has set
+  // this thread's OpenMP team size to the one runs will use (CompileOptions::threads).
   ModuleBuilder mb(g);
   for (const backend::Region& r : regions) {
     FunctionLowering lowering(mb, r);

@@ -116,7 +116,7 @@ std::shared_ptr<DnnlModule> DnnlModule::loadChecked(const runtime::ModuleLoadCon
   Program program = readProgram(ctx.blob.data, ctx.blob.size);
   // oneDNN fixes a primitive's thread count when it is created: create them with the
   // count runs will use (as the compiler did when it chose the layouts).
-  omp_set_num_threads(kernels::kernelThreads());
+  omp_set_num_threads(ctx.threads);
   std::map<ir::ConstId, runtime::ConstUseKind> declared;
   for (const runtime::ConstUse& u : ctx.uses) declared[u.id] = u.kind;
 

@@ -249,7 +249,6 @@ TEST(DnnlModule, KeepsTheRecordedLayoutWhenThisMachineWouldChooseAnother) {
 }
 
 TEST(DnnlModule, ConcurrentRunsShareOneModule) {
-  [[maybe_unused]] const kernels::KernelThreadsForTSan one_team_per_run;
   Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
   const auto& mod = moduleOf(c);
   EXPECT_GT(mod.scratchpadBytes(), 0u);

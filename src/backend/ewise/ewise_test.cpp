@@ -213,14 +213,11 @@ TEST(EwiseBackend, ChainIsOnePassSmallConstantsEmbeddedLargeBorrowed) {
 
 // Large enough to be split across threads.
 TEST(EwiseBackend, ThreadedRunsMatchTheHost) {
-  const int before = kernels::kernelThreads();
-  kernels::setKernelThreads(2);
   GraphBuilder b;
   ir::ValueId x = b.input("x", {2, 16, 96, 96});
   ir::ValueId c = b.constant("c", {16, 1, 1}, randomFloats(16, 4));
   b.output(b.node("Tanh", {b.node("Sub", {b.node("Exp", {x}), c})}));
   Both r = runBoth(b.g);
-  kernels::setKernelThreads(before);
   EXPECT_EQ(ewiseNodes(r.ewise), 3u);
   EXPECT_TRUE(identical(r.got[0], r.want[0]));
 }

@@ -1,0 +1,29 @@
+#include "runtime/executor.h"
+
+#include "partita/error.h"
+
+namespace partita::runtime {
+
+Executor::Executor(std::vector<IoSpec> inputs, std::vector<IoSpec> outputs, RunOptions options)
+    : inputs_(std::move(inputs)), outputs_(std::move(outputs)), options_(options) {
+  if (options_.threads < 1)
+    throw Error(ErrorCode::kInvalidArgument, "threads must be at least 1, not " + std::to_string(options_.threads));
+}
+
+void Executor::checkInput(size_t index, const ir::Tensor& t) const {
+  const IoSpec& spec = inputs_.at(index);
+  const ir::TensorType& want = spec.type;
+  if (t.dtype != want.dtype)
+    throw Error(ErrorCode::kInvalidArgument, "input '" + spec.name + "' must be " + want.str() + " but got " +
+                                                 std::string(ir::dtypeName(t.dtype)) + ir::shapeStr(t.shape));
+  if (!want.has_rank) return;
+  bool ok = t.shape.size() == want.rank();
+  for (size_t i = 0; ok && i < want.rank(); ++i)
+    if (want.dims[i].isKnown() && want.dims[i].value != t.shape[i]) ok = false;
+  if (!ok)
+    throw Error(ErrorCode::kInvalidArgument, "input '" + spec.name + "' must have shape " + want.str() +
+                                                 " but got " + std::string(ir::dtypeName(t.dtype)) +
+                                                 ir::shapeStr(t.shape));
+}
+
+}  // namespace partita::runtime

@@ -1,0 +1,69 @@
+// Executor: what runs a model's program over the shared weight store. Model and
+// Session (include/partita/model.h) talk to this interface only; the graph executor
+// (graph_executor.h) is its first implementation, and an artifact names the kind of
+// executor its program needs (docs/format.md), so a control-flow executor can be
+// added beside it without touching Model or Session.
+//
+// Thread-safety: an Executor is immutable after construction and shared by every
+// session of its model; each concurrent run needs its own ExecutorState.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/tensor.h"
+#include "ir/type.h"
+
+namespace partita::runtime {
+
+// Settings of one model's runs, fixed when the model is loaded (no process globals:
+// two models in one process may run at different thread counts).
+struct RunOptions {
+  int threads = 2;  // kernel threads (the OpenMP team of each run), >= 1
+};
+
+// A graph input or output: its name and declared type (dims may be symbolic).
+struct IoSpec {
+  std::string name;
+  ir::TensorType type;
+};
+
+// Per-run scratch of one executor (activation arena, value table); reused across
+// the runs of one session.
+class ExecutorState {
+ public:
+  virtual ~ExecutorState() = default;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  // The executor kind an artifact names, e.g. "graph".
+  virtual std::string_view kind() const = 0;
+  const std::vector<IoSpec>& inputs() const { return inputs_; }
+  const std::vector<IoSpec>& outputs() const { return outputs_; }
+  const RunOptions& options() const { return options_; }
+
+  virtual std::unique_ptr<ExecutorState> newState() const = 0;
+  // Runs the program. `inputs` are in input order and are checked against the declared
+  // types (Error kInvalidArgument names the input). Returns the outputs in order.
+  virtual std::vector<ir::OwnedTensor> run(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const = 0;
+  // Bytes of activation memory each state plans ahead (by liveness).
+  virtual size_t plannedActivationBytes() const = 0;
+
+  // Checks one input against the declared type of input `index`; throws
+  // Error(kInvalidArgument) naming it.
+  void checkInput(size_t index, const ir::Tensor& t) const;
+
+ protected:
+  Executor(std::vector<IoSpec> inputs, std::vector<IoSpec> outputs, RunOptions options);
+
+ private:
+  std::vector<IoSpec> inputs_, outputs_;
+  RunOptions options_;
+};
+
+}  // namespace partita::runtime
