@@ -2,12 +2,14 @@
 //   - names itself (name());
 //   - says which nodes it can take (supports(); ONNX Runtime's GetCapability), and
 //     which composite patterns it fuses (patterns(); for people and `inspect`);
-//   - compiles the regions the partitioner gave it into one runtime module image:
-//     a blob, the number of functions (one per region, in order) and its constant
-//     uses by ID: borrow, derive (adding the derived tensor to the graph's pool, with
-//     a layout tag) or embed.
-// Its run-time half registers a module kind (src/runtime/module.h).
-// Adding a backend: a folder src/backend/<name>/ and one line in src/backend/backends.cpp.
+//   - compiles the regions the partitioner gave it into one ModuleImage: a blob, the
+//     number of functions (one per region, in order) and its constant uses by ID:
+//     borrow, derive or embed (built with ConstantUses, src/backend/constant_uses.h).
+//     It reads the graph only; the tensors it derives (with a layout tag) go to the
+//     ConstantSink, which assigns their IDs; the partitioner adds them to the graph's
+//     constant pool after compile returns.
+// Its run-time half is a module kind (src/runtime/module.h) listed in src/api/module_kinds.cpp.
+// Adding a backend: a folder src/backend/<name>/ and one line in src/compiler/backends.cpp.
 #pragma once
 
 #include <memory>
@@ -15,10 +17,19 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/constant_sink.h"
 #include "ir/graph.h"
 #include "runtime/module.h"
 
 namespace partita::backend {
+
+// What a backend's compile step produces and the linker writes as one module section.
+struct ModuleImage {
+  std::string kind;  // the runtime module kind that loads it, e.g. "dnnl"
+  std::vector<std::byte> blob;
+  std::vector<runtime::ConstUse> uses;  // one per ID, ascending
+  uint32_t num_functions = 0;
+};
 
 // A connected, acyclic set of nodes of the main graph given to one backend.
 struct Region {
@@ -34,9 +45,10 @@ class Backend {
   virtual bool supports(const ir::Graph& g, ir::NodeId node) const = 0;
   // Composite patterns fused inside a region, e.g. "Conv+Add+Relu".
   virtual std::vector<std::string> patterns() const { return {}; }
-  // Compiles `regions` (function i = regions[i]). May add derived constants to
-  // `g.constants`; must not otherwise change `g`.
-  virtual runtime::ModuleImage compile(ir::Graph& g, const std::vector<Region>& regions) = 0;
+  // Compiles `regions` (function i = regions[i]) of `g`, which it only reads. Each
+  // tensor it derives goes to `sink`, whose returned ID the image declares as a
+  // kDerive use; `g.constants` does not hold it before compile returns.
+  virtual ModuleImage compile(const ir::Graph& g, const std::vector<Region>& regions, ConstantSink& sink) = 0;
 };
 
 }  // namespace partita::backend

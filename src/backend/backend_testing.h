@@ -119,7 +119,7 @@ inline Compiled compile(ir::Graph g, const std::vector<std::string>& backends, s
   o.min_region_size = min_region_size;
   c.parts = backend::partitionGraph(*c.graph, o);
   c.store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(c.graph->constants));
-  for (const runtime::ModuleImage& image : c.parts.modules) {
+  for (const backend::ModuleImage& image : c.parts.modules) {
     runtime::ModuleLoadContext ctx{Bytes::copyOf(image.blob.data(), image.blob.size()), c.store.get(),
                                    image.uses, kernels::threadsUnlessTSan(2)};
     c.modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));

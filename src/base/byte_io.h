@@ -77,6 +77,14 @@ class ByteReader {
     pos_ += n;
     return s;
   }
+  // What ByteWriter::ints wrote; more than `max_count` values is malformed.
+  std::vector<int64_t> ints(size_t max_count = 64) {
+    uint32_t n = u32();
+    if (n > max_count) fail("a list of " + std::to_string(n) + " integers (at most " + std::to_string(max_count) + ")");
+    std::vector<int64_t> v(n);
+    for (int64_t& x : v) x = i64();
+    return v;
+  }
   // A count of items that each take at least `min_item_bytes` bytes: checked against
   // what is left before anyone allocates for it.
   uint32_t count(size_t min_item_bytes, const char* items) {

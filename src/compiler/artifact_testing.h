@@ -13,6 +13,7 @@
 #include "base/bytes.h"
 #include "ir/graph.h"
 #include "partita/error.h"
+#include "backend/backend.h"
 #include "runtime/module.h"
 
 namespace partita::artifact::testing {
@@ -102,8 +103,8 @@ inline const runtime::ModuleKinds& addConstModuleKinds() {
   return kinds;
 }
 
-inline runtime::ModuleImage addConstImage(ir::ConstId c) {
-  runtime::ModuleImage image{"test.addconst", std::vector<std::byte>(4), {{c, runtime::ConstUseKind::kBorrow, ir::kNoConst}}, 1};
+inline backend::ModuleImage addConstImage(ir::ConstId c) {
+  backend::ModuleImage image{"test.addconst", std::vector<std::byte>(4), {{c, runtime::ConstUseKind::kBorrow, ir::kNoConst}}, 1};
   std::memcpy(image.blob.data(), &c, 4);
   return image;
 }

@@ -31,7 +31,7 @@ struct Extent {
 };
 
 // Every node is a host op or a call of an existing module function.
-void checkNodes(const ir::Graph& graph, const std::vector<runtime::ModuleImage>& modules) {
+void checkNodes(const ir::Graph& graph, const std::vector<backend::ModuleImage>& modules) {
   std::map<std::string, std::vector<std::string>> missing;  // op -> node names
   for (const ir::Node& n : graph.nodes) {
     if (runtime::isCallNode(n)) {
@@ -73,11 +73,11 @@ std::vector<ir::ConstId> graphConstants(const ir::Graph& graph) {
 }
 
 // External modules first (index = the Call nodes' "module"), the graph executor last.
-std::vector<ModuleEntry> moduleTable(const ir::Graph& graph, const std::vector<runtime::ModuleImage>& modules) {
+std::vector<ModuleEntry> moduleTable(const ir::Graph& graph, const std::vector<backend::ModuleImage>& modules) {
   const size_t npool = graph.constants.size();
   std::vector<ModuleEntry> table;
   uint32_t section = 1;  // section 0 is the manifest
-  for (const runtime::ModuleImage& image : modules) {
+  for (const backend::ModuleImage& image : modules) {
     if (image.kind.empty() || image.kind == kHostGraphModule)
       throw Error(ErrorCode::kInternal, "a module needs a kind of its own, not '" + image.kind + "'");
     ModuleEntry e{image.kind, section++, image.num_functions, image.uses};
@@ -207,7 +207,7 @@ LinkReport writeArtifact(const ir::Graph& graph, const std::string& path, const 
   return writeArtifact(graph, {}, path, options);
 }
 
-LinkReport writeArtifact(const ir::Graph& graph, const std::vector<runtime::ModuleImage>& modules,
+LinkReport writeArtifact(const ir::Graph& graph, const std::vector<backend::ModuleImage>& modules,
                          const std::string& path, const WriteOptions& options) {
   graph.verify();
   checkNodes(graph, modules);

@@ -18,6 +18,7 @@
 #include "runtime/format.h"
 #include "runtime/link_report.h"
 #include "ir/graph.h"
+#include "backend/backend.h"
 #include "runtime/module.h"
 
 namespace partita::artifact {
@@ -31,7 +32,7 @@ struct WriteOptions {};
 // Error(kInternal) for an inconsistent graph or module (e.g. a use of a constant
 // nobody provides), Error(kIo) when the file system fails (no partial file is left,
 // an existing file at `path` is untouched).
-LinkReport writeArtifact(const ir::Graph& graph, const std::vector<runtime::ModuleImage>& modules,
+LinkReport writeArtifact(const ir::Graph& graph, const std::vector<backend::ModuleImage>& modules,
                          const std::string& path, const WriteOptions& options = {});
 // The same with no external modules.
 LinkReport writeArtifact(const ir::Graph& graph, const std::string& path, const WriteOptions& options = {});

@@ -221,7 +221,7 @@ TEST(ArtifactWriter, KeepsModulesDerivedLayoutsAndEmbeddedConstants) {
                                         Bytes::copyOf(blocked.data(), blocked.size() * 4), "AB16b16a");
   ir::ConstId embedded = testing::addFloats(g, "lut", {32}, testing::randomFloats(32, 5));
   std::string code = "vendor code";
-  runtime::ModuleImage mod{"test.vendor",
+  backend::ModuleImage mod{"test.vendor",
                            {reinterpret_cast<const std::byte*>(code.data()),
                             reinterpret_cast<const std::byte*>(code.data()) + code.size()},
                            {{embedded, UseKind::kEmbed, ir::kNoConst},
@@ -293,7 +293,7 @@ TEST(ArtifactWriter, ExternalModuleRunsFromTheArtifact) {
 
 TEST(ArtifactWriter, RejectsAModuleUsingAMissingConstant) {
   TempDir dir;
-  runtime::ModuleImage mod{"test.vendor", {}, {{99, UseKind::kBorrow, ir::kNoConst}}, 0};
+  backend::ModuleImage mod{"test.vendor", {}, {{99, UseKind::kBorrow, ir::kNoConst}}, 0};
   try {
     writeArtifact(mlpGraph(4, 4, 4), {mod}, dir / "m.pta");
     FAIL() << "expected an error";

@@ -41,7 +41,7 @@ std::shared_ptr<const Model> compileOnnx(const std::string& onnx_path, const Com
   auto graph = std::make_shared<ir::Graph>(std::move(c.graph));
   auto store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(graph->constants));
   std::vector<std::shared_ptr<const runtime::RuntimeModule>> modules;
-  for (runtime::ModuleImage& image : c.parts.modules) {
+  for (backend::ModuleImage& image : c.parts.modules) {
     runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(image.blob)), store.get(), image.uses, options.threads};
     modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));
   }

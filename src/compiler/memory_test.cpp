@@ -49,11 +49,11 @@ struct Growth {
 };
 
 // Runs `graph` (with `modules` compiled for it) straight from memory once.
-std::vector<ir::OwnedTensor> runInMemory(const ir::Graph& graph, const std::vector<runtime::ModuleImage>& modules,
+std::vector<ir::OwnedTensor> runInMemory(const ir::Graph& graph, const std::vector<backend::ModuleImage>& modules,
                                          const std::vector<ir::OwnedTensor>& inputs) {
   auto store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(graph.constants));
   std::vector<std::shared_ptr<const runtime::RuntimeModule>> loaded;
-  for (const runtime::ModuleImage& image : modules)
+  for (const backend::ModuleImage& image : modules)
     loaded.push_back(api::builtinModuleKinds().load(
         image.kind, {Bytes::copyOf(image.blob.data(), image.blob.size()), store.get(), image.uses}));
   runtime::GraphExecutor exec(std::make_shared<ir::Graph>(graph), store, loaded);
@@ -64,7 +64,7 @@ std::vector<ir::OwnedTensor> runInMemory(const ir::Graph& graph, const std::vect
 // Warms up the kernels' libraries on the source graph (OpenBLAS buffers, OpenMP
 // threads and oneDNN's kernel cache are per process, not per model), then measures
 // opening `path`, loading its modules and one run.
-Growth measure(const ir::Graph& source, const std::vector<runtime::ModuleImage>& modules, const std::string& path,
+Growth measure(const ir::Graph& source, const std::vector<backend::ModuleImage>& modules, const std::string& path,
                std::vector<ir::OwnedTensor>* outputs) {
   configureMallocForMeasurement();
   std::vector<ir::OwnedTensor> inputs = zeroInputs(source);

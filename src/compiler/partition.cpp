@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <queue>
 
+#include "backend/constant_sink.h"
 #include "compiler/backends.h"
 #include "partita/error.h"
 #include "runtime/graph_executor.h"
@@ -176,7 +177,11 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
       ids.push_back(r);
     }
     if (mine.empty()) continue;
-    runtime::ModuleImage image = p.backends[b]->compile(g, mine);
+    // The backend reads g; its derived tensors get IDs after the pool's and join it
+    // once compile returns.
+    PendingConstants derived(g.constants);
+    ModuleImage image = p.backends[b]->compile(g, mine, derived);
+    derived.commit(g.constants);
     image.num_functions = uint32_t(mine.size());
     for (size_t f = 0; f < ids.size(); ++f) {
       module_of_region[ids[f]] = int(result.modules.size());

@@ -32,7 +32,7 @@ struct RegionSummary {
 };
 
 struct PartitionResult {
-  std::vector<runtime::ModuleImage> modules;  // index = the Call nodes' "module" attribute
+  std::vector<backend::ModuleImage> modules;  // index = the Call nodes' "module" attribute
   std::vector<RegionSummary> regions;
 };
 

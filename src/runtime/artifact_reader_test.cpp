@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using Buffer = std::vector<std::byte>;
 
-Buffer artifactBytes(const ir::Graph& g, const std::vector<runtime::ModuleImage>& modules) {
+Buffer artifactBytes(const ir::Graph& g, const std::vector<backend::ModuleImage>& modules) {
   std::string path = (fs::temp_directory_path() / ("partita-reader-test-" + std::to_string(getpid()) + ".pta"));
   writeArtifact(g, modules, path);
   std::ifstream in(path, std::ios::binary);
@@ -39,7 +39,7 @@ Buffer artifactBytes(const ir::Graph& g, const std::vector<runtime::ModuleImage>
 // vendor module that borrows b1, 1 the graph executor.
 const Buffer& sample() {
   static const Buffer bytes = [] {
-    runtime::ModuleImage mod{"test.vendor", std::vector<std::byte>(200, std::byte{'x'}),
+    backend::ModuleImage mod{"test.vendor", std::vector<std::byte>(200, std::byte{'x'}),
                              {{1, UseKind::kBorrow, ir::kNoConst}}, 0};
     return artifactBytes(testing::mlpGraph(16, 16, 16), {mod});
   }();

@@ -35,13 +35,10 @@ struct ConstUse {
   bool operator==(const ConstUse&) const = default;
 };
 
-// What a backend's compile step produces and the linker writes as one module section.
-struct ModuleImage {
-  std::string kind;  // the registered runtime module kind, e.g. "dnnl"
-  std::vector<std::byte> blob;
-  std::vector<ConstUse> uses;
-  uint32_t num_functions = 0;
-};
+// Every tensor a module embeds in its blob starts at a multiple of this within the
+// blob's embedded data (and the data itself at a multiple of it within the blob, which
+// the linker aligns to 64), so the run-time half reads it in place.
+inline constexpr size_t kEmbeddedAlignment = 64;
 
 class RuntimeModule {
  public:

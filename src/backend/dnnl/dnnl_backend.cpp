@@ -27,8 +27,8 @@ class DnnlBackend final : public Backend {
             "ReduceMean+Sub+Pow+ReduceMean+Add+Sqrt+Div+Mul+Add as LayerNormalization"};
   }
 
-  runtime::ModuleImage compile(ir::Graph& g, const std::vector<Region>& regions) override {
-    return dnnl_backend::compileRegions(g, regions);
+  ModuleImage compile(const ir::Graph& g, const std::vector<Region>& regions, ConstantSink& sink) override {
+    return dnnl_backend::compileRegions(g, regions, sink);
   }
 };
 

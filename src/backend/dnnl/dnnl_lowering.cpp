@@ -10,6 +10,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "backend/constant_uses.h"
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_ops.h"
@@ -43,37 +44,29 @@ std::vector<int64_t> dimsOf(const memory::desc& md) {
   return std::vector<int64_t>(d.begin(), d.end());
 }
 
-// The module being built: program, embedded bytes, constant uses, derived constants.
+// The module being built: program, and (through backend::ConstantUses) its constant
+// uses, embedded bytes and derived constants.
 class ModuleBuilder {
  public:
-  explicit ModuleBuilder(ir::Graph& g) : g_(g) {}
+  ModuleBuilder(const ir::Graph& g, backend::ConstantSink& sink) : g_(g), uses_(sink) {}
 
-  ir::Graph& graph() { return g_; }
+  const ir::Graph& graph() const { return g_; }
   Program& program() { return program_; }
-
-  void use(const ConstUse& u) {
-    if (std::find(uses_.begin(), uses_.end(), u) == uses_.end()) uses_.push_back(u);
-  }
 
   Arg borrow(int key, ir::ConstId id, const memory::desc& md) {
     if (md.get_size() != g_.constants.get(id).nbytes()) internal("borrowed constant size mismatch");
-    use({id, ConstUseKind::kBorrow, ir::kNoConst});
+    uses_.borrow(id);
     return Arg{key, ArgSource::kConstant, id, md, false};
   }
 
   // Bakes `data` into the blob; `absorbed` are the constants it was computed from.
   Arg embed(int key, const void* data, const memory::desc& md, const std::vector<ir::ConstId>& absorbed) {
-    std::vector<std::byte>& e = program_.embedded;
-    e.resize((e.size() + kEmbeddedAlignment - 1) / kEmbeddedAlignment * kEmbeddedAlignment, std::byte{0});
-    uint64_t offset = e.size();
-    const auto* p = static_cast<const std::byte*>(data);
-    e.insert(e.end(), p, p + md.get_size());
-    for (ir::ConstId id : absorbed) use({id, ConstUseKind::kEmbed, ir::kNoConst});
+    uint64_t offset = uses_.embed(data, md.get_size(), absorbed);
     return Arg{key, ArgSource::kEmbedded, offset, md, false};
   }
 
   // Reorders `data` (laid out as `from`; the values of constant `source`, or values
-  // computed from it) into `to` and adds the result to the pool as a derived constant.
+  // computed from it) into `to` and hands the result to the sink as a derived constant.
   ir::ConstId derive(ir::ConstId source, const memory::desc& from, const void* data, const memory::desc& to,
                      bool same_values_as_source) {
     const std::string layout = layoutString(to);
@@ -94,33 +87,26 @@ class ModuleBuilder {
     if (size_t(ir::shapeNumel(shape)) * sizeof(float) != bytes.size())
       shape = {int64_t(bytes.size() / sizeof(float))};
     std::string name = g_.constants.get(source).name + ".dnnl." + formatTag(to);
-    ir::ConstId id = g_.constants.add(std::move(name), ir::DType::kFloat32, std::move(shape),
-                                      Bytes::fromVector(std::move(bytes)), layout);
-    use({id, ConstUseKind::kDerive, source});
+    ir::ConstId id = uses_.derive(source, std::move(name), ir::DType::kFloat32, std::move(shape),
+                                  Bytes::fromVector(std::move(bytes)), layout);
     if (same_values_as_source) derived_[key] = id;
     return id;
   }
 
-  runtime::ModuleImage finish() {
-    runtime::ModuleImage image;
+  backend::ModuleImage finish() {
+    program_.embedded = uses_.takeEmbedded(/*padded_end=*/false);
+    backend::ModuleImage image;
     image.kind = kModuleKind;
     image.blob = writeProgram(program_);
-    // One use per ID, ascending. A constant both embedded (e.g. folded into a bias)
-    // and borrowed elsewhere is a borrow: the store must hold it anyway.
-    std::map<ir::ConstId, ConstUse> by_id;
-    for (const ConstUse& u : uses_) {
-      auto [it, fresh] = by_id.emplace(u.id, u);
-      if (!fresh && u.kind == ConstUseKind::kBorrow) it->second = u;
-    }
-    for (const auto& [id, u] : by_id) image.uses.push_back(u);
+    image.uses = uses_.uses();
     image.num_functions = uint32_t(program_.functions.size());
     return image;
   }
 
  private:
-  ir::Graph& g_;
+  const ir::Graph& g_;
   Program program_;
-  std::vector<ConstUse> uses_;
+  backend::ConstantUses uses_;
   std::map<std::pair<ir::ConstId, std::string>, ir::ConstId> derived_;
 };
 
@@ -300,7 +286,7 @@ class FunctionLowering {
   void bindOutputs();
 
   ModuleBuilder& mb_;
-  ir::Graph& g_;
+  const ir::Graph& g_;
   const backend::Region& r_;
   std::vector<int> graph_uses_;
   Function fn_;
@@ -1227,10 +1213,11 @@ void FunctionLowering::bindOutputs() {
 
 }  // namespace
 
-runtime::ModuleImage compileRegions(ir::Graph& g, const std::vector<backend::Region>& regions) {
+backend::ModuleImage compileRegions(const ir::Graph& g, const std::vector<backend::Region>& regions,
+                                    backend::ConstantSink& sink) {
   // oneDNN tunes implementations to the thread count: the compiler driver has set
   // this thread's OpenMP team size to the one runs will use (CompileOptions::threads).
-  ModuleBuilder mb(g);
+  ModuleBuilder mb(g, sink);
   for (const backend::Region& r : regions) {
     FunctionLowering lowering(mb, r);
     try {

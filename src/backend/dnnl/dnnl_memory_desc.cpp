@@ -140,18 +140,18 @@ void writeDesc(BlobWriter& w, const memory::desc& md) {
 }
 
 memory::desc readDesc(BlobReader& r) {
-  const char* what = "memory descriptor";
-  int32_t ndims = r.i32(what);
-  if (ndims < 1 || ndims > DNNL_MAX_NDIMS) r.fail(what, "rank " + std::to_string(ndims) + " out of range");
-  int32_t dt = r.i32(what);
-  if (dt != dnnl_f32 && dt != dnnl_s32) r.fail(what, "unsupported data type " + std::to_string(dt));
-  int32_t kind = r.i32(what);
+  const std::string what = "memory descriptor: ";
+  int32_t ndims = r.i32();
+  if (ndims < 1 || ndims > DNNL_MAX_NDIMS) r.fail(what + "rank " + std::to_string(ndims) + " out of range");
+  int32_t dt = r.i32();
+  if (dt != dnnl_f32 && dt != dnnl_s32) r.fail(what + "unsupported data type " + std::to_string(dt));
+  int32_t kind = r.i32();
   if (kind != dnnl_blocked && kind != dnnl_format_kind_any)
-    r.fail(what, "unsupported format kind " + std::to_string(kind));
+    r.fail(what + "unsupported format kind " + std::to_string(kind));
   memory::dims dims(size_t(ndims), 0);
   for (auto& x : dims) {
-    x = r.i64(what);
-    if (x < 0 || x > (int64_t(1) << 40)) r.fail(what, "dimension " + std::to_string(x) + " out of range");
+    x = r.i64();
+    if (x < 0 || x > (int64_t(1) << 40)) r.fail(what + "dimension " + std::to_string(x) + " out of range");
   }
   if (kind == dnnl_format_kind_any) return memory::desc(dims, memory::data_type(dt), memory::format_tag::any);
 
@@ -161,30 +161,30 @@ memory::desc readDesc(BlobReader& r) {
   d.format_kind = dnnl_blocked;
   for (int i = 0; i < ndims; ++i) d.dims[i] = dims[size_t(i)];
   for (int i = 0; i < ndims; ++i) {
-    d.padded_dims[i] = r.i64(what);
+    d.padded_dims[i] = r.i64();
     if (d.padded_dims[i] < d.dims[i] || d.padded_dims[i] > (int64_t(1) << 40))
-      r.fail(what, "bad padded dimension");
+      r.fail(what + "bad padded dimension");
   }
   for (int i = 0; i < ndims; ++i) {
-    d.padded_offsets[i] = r.i64(what);
-    if (d.padded_offsets[i] < 0 || d.padded_offsets[i] > d.padded_dims[i]) r.fail(what, "bad padded offset");
+    d.padded_offsets[i] = r.i64();
+    if (d.padded_offsets[i] < 0 || d.padded_offsets[i] > d.padded_dims[i]) r.fail(what + "bad padded offset");
   }
-  d.offset0 = r.i64(what);
-  if (d.offset0 < 0) r.fail(what, "negative offset");
+  d.offset0 = r.i64();
+  if (d.offset0 < 0) r.fail(what + "negative offset");
   dnnl_blocking_desc_t& b = d.format_desc.blocking;
   for (int i = 0; i < ndims; ++i) {
-    b.strides[i] = r.i64(what);
-    if (b.strides[i] < 0) r.fail(what, "negative stride");
+    b.strides[i] = r.i64();
+    if (b.strides[i] < 0) r.fail(what + "negative stride");
   }
-  b.inner_nblks = r.i32(what);
-  if (b.inner_nblks < 0 || b.inner_nblks > DNNL_MAX_NDIMS) r.fail(what, "bad inner block count");
+  b.inner_nblks = r.i32();
+  if (b.inner_nblks < 0 || b.inner_nblks > DNNL_MAX_NDIMS) r.fail(what + "bad inner block count");
   for (int k = 0; k < b.inner_nblks; ++k) {
-    b.inner_blks[k] = r.i64(what);
-    if (b.inner_blks[k] < 1 || b.inner_blks[k] > 4096) r.fail(what, "bad inner block size");
+    b.inner_blks[k] = r.i64();
+    if (b.inner_blks[k] < 1 || b.inner_blks[k] > 4096) r.fail(what + "bad inner block size");
   }
   for (int k = 0; k < b.inner_nblks; ++k) {
-    b.inner_idxs[k] = r.i64(what);
-    if (b.inner_idxs[k] < 0 || b.inner_idxs[k] >= ndims) r.fail(what, "bad inner block dimension");
+    b.inner_idxs[k] = r.i64();
+    if (b.inner_idxs[k] < 0 || b.inner_idxs[k] >= ndims) r.fail(what + "bad inner block dimension");
   }
   return memory::desc(d);
 }

@@ -315,7 +315,7 @@ TEST(DnnlMemoryDesc, LayoutStringsAndEncoding) {
   BlobWriter w;
   writeDesc(w, blocked);
   writeDesc(w, anyDesc({4, 5}));
-  BlobReader r(w.bytes().data(), w.bytes().size());
+  BlobReader r(w.bytes().data(), w.bytes().size(), "test descriptors");
   EXPECT_TRUE(sameDesc(readDesc(r), blocked));
   EXPECT_TRUE(isAny(readDesc(r)));
   EXPECT_THROW(readDesc(r), Error);  // nothing left

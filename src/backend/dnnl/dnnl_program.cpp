@@ -90,46 +90,46 @@ void writeStep(BlobWriter& w, const Step& s) {
 
 Step readStep(BlobReader& r) {
   Step s;
-  uint8_t kind = r.u8("step kind");
+  uint8_t kind = r.u8();
   if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kReduction))
-    r.fail("step kind", "unknown step kind " + std::to_string(kind));
+    r.fail("step kind: unknown step kind " + std::to_string(kind));
   s.kind = StepKind(kind);
-  s.label = r.str("step label");
-  s.alg = r.i32("step algorithm");
-  s.strides = r.ints("strides", DNNL_MAX_NDIMS);
-  s.dilates = r.ints("dilations", DNNL_MAX_NDIMS);
-  s.pad_l = r.ints("pads", DNNL_MAX_NDIMS);
-  s.pad_r = r.ints("pads", DNNL_MAX_NDIMS);
-  s.kernel = r.ints("kernel", DNNL_MAX_NDIMS);
-  s.alpha = r.f32("alpha");
-  s.beta = r.f32("beta");
-  s.epsilon = r.f32("epsilon");
-  s.axis = r.i64("axis");
-  s.flags = r.u32("flags");
-  uint32_t nargs = r.count("argument count", 26);
+  s.label = r.str();
+  s.alg = r.i32();
+  s.strides = r.ints(DNNL_MAX_NDIMS);
+  s.dilates = r.ints(DNNL_MAX_NDIMS);
+  s.pad_l = r.ints(DNNL_MAX_NDIMS);
+  s.pad_r = r.ints(DNNL_MAX_NDIMS);
+  s.kernel = r.ints(DNNL_MAX_NDIMS);
+  s.alpha = r.f32();
+  s.beta = r.f32();
+  s.epsilon = r.f32();
+  s.axis = r.i64();
+  s.flags = r.u32();
+  uint32_t nargs = r.count(26, "argument count");
   for (uint32_t i = 0; i < nargs; ++i) {
     Arg a;
-    a.key = r.i32("argument key");
-    uint8_t src = r.u8("argument source");
+    a.key = r.i32();
+    uint8_t src = r.u8();
     if (src < uint8_t(ArgSource::kBuffer) || src > uint8_t(ArgSource::kEmbedded))
-      r.fail("argument source", "unknown source " + std::to_string(src));
+      r.fail("argument source: unknown source " + std::to_string(src));
     a.source = ArgSource(src);
-    a.chosen = r.u8("argument flags") != 0;
-    a.index = r.u64("argument index");
+    a.chosen = r.u8() != 0;
+    a.index = r.u64();
     a.md = readDesc(r);
     s.args.push_back(std::move(a));
   }
-  uint32_t nposts = r.count("post-op count", 17);
+  uint32_t nposts = r.count(17, "post-op count");
   for (uint32_t i = 0; i < nposts; ++i) {
     PostOp p;
-    uint8_t k = r.u8("post-op kind");
+    uint8_t k = r.u8();
     if (k < uint8_t(PostOp::Kind::kEltwise) || k > uint8_t(PostOp::Kind::kBinary))
-      r.fail("post-op kind", "unknown post-op kind " + std::to_string(k));
+      r.fail("post-op kind: unknown post-op kind " + std::to_string(k));
     p.kind = PostOp::Kind(k);
-    p.alg = r.i32("post-op algorithm");
-    p.alpha = r.f32("post-op alpha");
-    p.beta = r.f32("post-op beta");
-    p.scale = r.f32("post-op scale");
+    p.alg = r.i32();
+    p.alpha = r.f32();
+    p.beta = r.f32();
+    p.scale = r.f32();
     s.post_ops.push_back(p);
   }
   return s;
@@ -206,40 +206,40 @@ std::vector<std::byte> writeProgram(const Program& p) {
 }
 
 Program readProgram(const std::byte* data, size_t size) {
-  BlobReader r(data, size);
+  BlobReader r(data, size, "dnnl module blob");
   char magic[4];
-  for (char& c : magic) c = char(r.u8("magic"));
-  if (std::memcmp(magic, kBlobMagic, 4) != 0) r.fail("magic", "not a dnnl module blob");
-  uint32_t version = r.u32("version");
+  for (char& c : magic) c = char(r.u8());
+  if (std::memcmp(magic, kBlobMagic, 4) != 0) r.fail("magic: not a dnnl module blob");
+  uint32_t version = r.u32();
   if (version != kBlobVersion)
-    r.fail("version", "blob version " + std::to_string(version) + ", this build reads version " +
-                          std::to_string(kBlobVersion));
-  r.u32("oneDNN major version");
-  r.u32("oneDNN minor version");
+    r.fail("version: blob version " + std::to_string(version) + ", this build reads version " +
+           std::to_string(kBlobVersion));
+  r.u32();  // oneDNN major version
+  r.u32();  // oneDNN minor version
   Program p;
-  uint32_t nfunctions = r.count("function count", 12);
-  p.embedded_offset = r.u64("embedded data offset");
-  p.embedded_size = r.u64("embedded data size");
+  uint32_t nfunctions = r.count(12, "function count");
+  p.embedded_offset = r.u64();
+  p.embedded_size = r.u64();
   p.functions.resize(nfunctions);
   for (Function& fn : p.functions) {
-    fn.num_inputs = r.u32("input count");
-    fn.num_outputs = r.u32("output count");
-    uint32_t nbuffers = r.count("buffer count", 14);
+    fn.num_inputs = r.u32();
+    fn.num_outputs = r.u32();
+    uint32_t nbuffers = r.count(14, "buffer count");
     // Every region input and output has its own buffer.
     if (fn.num_inputs > nbuffers || fn.num_outputs > nbuffers)
-      r.fail("input/output count", "more inputs or outputs than buffers");
+      r.fail("input/output count: more inputs or outputs than buffers");
     fn.buffers.resize(nbuffers);
     for (Buffer& b : fn.buffers) {
-      uint8_t kind = r.u8("buffer kind");
+      uint8_t kind = r.u8();
       if (kind < uint8_t(BufferKind::kTemp) || kind > uint8_t(BufferKind::kOutput))
-        r.fail("buffer kind", "unknown buffer kind " + std::to_string(kind));
+        r.fail("buffer kind: unknown buffer kind " + std::to_string(kind));
       b.kind = BufferKind(kind);
-      b.zero_padded = r.u8("buffer flags") != 0;
-      b.index = r.u32("buffer index");
-      b.bytes = r.u64("buffer size");
-      if (b.bytes > (uint64_t(1) << 40)) r.fail("buffer size", "larger than 1 TiB");
+      b.zero_padded = r.u8() != 0;
+      b.index = r.u32();
+      b.bytes = r.u64();
+      if (b.bytes > (uint64_t(1) << 40)) r.fail("buffer size: larger than 1 TiB");
     }
-    uint32_t nsteps = r.count("step count", 40);
+    uint32_t nsteps = r.count(40, "step count");
     fn.steps.reserve(nsteps);
     for (uint32_t s = 0; s < nsteps; ++s) fn.steps.push_back(readStep(r));
   }

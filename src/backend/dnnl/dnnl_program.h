@@ -13,12 +13,13 @@
 #include <vector>
 
 #include "ir/constant_pool.h"
+#include "runtime/module.h"
 
 namespace partita::dnnl_backend {
 
 inline constexpr char kBlobMagic[4] = {'P', 'D', 'N', 'L'};
 inline constexpr uint32_t kBlobVersion = 1;
-inline constexpr size_t kEmbeddedAlignment = 64;
+using runtime::kEmbeddedAlignment;  // embedded tensors start at multiples of it
 
 // Where the bytes of a primitive argument live.
 enum class ArgSource : uint8_t {

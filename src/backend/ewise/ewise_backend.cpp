@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 
+#include "backend/constant_uses.h"
 #include "backend/ewise/ewise_program.h"
 #include "ir/type.h"
 #include "partita/error.h"
@@ -124,7 +125,7 @@ bool supportsNode(const ir::Graph& g, const ir::Node& n) {
 // Builds one module from the regions.
 class Compiler {
  public:
-  explicit Compiler(ir::Graph& g) : g_(g) {}
+  Compiler(const ir::Graph& g, ConstantSink& sink) : g_(g), uses_(sink) {}
 
   ewise::Function compileRegion(const Region& region) {
     ewise::Function fn;
@@ -182,7 +183,7 @@ class Compiler {
           std::tie(in.alpha, in.beta) = *bounds;
           // The bounds become immediates of the program: embedded.
           for (size_t i = 1; i < n.inputs.size(); ++i)
-            if (n.inputs[i] != ir::kNoValue) use(g_.value(n.inputs[i]).constant, runtime::ConstUseKind::kEmbed);
+            if (n.inputs[i] != ir::kNoValue) uses_.absorb(g_.value(n.inputs[i]).constant);
           break;
         }
         default:
@@ -196,23 +197,18 @@ class Compiler {
     return fn;
   }
 
-  runtime::ModuleImage finish(std::vector<ewise::Function> functions) {
+  backend::ModuleImage finish(std::vector<ewise::Function> functions) {
     program_.functions = std::move(functions);
-    runtime::ModuleImage image;
+    // The blob's data size is a multiple of the alignment: pad the end too.
+    program_.data = uses_.takeEmbedded(/*padded_end=*/true);
+    backend::ModuleImage image;
     image.kind = ewise::kModuleKind;
     image.blob = ewise::writeProgram(program_);
-    for (const auto& [id, kind] : uses_) image.uses.push_back({id, kind, ir::kNoConst});
+    image.uses = uses_.uses();
     return image;
   }
 
  private:
-  // One use per constant. Embedding wins over nothing; a constant some function
-  // borrows is borrowed (an embedded copy elsewhere would only add bytes).
-  void use(ir::ConstId id, runtime::ConstUseKind kind) {
-    auto [it, added] = uses_.emplace(id, kind);
-    if (!added && kind == runtime::ConstUseKind::kBorrow) it->second = kind;
-  }
-
   ewise::ConstSlot slot(ir::ConstId id, const std::vector<int64_t>& shape) {
     const ir::Constant& c = g_.constants.get(id);
     ewise::ConstSlot s;
@@ -220,23 +216,18 @@ class Compiler {
     s.shape.assign(shape.size() - c.shape.size(), 1);
     s.shape.insert(s.shape.end(), c.shape.begin(), c.shape.end());
     s.embedded = ir::shapeNumel(c.shape) <= ewise::kMaxEmbeddedElements;
-    if (s.embedded) {
-      auto [it, added] = embedded_at_.emplace(id, program_.data.size());
-      if (added) {
-        program_.data.insert(program_.data.end(), c.bytes.data, c.bytes.data + c.nbytes());
-        program_.data.resize((program_.data.size() + ewise::kEmbeddedAlignment - 1) / ewise::kEmbeddedAlignment *
-                             ewise::kEmbeddedAlignment);
-      }
-      s.offset = it->second;
-    }
-    use(id, s.embedded ? runtime::ConstUseKind::kEmbed : runtime::ConstUseKind::kBorrow);
+    // Embedded once per module however many functions read it; a constant some
+    // function borrows is declared a borrow (ConstantUses' policy).
+    if (s.embedded)
+      s.offset = uses_.embedConstant(c);
+    else
+      uses_.borrow(id);
     return s;
   }
 
-  ir::Graph& g_;
+  const ir::Graph& g_;
   ewise::Program program_;
-  std::map<ir::ConstId, uint64_t> embedded_at_;
-  std::map<ir::ConstId, runtime::ConstUseKind> uses_;
+  ConstantUses uses_;
 };
 
 class EwiseBackend final : public Backend {
@@ -250,8 +241,8 @@ class EwiseBackend final : public Backend {
             "with constant operands broadcast into it (one pass over memory)"};
   }
 
-  runtime::ModuleImage compile(ir::Graph& g, const std::vector<Region>& regions) override {
-    Compiler c(g);
+  ModuleImage compile(const ir::Graph& g, const std::vector<Region>& regions, ConstantSink& sink) override {
+    Compiler c(g, sink);
     std::vector<ewise::Function> functions;
     for (const Region& r : regions) functions.push_back(c.compileRegion(r));
     return c.finish(std::move(functions));

@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "ir/constant_pool.h"
+#include "runtime/module.h"
 
 namespace partita::ewise {
 
 inline constexpr char kModuleKind[] = "ewise";
 inline constexpr char kBlobMagic[4] = {'P', 'E', 'W', '1'};
 inline constexpr uint32_t kBlobVersion = 1;
-inline constexpr size_t kEmbeddedAlignment = 64;
+using runtime::kEmbeddedAlignment;  // embedded tensors start at multiples of it
 // Constants with at most this many elements are embedded in the blob; larger ones are
 // borrowed from the weight store.
 inline constexpr int64_t kMaxEmbeddedElements = 4096;

@@ -196,7 +196,7 @@ TEST(EwiseBackend, ChainIsOnePassSmallConstantsEmbeddedLargeBorrowed) {
 
   // Zero copy: embedded constants point into the module blob, borrowed ones are the
   // store's own bytes.
-  const runtime::ModuleImage& image = r.ewise.parts.modules[0];
+  const backend::ModuleImage& image = r.ewise.parts.modules[0];
   size_t embedded = 0, borrowed = 0;
   for (auto [id, ptr] : moduleOf(r.ewise).constantPointers(0)) {
     if (uses.at(id) == runtime::ConstUseKind::kBorrow) {
@@ -290,7 +290,7 @@ TEST(EwiseProgram, BlobRoundTripIsByteIdentical) {
 
 TEST(EwiseModule, TruncatedOrCorruptedBlobsNeverCrashLoad) {
   Compiled c = chain();
-  const runtime::ModuleImage& image = c.parts.modules.at(0);
+  const backend::ModuleImage& image = c.parts.modules.at(0);
   for (size_t n = 0; n < image.blob.size(); ++n) {
     std::vector<std::byte> cut(image.blob.begin(), image.blob.begin() + std::ptrdiff_t(n));
     EXPECT_FALSE(loadError(c, cut, image.uses).empty()) << "truncated to " << n;
@@ -309,7 +309,7 @@ TEST(EwiseModule, TruncatedOrCorruptedBlobsNeverCrashLoad) {
 
 TEST(EwiseModule, RejectsUndeclaredConstantsAndBadCalls) {
   Compiled c = chain();
-  const runtime::ModuleImage& image = c.parts.modules.at(0);
+  const backend::ModuleImage& image = c.parts.modules.at(0);
   std::vector<runtime::ConstUse> uses = image.uses;
   for (runtime::ConstUse& u : uses) u.kind = runtime::ConstUseKind::kEmbed;  // "big" is really borrowed
   EXPECT_NE(loadError(c, image.blob, uses).find("not declared as borrowed"), std::string::npos);
