@@ -103,7 +103,7 @@ inline const runtime::ModuleKinds& addConstModuleKinds() {
 }
 
 inline runtime::ModuleImage addConstImage(ir::ConstId c) {
-  runtime::ModuleImage image{"test.addconst", std::vector<std::byte>(4), {{c, runtime::ConstUseKind::kBorrow, ir::kNoConst}}, 1};
+  runtime::ModuleImage image{"test.addconst", std::vector<std::byte>(4), {{c, runtime::ConstUseKind::kBorrow, ir::kNoConst}}, 1, {}};
   std::memcpy(image.blob.data(), &c, 4);
   return image;
 }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/bytes.h"
@@ -41,6 +42,9 @@ struct ModuleImage {
   std::vector<std::byte> blob;
   std::vector<ConstUse> uses;
   uint32_t num_functions = 0;
+  // What the compiled module assumes of the machine that runs it (e.g. "isa" -> "avx512_core",
+  // a library version): written into the artifact, handed back at load.
+  std::vector<std::pair<std::string, std::string>> assumptions;
 };
 
 class RuntimeModule {
@@ -58,6 +62,7 @@ struct ModuleLoadContext {
   Bytes blob;                   // the module's section, a view into the mapped file
   const ConstStore* store;      // the shared weight store
   std::vector<ConstUse> uses;   // what the module declared at compile time
+  std::vector<std::pair<std::string, std::string>> assumptions;  // as compiled (ModuleImage::assumptions)
 };
 
 using ModuleLoader = std::shared_ptr<RuntimeModule> (*)(const ModuleLoadContext& ctx);
