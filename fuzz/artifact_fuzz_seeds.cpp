@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
                              {{1, artifact::UseKind::kBorrow, ir::kNoConst},
                               {derived, artifact::UseKind::kDerive, 0},
                               {embedded, artifact::UseKind::kEmbed, ir::kNoConst}},
-                             2};
+                             2,
+                             {}};
     artifact::writeArtifact(g, {mod}, dir + "/module.pta");
 
     ir::Graph e;
