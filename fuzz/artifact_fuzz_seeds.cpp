@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "backend/backend.h"
 #include "compiler/artifact_testing.h"
 #include "compiler/artifact_writer.h"
 #include "partita/error.h"
@@ -26,11 +27,12 @@ int main(int argc, char** argv) {
     ir::ConstId derived = g.constants.add("W1.blocked", ir::DType::kFloat32, {4, 4},
                                           Bytes::copyOf(blocked.data(), blocked.size() * 4), "AB4b4a");
     ir::ConstId embedded = at::addFloats(g, "lut", {8}, at::randomFloats(8, 5));
-    runtime::ModuleImage mod{"test.vendor", std::vector<std::byte>(24, std::byte{'m'}),
+    backend::ModuleImage mod{"test.vendor", std::vector<std::byte>(24, std::byte{'m'}),
                              {{1, artifact::UseKind::kBorrow, ir::kNoConst},
                               {derived, artifact::UseKind::kDerive, 0},
                               {embedded, artifact::UseKind::kEmbed, ir::kNoConst}},
-                             2};
+                             2,
+                             {}};
     artifact::writeArtifact(g, {mod}, dir + "/module.pta");
 
     ir::Graph e;

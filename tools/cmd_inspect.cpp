@@ -1,4 +1,4 @@
-// partita inspect MODEL.pta [--verify] [--graph] [--run] [--dot FILE] : prints an
+// partita inspect MODEL.pta [--verify] [--graph] [--run] [--dot FILE] [--onnx MODEL.onnx] : prints an
 // artifact's header, sections, modules, partition and constant table, then its byte
 // accounting and memory figures; --dot also writes the partition as a Graphviz file.
 #include <cinttypes>
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "api/module_kinds.h"
+#include "frontend/onnx/onnx_importer.h"
 #include "runtime/artifact_reader.h"
 #include "base/process_memory.h"
 #include "partita/error.h"
@@ -26,6 +27,7 @@ struct InspectArgs {
   bool graph = false;
   bool run = false;
   std::string dot;  // write the partition as Graphviz here
+  std::string onnx;  // the source model, to compare metadata with its graph description
 };
 
 std::string hex(uint64_t v) {
@@ -138,7 +140,19 @@ void inspectCommand(const InspectArgs& args) {
               r.distinct_weight_bytes, r.distinct_constants, r.weight_bytes - r.distinct_weight_bytes);
   std::printf("  padding                  %14" PRIu64 "  (%" PRIu64 " inside the weight section)\n", r.padding_bytes,
               r.weight_padding_bytes);
-  std::printf("  metadata                 %14" PRIu64 "  (header, section table, manifest)\n", r.metadata_bytes);
+  uint64_t manifest_bytes = 0;
+  for (const artifact::SectionEntry& s : a.sections)
+    if (s.kind == artifact::SectionKind::kManifest) manifest_bytes += s.size;
+  std::printf("  metadata                 %14" PRIu64 "  (header, section table, manifest: %" PRIu64 ")\n",
+              r.metadata_bytes, manifest_bytes);
+  if (!args.onnx.empty()) {
+    frontend::OnnxFileBytes o = frontend::onnxFileBytes(args.onnx);
+    const uint64_t graph_bytes = o.file_bytes - o.weight_bytes;
+    std::printf("  onnx file                %14" PRIu64 "  (%s)\n", o.file_bytes, args.onnx.c_str());
+    std::printf("  onnx non-weight bytes    %14" PRIu64 "  (file - initializer raw_data %" PRIu64 ")\n", graph_bytes,
+                o.weight_bytes);
+    std::printf("  metadata / onnx non-weight %12.3f\n", graph_bytes ? double(r.metadata_bytes) / double(graph_bytes) : 0.0);
+  }
   std::printf("  module sections          %14" PRIu64 "\n", r.module_bytes);
   if (r.embedded_bytes) std::printf("  embedded in modules      %14" PRIu64 "\n", r.embedded_bytes);
   if (r.distinct_weight_bytes) std::printf("  file / distinct weights  %14.5f\n", r.overheadRatio());
@@ -184,6 +198,7 @@ void addInspectCommand(CLI::App& app) {
   cmd->add_flag("--verify", args->verify, "Also check every weight checksum (reads every weight byte)");
   cmd->add_flag("--graph", args->graph, "Also print the graph");
   cmd->add_flag("--run", args->run, "Run once on zero inputs and measure the private memory growth");
+  cmd->add_option("--onnx", args->onnx, "The source model (.onnx): also print its non-weight bytes to compare with the metadata");
   cmd->add_option("--dot", args->dot, "Also write the executor graph and its partition as Graphviz to FILE");
   cmd->callback([args] { inspectCommand(*args); });
 }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backend/constant_sink.h"
@@ -29,6 +30,9 @@ struct ModuleImage {
   std::vector<std::byte> blob;
   std::vector<runtime::ConstUse> uses;  // one per ID, ascending
   uint32_t num_functions = 0;
+  // What the compiled module assumes of the machine that runs it (e.g. "isa" ->
+  // "avx512_core", a library version): written into the artifact, handed back at load.
+  std::vector<std::pair<std::string, std::string>> assumptions;
 };
 
 // A connected, acyclic set of nodes of the main graph given to one backend.

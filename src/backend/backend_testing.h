@@ -121,7 +121,7 @@ inline Compiled compile(ir::Graph g, const std::vector<std::string>& backends, s
   c.store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(c.graph->constants));
   for (const backend::ModuleImage& image : c.parts.modules) {
     runtime::ModuleLoadContext ctx{Bytes::copyOf(image.blob.data(), image.blob.size()), c.store.get(),
-                                   image.uses, kernels::threadsUnlessTSan(2)};
+                                   image.uses, kernels::threadsUnlessTSan(2), image.assumptions};
     c.modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));
   }
   c.executor = std::make_shared<runtime::GraphExecutor>(c.graph, c.store, c.modules,

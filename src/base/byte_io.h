@@ -35,10 +35,24 @@ class ByteWriter {
     u32(uint32_t(s.size()));
     raw(s.data(), s.size());
   }
+  void vstr(const std::string& s) {
+    varint(s.size());
+    raw(s.data(), s.size());
+  }
   void ints(const std::vector<int64_t>& v) {
     u32(uint32_t(v.size()));
     for (int64_t x : v) i64(x);
   }
+  // LEB128: 7 bits a byte, low bits first, the high bit set on every byte but the last.
+  void varint(uint64_t v) {
+    while (v >= 0x80) {
+      out_.push_back(std::byte(uint8_t(v) | 0x80));
+      v >>= 7;
+    }
+    out_.push_back(std::byte(uint8_t(v)));
+  }
+  // Signed LEB128 via zigzag: 0, -1, 1, -2, ... -> 0, 1, 2, 3, ...
+  void svarint(int64_t v) { varint((uint64_t(v) << 1) ^ uint64_t(v >> 63)); }
   void raw(const void* p, size_t n) {
     const auto* b = static_cast<const std::byte*>(p);
     out_.insert(out_.end(), b, b + n);
@@ -84,6 +98,45 @@ class ByteReader {
     std::vector<int64_t> v(n);
     for (int64_t& x : v) x = i64();
     return v;
+  }
+  // LEB128 (see ByteWriter::varint): at most 10 bytes, no bits beyond 64.
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0;; shift += 7) {
+      if (pos_ >= size_) fail("a varint runs past the end");
+      uint8_t b = uint8_t(data_[pos_++]);
+      if (shift == 63 && b > 1) fail("a varint overflows 64 bits");
+      v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+      if (shift == 63) fail("a varint overflows 64 bits");
+    }
+  }
+  int64_t svarint() {
+    uint64_t u = varint();
+    return int64_t(u >> 1) ^ -int64_t(u & 1);
+  }
+  // A varint that must fit in 32 bits; `what` names it in the error.
+  uint32_t varint32(const char* what) {
+    uint64_t v = varint();
+    if (v > UINT32_MAX) fail(std::string(what) + " " + std::to_string(v) + " is out of range");
+    return uint32_t(v);
+  }
+  // A varint count of items that each take at least `min_item_bytes` bytes: checked
+  // against what is left before anyone allocates for it.
+  uint32_t vcount(size_t min_item_bytes, const char* items) {
+    uint64_t n = varint();
+    if (n > UINT32_MAX || (min_item_bytes && n * min_item_bytes > size_ - pos_))
+      fail("a count of " + std::to_string(n) + " " + items + " that cannot fit in the " +
+           std::to_string(size_ - pos_) + " bytes left");
+    return uint32_t(n);
+  }
+  // A varint-length string (the manifest's string table).
+  std::string vstr() {
+    uint64_t n = varint();
+    need(n > size_ ? size_ + 1 : size_t(n), "a string");
+    std::string s(reinterpret_cast<const char*>(data_ + pos_), size_t(n));
+    pos_ += size_t(n);
+    return s;
   }
   // A count of items that each take at least `min_item_bytes` bytes: checked against
   // what is left before anyone allocates for it.

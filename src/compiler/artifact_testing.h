@@ -104,7 +104,7 @@ inline const runtime::ModuleKinds& addConstModuleKinds() {
 }
 
 inline backend::ModuleImage addConstImage(ir::ConstId c) {
-  backend::ModuleImage image{"test.addconst", std::vector<std::byte>(4), {{c, runtime::ConstUseKind::kBorrow, ir::kNoConst}}, 1};
+  backend::ModuleImage image{"test.addconst", std::vector<std::byte>(4), {{c, runtime::ConstUseKind::kBorrow, ir::kNoConst}}, 1, {}};
   std::memcpy(image.blob.data(), &c, 4);
   return image;
 }

@@ -80,7 +80,7 @@ std::vector<ModuleEntry> moduleTable(const ir::Graph& graph, const std::vector<b
   for (const backend::ModuleImage& image : modules) {
     if (image.kind.empty() || image.kind == kHostGraphModule)
       throw Error(ErrorCode::kInternal, "a module needs a kind of its own, not '" + image.kind + "'");
-    ModuleEntry e{image.kind, section++, image.num_functions, image.uses};
+    ModuleEntry e{image.kind, section++, image.num_functions, image.uses, image.assumptions};
     std::sort(e.uses.begin(), e.uses.end(), [](const ConstUse& a, const ConstUse& b) { return a.id < b.id; });
     for (size_t i = 0; i < e.uses.size(); ++i) {
       const ConstUse& u = e.uses[i];
@@ -97,7 +97,7 @@ std::vector<ModuleEntry> moduleTable(const ir::Graph& graph, const std::vector<b
     }
     table.push_back(std::move(e));
   }
-  ModuleEntry host{std::string(kHostGraphModule), kNoSection, 0, {}};
+  ModuleEntry host{std::string(kHostGraphModule), kNoSection, 0, {}, {}};
   for (ir::ConstId id : graphConstants(graph)) host.uses.push_back({id, UseKind::kBorrow, ir::kNoConst});
   table.push_back(std::move(host));
   return table;

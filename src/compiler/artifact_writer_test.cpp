@@ -227,7 +227,8 @@ TEST(ArtifactWriter, KeepsModulesDerivedLayoutsAndEmbeddedConstants) {
                            {{embedded, UseKind::kEmbed, ir::kNoConst},
                             {1, UseKind::kBorrow, ir::kNoConst},
                             {derived, UseKind::kDerive, 0}},
-                           0};
+                           0,
+                           {}};
   LinkReport r = writeArtifact(g, {mod}, dir / "m.pta");
   EXPECT_EQ(r.module_bytes, code.size());
   EXPECT_EQ(r.embedded_bytes, 32u * 4);
@@ -293,7 +294,7 @@ TEST(ArtifactWriter, ExternalModuleRunsFromTheArtifact) {
 
 TEST(ArtifactWriter, RejectsAModuleUsingAMissingConstant) {
   TempDir dir;
-  backend::ModuleImage mod{"test.vendor", {}, {{99, UseKind::kBorrow, ir::kNoConst}}, 0};
+  backend::ModuleImage mod{"test.vendor", {}, {{99, UseKind::kBorrow, ir::kNoConst}}, 0, {}};
   try {
     writeArtifact(mlpGraph(4, 4, 4), {mod}, dir / "m.pta");
     FAIL() << "expected an error";

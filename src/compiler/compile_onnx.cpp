@@ -42,7 +42,8 @@ std::shared_ptr<const Model> compileOnnx(const std::string& onnx_path, const Com
   auto store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(graph->constants));
   std::vector<std::shared_ptr<const runtime::RuntimeModule>> modules;
   for (backend::ModuleImage& image : c.parts.modules) {
-    runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(image.blob)), store.get(), image.uses, options.threads};
+    runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(image.blob)), store.get(), image.uses, options.threads,
+                                   image.assumptions};
     modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));
   }
   auto executor = std::make_shared<runtime::GraphExecutor>(graph, store, std::move(modules),

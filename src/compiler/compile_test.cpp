@@ -133,7 +133,7 @@ TEST_F(ArtifactCli, InspectPrintsTablesAndAccounting) {
   Result r = runCli("inspect " + path("m.pta") + " --verify");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* needle :
-       {"format version 1", "manifest", "weights", "host.graph", "borrow:10", "fc1.weight", "float32  [128,1568]",
+       {"format version 2", "manifest", "weights", "host.graph", "borrow:10", "fc1.weight", "float32  [128,1568]",
         "file / distinct weights", "distinct weights", "padding", "metadata", "planned activations",
         "private growth budget", "weights verified"})
     EXPECT_NE(r.output.find(needle), std::string::npos) << "missing '" << needle << "' in:\n" << r.output;

@@ -55,7 +55,7 @@ std::vector<ir::OwnedTensor> runInMemory(const ir::Graph& graph, const std::vect
   std::vector<std::shared_ptr<const runtime::RuntimeModule>> loaded;
   for (const backend::ModuleImage& image : modules)
     loaded.push_back(api::builtinModuleKinds().load(
-        image.kind, {Bytes::copyOf(image.blob.data(), image.blob.size()), store.get(), image.uses}));
+        image.kind, {Bytes::copyOf(image.blob.data(), image.blob.size()), store.get(), image.uses, 2, image.assumptions}));
   runtime::GraphExecutor exec(std::make_shared<ir::Graph>(graph), store, loaded);
   auto state = exec.newRunState();
   return exec.run(*state, views(inputs));

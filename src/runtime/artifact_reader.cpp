@@ -56,6 +56,9 @@ void checkHeader(const Validator& v, const Bytes& file, Header& header) {
     v.fail("truncated: " + std::to_string(file.size) + " bytes, less than the " + std::to_string(kHeaderSize) +
            "-byte header");
   header = decodeHeader(p);
+  if (header.version == 1)
+    v.fail("version 1 artifact: recompile with this partita (it reads format version " +
+           std::to_string(kFormatVersion) + ")");
   if (header.version != kFormatVersion)
     v.fail("format version " + std::to_string(header.version) + " is not supported (this build reads version " +
            std::to_string(kFormatVersion) + ")");
@@ -179,7 +182,6 @@ void checkConstants(const Validator& v, const Artifact& a) {
 void checkModules(const Validator& v, const Artifact& a) {
   std::vector<int> section_users(a.sections.size(), 0);
   int host_graphs = 0;
-  std::map<ir::ConstId, std::vector<uint32_t>> users;
   for (size_t m = 0; m < a.modules.size(); ++m) {
     const ModuleEntry& mod = a.modules[m];
     const std::string who = "module " + std::to_string(m) + " ('" + mod.kind + "')";
@@ -205,7 +207,6 @@ void checkModules(const Validator& v, const Artifact& a) {
         v.fail(who + ": the use of " + constName(*c) + " has an unexpected source");
       if (mod.kind == kHostGraphModule && u.kind != UseKind::kBorrow)
         v.fail(who + " may only borrow constants");
-      users[u.id].push_back(uint32_t(m));
     }
   }
   if (host_graphs != 1 || a.modules.back().kind != kHostGraphModule)
@@ -215,8 +216,6 @@ void checkModules(const Validator& v, const Artifact& a) {
     if (a.sections[s].kind == SectionKind::kModule && section_users[s] != 1)
       v.fail("module section " + std::to_string(s) + " belongs to " + std::to_string(section_users[s]) +
              " modules instead of one");
-  for (const ConstantEntry& c : a.constants)
-    if (users[c.id] != c.consumers) v.fail(constName(c) + ": its consumers do not match the module table");
 }
 
 // Builds the graph's constant pool over the mapping and checks the graph against the
@@ -335,7 +334,7 @@ std::vector<std::shared_ptr<const runtime::RuntimeModule>> loadModules(const Art
   std::vector<std::shared_ptr<const runtime::RuntimeModule>> loaded;
   for (size_t m = 0; m + 1 < a.modules.size(); ++m) {
     const ModuleEntry& mod = a.modules[m];
-    loaded.push_back(kinds.load(mod.kind, {a.moduleBlob(m), a.store.get(), mod.uses, threads}));
+    loaded.push_back(kinds.load(mod.kind, {a.moduleBlob(m), a.store.get(), mod.uses, threads, mod.assumptions}));
   }
   return loaded;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ir/constant_pool.h"
@@ -20,7 +21,7 @@ namespace partita::artifact {
 // "\x89PTA\r\n\x1a\n": a high byte (catches 7-bit transfers), CRLF and LF (catch
 // newline translation), ^Z (stops `type` on DOS) -- PNG's trick.
 inline constexpr std::array<uint8_t, 8> kMagic = {0x89, 'P', 'T', 'A', '\r', '\n', 0x1a, '\n'};
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
 
 inline constexpr size_t kHeaderSize = 64;
 inline constexpr size_t kSectionEntrySize = 40;
@@ -55,6 +56,23 @@ enum class Storage : uint8_t { kWeights = 1, kEmbedded = 2 };
 // modules, numbered as `partita.Call` nodes number them (attribute "module").
 inline constexpr std::string_view kHostGraphModule = "host.graph";
 
+// The executor kind of the entry program (manifest field `executor`): today only the
+// graph executor, whose program is graph 0.
+inline constexpr std::string_view kGraphExecutor = "graph";
+
+// A value's kind (the first byte of every encoded type). Only tensors are supported
+// today; readers reject the others by name.
+enum class ValueKind : uint8_t { kTensor = 0, kSequence = 1, kOptional = 2 };
+
+// Attribute kinds beyond ir::Attribute::Kind (1..7): 8 = a graph, payload a graph
+// index into the manifest's graph list (for If/Loop/Scan bodies; not supported yet).
+inline constexpr uint8_t kGraphAttributeKind = 8;
+
+// dtype codes 14..19 are reserved (float8 e4m3fn, e4m3fnuz, e5m2, e5m2fnuz; uint4,
+// int4); readers reject every code they do not know.
+
+using KeyValues = std::vector<std::pair<std::string, std::string>>;
+
 struct Header {
   uint32_t version = kFormatVersion;
   uint32_t header_size = kHeaderSize;
@@ -79,6 +97,7 @@ struct ModuleEntry {
   uint32_t section = kNoSection;  // its blob's section index, or kNoSection
   uint32_t num_functions = 0;     // functions `partita.Call` nodes may call
   std::vector<ConstUse> uses;     // ascending by id, one use per id
+  KeyValues assumptions;          // what its derived layouts assume (ISA, library version, ...)
 };
 
 struct ConstantEntry {
@@ -91,7 +110,8 @@ struct ConstantEntry {
   uint64_t offset = 0;  // absolute file offset (kWeights); 0 when embedded
   uint64_t nbytes = 0;
   uint64_t hash = 0;    // XXH3-64 of the bytes
-  std::vector<uint32_t> consumers;  // module indices, ascending
+  std::vector<uint32_t> consumers;  // module indices, ascending; not in the file:
+                                    // derived from the module table when decoding
 };
 
 std::string_view sectionKindName(SectionKind k);  // "manifest", "module", "weights", "unknown"

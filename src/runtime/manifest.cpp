@@ -1,5 +1,8 @@
 #include "runtime/manifest.h"
 
+#include <algorithm>
+#include <unordered_map>
+
 #include "base/byte_io.h"
 
 namespace partita::artifact {
@@ -7,258 +10,351 @@ namespace partita::artifact {
 namespace {
 
 // Smallest encoded sizes, used to reject counts that cannot fit before allocating.
-constexpr size_t kMinConstantEntry = 4 + 4 + 1 + 1 + 4 + 4 + 8 + 8 + 8 + 4;
-constexpr size_t kMinModuleEntry = 4 + 4 + 4 + 4;
-constexpr size_t kUseEntry = 4 + 1 + 4;
-constexpr size_t kMinValue = 4 + 1 + 1 + 4 + 4;
-constexpr size_t kMinDim = 8 + 4;
-constexpr size_t kMinNode = 4 + 4 + 4 + 4 + 4 + 4 + 4;
-constexpr size_t kMinAttribute = 4 + 1 + 4;
+constexpr size_t kMinString = 1;
+constexpr size_t kMinKeyValue = 2;
+constexpr size_t kMinConstantEntry = 1 + 1 + 1 + 1 + 1 + 1 + 8 + 8 + 8;
+constexpr size_t kMinModuleEntry = 1 + 1 + 1 + 1 + 1;
+constexpr size_t kMinUse = 2;
+constexpr size_t kMinValue = 1 + 3 + 1;
+constexpr size_t kMinDim = 1;
+constexpr size_t kMinNode = 7;
+constexpr size_t kMinAttribute = 2;
+constexpr size_t kMinGraph = 5;
 
-void encodeType(ByteWriter& w, const ir::TensorType& t) {
-  w.u8(uint8_t(t.dtype));
-  w.u8(t.has_rank ? 1 : 0);
-  w.u32(uint32_t(t.dims.size()));
-  for (const ir::Dim& d : t.dims) {
-    w.i64(d.value);
-    w.str(d.symbol);
+// Strings by index: each distinct string once, in order of first use.
+class StringTable {
+ public:
+  uint32_t intern(const std::string& s) {
+    auto [it, inserted] = index_.emplace(s, uint32_t(strings_.size()));
+    if (inserted) strings_.push_back(s);
+    return it->second;
   }
-}
+  const std::vector<std::string>& strings() const { return strings_; }
 
-void encodeAttribute(ByteWriter& w, const ir::Attribute& a) {
-  using K = ir::Attribute::Kind;
-  w.u8(uint8_t(a.kind));
-  switch (a.kind) {
-    case K::kInt: w.i64(a.i); break;
-    case K::kFloat: w.f32(a.f); break;
-    case K::kString: w.str(a.s); break;
-    case K::kInts:
-      w.u32(uint32_t(a.ints.size()));
-      for (int64_t v : a.ints) w.i64(v);
-      break;
-    case K::kFloats:
-      w.u32(uint32_t(a.floats.size()));
-      for (float v : a.floats) w.f32(v);
-      break;
-    case K::kStrings:
-      w.u32(uint32_t(a.strings.size()));
-      for (const std::string& s : a.strings) w.str(s);
-      break;
-    case K::kTensor: w.u32(a.tensor); break;
-  }
-}
+ private:
+  std::unordered_map<std::string, uint32_t> index_;
+  std::vector<std::string> strings_;
+};
 
-void encodeIds(ByteWriter& w, const std::vector<ir::ValueId>& ids) {
-  w.u32(uint32_t(ids.size()));
-  for (ir::ValueId v : ids) w.i32(v);
-}
-
-ir::DType readDType(ByteReader& r) {
-  uint8_t d = r.u8();
-  if (d >= ir::kNumDTypes) r.fail("unknown dtype code " + std::to_string(d));
-  return ir::DType(d);
-}
-
-ir::TensorType decodeType(ByteReader& r) {
-  ir::TensorType t;
-  t.dtype = readDType(r);
-  uint8_t has_rank = r.u8();
-  if (has_rank > 1) r.fail("has_rank must be 0 or 1");
-  t.has_rank = has_rank == 1;
-  uint32_t rank = r.count(kMinDim, "dimensions");
-  if (!t.has_rank && rank != 0) r.fail("an unranked type with dimensions");
-  t.dims.resize(rank);
-  for (ir::Dim& d : t.dims) {
-    d.value = r.i64();
-    if (d.value < -1) r.fail("a dimension of " + std::to_string(d.value));
-    d.symbol = r.str();
-  }
-  return t;
-}
-
-ir::Attribute decodeAttribute(ByteReader& r) {
-  using K = ir::Attribute::Kind;
-  ir::Attribute a;
-  uint8_t kind = r.u8();
-  if (kind < uint8_t(K::kInt) || kind > uint8_t(K::kTensor)) r.fail("unknown attribute kind " + std::to_string(kind));
-  a.kind = K(kind);
-  switch (a.kind) {
-    case K::kInt: a.i = r.i64(); break;
-    case K::kFloat: a.f = r.f32(); break;
-    case K::kString: a.s = r.str(); break;
-    case K::kInts: {
-      uint32_t n = r.count(8, "ints");
-      a.ints.resize(n);
-      for (int64_t& v : a.ints) v = r.i64();
-      break;
+class Encoder {
+ public:
+  Encoder() { table.intern(""); }  // string 0 is the empty string (a writer's convention)
+  void str(const std::string& s) { w.varint(table.intern(s)); }
+  void keyValues(const KeyValues& kvs) {
+    w.varint(kvs.size());
+    for (const auto& [k, v] : kvs) {
+      str(k);
+      str(v);
     }
-    case K::kFloats: {
-      uint32_t n = r.count(4, "floats");
-      a.floats.resize(n);
-      for (float& v : a.floats) v = r.f32();
-      break;
-    }
-    case K::kStrings: {
-      uint32_t n = r.count(4, "strings");
-      a.strings.resize(n);
-      for (std::string& s : a.strings) s = r.str();
-      break;
-    }
-    case K::kTensor: a.tensor = r.u32(); break;
   }
-  return a;
-}
+  void type(const ir::TensorType& t) {
+    w.u8(uint8_t(ValueKind::kTensor));
+    w.u8(uint8_t(t.dtype));
+    w.varint(t.has_rank ? t.dims.size() + 1 : 0);
+    for (const ir::Dim& d : t.dims) {
+      w.varint(d.value >= 0 ? uint64_t(d.value) + 1 : 0);
+      if (d.value < 0) str(d.symbol);
+    }
+  }
+  void attribute(const ir::Attribute& a) {
+    using K = ir::Attribute::Kind;
+    w.u8(uint8_t(a.kind));
+    switch (a.kind) {
+      case K::kInt: w.svarint(a.i); break;
+      case K::kFloat: w.f32(a.f); break;
+      case K::kString: str(a.s); break;
+      case K::kInts:
+        w.varint(a.ints.size());
+        for (int64_t v : a.ints) w.svarint(v);
+        break;
+      case K::kFloats:
+        w.varint(a.floats.size());
+        for (float v : a.floats) w.f32(v);
+        break;
+      case K::kStrings:
+        w.varint(a.strings.size());
+        for (const std::string& s : a.strings) str(s);
+        break;
+      case K::kTensor: w.varint(a.tensor); break;
+    }
+  }
+  // Value indices + 1; 0 for an omitted optional one.
+  void ids(const std::vector<ir::ValueId>& ids) {
+    w.varint(ids.size());
+    for (ir::ValueId v : ids) w.varint(v == ir::kNoValue ? 0 : uint64_t(v) + 1);
+  }
+  void graph(const ir::Graph& g) {
+    str(g.name);
+    w.varint(g.values.size());
+    for (const ir::Value& v : g.values) {
+      str(v.name);
+      type(v.type);
+      w.varint(v.constant == ir::kNoConst ? 0 : uint64_t(v.constant) + 1);
+    }
+    w.varint(g.nodes.size());
+    for (const ir::Node& n : g.nodes) {
+      str(n.op_type);
+      str(n.domain);
+      w.varint(uint32_t(n.opset));
+      str(n.name);
+      ids(n.inputs);
+      ids(n.outputs);
+      w.varint(n.attrs.all().size());
+      for (const auto& [name, a] : n.attrs.all()) {  // std::map: sorted, deterministic
+        str(name);
+        attribute(a);
+      }
+    }
+    ids(g.inputs);
+    ids(g.outputs);
+  }
 
-std::vector<ir::ValueId> decodeIds(ByteReader& r, size_t nvalues, bool allow_none, const char* what) {
-  uint32_t n = r.count(4, what);
-  std::vector<ir::ValueId> ids(n);
-  for (ir::ValueId& v : ids) {
-    v = r.i32();
-    if (v == ir::kNoValue && allow_none) continue;
-    if (v < 0 || size_t(v) >= nvalues)
-      r.fail(std::string(what) + " refer to value " + std::to_string(v) + " of " + std::to_string(nvalues));
+  ByteWriter w;
+  StringTable table;
+};
+
+class Decoder {
+ public:
+  Decoder(const std::byte* data, size_t size) : r(data, size, "the manifest") {}
+
+  void stringTable() {
+    uint32_t n = r.vcount(kMinString, "strings");
+    strings.resize(n);
+    for (std::string& s : strings) s = r.vstr();
   }
-  return ids;
-}
+  const std::string& str() {
+    uint64_t i = r.varint();
+    if (i >= strings.size())
+      r.fail("string index " + std::to_string(i) + " is out of range (the string table has " +
+             std::to_string(strings.size()) + ")");
+    return strings[size_t(i)];
+  }
+  KeyValues keyValues(const char* what) {
+    KeyValues kvs(r.vcount(kMinKeyValue, what));
+    for (auto& [k, v] : kvs) {
+      k = str();
+      v = str();
+    }
+    return kvs;
+  }
+  ir::DType dtype() {
+    uint8_t d = r.u8();
+    if (d >= ir::kNumDTypes) r.fail("unknown dtype code " + std::to_string(d));
+    return ir::DType(d);
+  }
+  ir::TensorType type() {
+    uint8_t kind = r.u8();
+    if (kind == uint8_t(ValueKind::kSequence) || kind == uint8_t(ValueKind::kOptional))
+      r.fail(std::string("value kind ") + std::to_string(kind) +
+             (kind == uint8_t(ValueKind::kSequence) ? " (sequence)" : " (optional)") +
+             " is not supported by this reader");
+    if (kind != uint8_t(ValueKind::kTensor)) r.fail("unknown value kind " + std::to_string(kind));
+    ir::TensorType t;
+    t.dtype = dtype();
+    uint32_t rank1 = r.vcount(0, "dimensions");
+    t.has_rank = rank1 != 0;
+    if (rank1 > r.remaining() + 1) r.fail("a rank of " + std::to_string(rank1 - 1) + " that cannot fit");
+    t.dims.resize(t.has_rank ? rank1 - 1 : 0);
+    for (ir::Dim& d : t.dims) {
+      uint64_t u = r.varint();
+      if (u == 0) {
+        d.value = -1;
+        d.symbol = str();
+      } else {
+        if (u - 1 > uint64_t(INT64_MAX)) r.fail("a dimension of " + std::to_string(u - 1));
+        d.value = int64_t(u - 1);
+      }
+    }
+    return t;
+  }
+  ir::Attribute attribute() {
+    using K = ir::Attribute::Kind;
+    ir::Attribute a;
+    uint8_t kind = r.u8();
+    if (kind == kGraphAttributeKind) r.fail("graph attributes (kind 8, subgraphs) are not supported by this reader");
+    if (kind < uint8_t(K::kInt) || kind > uint8_t(K::kTensor)) r.fail("unknown attribute kind " + std::to_string(kind));
+    a.kind = K(kind);
+    switch (a.kind) {
+      case K::kInt: a.i = r.svarint(); break;
+      case K::kFloat: a.f = r.f32(); break;
+      case K::kString: a.s = str(); break;
+      case K::kInts:
+        a.ints.resize(r.vcount(1, "ints"));
+        for (int64_t& v : a.ints) v = r.svarint();
+        break;
+      case K::kFloats:
+        a.floats.resize(r.vcount(4, "floats"));
+        for (float& v : a.floats) v = r.f32();
+        break;
+      case K::kStrings:
+        a.strings.resize(r.vcount(1, "strings"));
+        for (std::string& s : a.strings) s = str();
+        break;
+      case K::kTensor: a.tensor = r.varint32("a tensor attribute's constant id"); break;
+    }
+    return a;
+  }
+  std::vector<ir::ValueId> ids(size_t nvalues, bool allow_none, const char* what) {
+    std::vector<ir::ValueId> ids(r.vcount(1, what));
+    for (ir::ValueId& v : ids) {
+      uint64_t u = r.varint();
+      if (u == 0 && allow_none) {
+        v = ir::kNoValue;
+        continue;
+      }
+      if (u == 0 || u > nvalues)
+        r.fail(std::string(what) + " refer to value " + std::to_string(int64_t(u) - 1) + " of " + std::to_string(nvalues));
+      v = ir::ValueId(u - 1);
+    }
+    return ids;
+  }
+  void graph(ir::Graph& g) {
+    g.name = str();
+    uint32_t nvalues = r.vcount(kMinValue, "values");
+    g.values.resize(nvalues);
+    for (ir::Value& v : g.values) {
+      v.name = str();
+      v.type = type();
+      uint32_t c = r.varint32("a value's constant id");
+      v.constant = c == 0 ? ir::kNoConst : c - 1;
+    }
+    uint32_t nnodes = r.vcount(kMinNode, "nodes");
+    g.nodes.resize(nnodes);
+    for (size_t n = 0; n < nnodes; ++n) {
+      ir::Node& node = g.nodes[n];
+      node.op_type = str();
+      node.domain = str();
+      node.opset = int(r.varint32("an opset"));
+      node.name = str();
+      node.inputs = ids(nvalues, true, "node inputs");
+      node.outputs = ids(nvalues, true, "node outputs");
+      uint32_t nattrs = r.vcount(kMinAttribute, "attributes");
+      for (uint32_t a = 0; a < nattrs; ++a) {
+        std::string name = str();
+        if (node.attrs.has(name)) r.fail("node '" + node.name + "' repeats attribute '" + name + "'");
+        node.attrs.set(name, attribute());
+      }
+      for (ir::ValueId out : node.outputs)
+        if (out != ir::kNoValue) g.values[size_t(out)].producer = ir::NodeId(n);
+    }
+    g.inputs = ids(nvalues, false, "graph inputs");
+    g.outputs = ids(nvalues, false, "graph outputs");
+  }
+
+  ByteReader r;
+  std::vector<std::string> strings;
+};
 
 }  // namespace
 
 std::vector<std::byte> encodeManifest(const Manifest& m) {
-  ByteWriter w;
-  w.str(m.producer);
+  Encoder e;
+  ByteWriter& w = e.w;
+  e.str(m.producer);
+  e.str(m.executor);
+  e.keyValues(m.metadata);
 
-  w.u32(uint32_t(m.constants.size()));
+  w.varint(m.constants.size());
   for (const ConstantEntry& c : m.constants) {
-    w.u32(c.id);
-    w.str(c.name);
+    w.varint(c.id);
+    e.str(c.name);
     w.u8(uint8_t(c.dtype));
     w.u8(uint8_t(c.storage));
-    w.u32(uint32_t(c.shape.size()));
-    for (int64_t d : c.shape) w.i64(d);
-    w.str(c.layout);
-    w.u64(c.offset);
+    w.varint(c.shape.size());
+    for (int64_t d : c.shape) w.varint(uint64_t(d));
+    e.str(c.layout);
+    w.u64(c.offset);  // fixed width: the writer fills offsets in after sizing the manifest
     w.u64(c.nbytes);
     w.u64(c.hash);
-    w.u32(uint32_t(c.consumers.size()));
-    for (uint32_t mod : c.consumers) w.u32(mod);
   }
 
-  w.u32(uint32_t(m.modules.size()));
+  w.varint(m.modules.size());
   for (const ModuleEntry& mod : m.modules) {
-    w.str(mod.kind);
-    w.u32(mod.section);
-    w.u32(mod.num_functions);
-    w.u32(uint32_t(mod.uses.size()));
+    e.str(mod.kind);
+    w.varint(mod.section == kNoSection ? 0 : uint64_t(mod.section) + 1);
+    w.varint(mod.num_functions);
+    w.varint(mod.uses.size());
     for (const ConstUse& u : mod.uses) {
-      w.u32(u.id);
+      w.varint(u.id);
       w.u8(uint8_t(u.kind));
-      w.u32(u.source);
+      if (u.kind == UseKind::kDerive) w.varint(u.source);
     }
+    e.keyValues(mod.assumptions);
   }
 
-  const ir::Graph& g = m.graph;
-  w.str(g.name);
-  w.u32(uint32_t(g.values.size()));
-  for (const ir::Value& v : g.values) {
-    w.str(v.name);
-    encodeType(w, v.type);
-    w.u32(v.constant);
-  }
-  w.u32(uint32_t(g.nodes.size()));
-  for (const ir::Node& n : g.nodes) {
-    w.str(n.op_type);
-    w.str(n.domain);
-    w.i32(n.opset);
-    w.str(n.name);
-    encodeIds(w, n.inputs);
-    encodeIds(w, n.outputs);
-    w.u32(uint32_t(n.attrs.all().size()));
-    for (const auto& [name, a] : n.attrs.all()) {  // std::map: sorted, deterministic
-      w.str(name);
-      encodeAttribute(w, a);
-    }
-  }
-  encodeIds(w, g.inputs);
-  encodeIds(w, g.outputs);
-  return std::move(w.bytes());
+  w.varint(1);  // graphs: only the main one today
+  e.graph(m.graph);
+
+  ByteWriter out;
+  out.varint(e.table.strings().size());
+  for (const std::string& s : e.table.strings()) out.vstr(s);
+  out.raw(w.bytes().data(), w.bytes().size());
+  return std::move(out.bytes());
 }
 
 Manifest decodeManifest(const std::byte* data, size_t size) {
-  ByteReader r(data, size, "the manifest");
+  Decoder d(data, size);
+  ByteReader& r = d.r;
   Manifest m;
-  m.producer = r.str();
+  d.stringTable();
+  m.producer = d.str();
+  m.executor = d.str();
+  if (m.executor != kGraphExecutor)
+    r.fail("the entry program's executor kind '" + m.executor + "' is not supported by this reader");
+  m.metadata = d.keyValues("metadata entries");
 
-  uint32_t nconst = r.count(kMinConstantEntry, "constants");
+  uint32_t nconst = r.vcount(kMinConstantEntry, "constants");
   m.constants.resize(nconst);
   for (ConstantEntry& c : m.constants) {
-    c.id = r.u32();
-    c.name = r.str();
-    c.dtype = readDType(r);
+    c.id = r.varint32("a constant id");
+    c.name = d.str();
+    c.dtype = d.dtype();
     uint8_t storage = r.u8();
     if (storage != uint8_t(Storage::kWeights) && storage != uint8_t(Storage::kEmbedded))
       r.fail("constant " + std::to_string(c.id) + " has unknown storage " + std::to_string(storage));
     c.storage = Storage(storage);
-    uint32_t rank = r.count(8, "dimensions");
-    c.shape.resize(rank);
-    for (int64_t& d : c.shape) d = r.i64();
-    c.layout = r.str();
+    c.shape.resize(r.vcount(1, "dimensions"));
+    for (int64_t& dim : c.shape) dim = int64_t(r.varint());  // > INT64_MAX reads as negative: rejected by the reader
+    c.layout = d.str();
     c.offset = r.u64();
     c.nbytes = r.u64();
     c.hash = r.u64();
-    uint32_t ncons = r.count(4, "consumers");
-    c.consumers.resize(ncons);
-    for (uint32_t& mod : c.consumers) mod = r.u32();
   }
 
-  uint32_t nmod = r.count(kMinModuleEntry, "modules");
+  uint32_t nmod = r.vcount(kMinModuleEntry, "modules");
   m.modules.resize(nmod);
   for (ModuleEntry& mod : m.modules) {
-    mod.kind = r.str();
-    mod.section = r.u32();
-    mod.num_functions = r.u32();
-    uint32_t nuses = r.count(kUseEntry, "constant uses");
-    mod.uses.resize(nuses);
+    mod.kind = d.str();
+    uint32_t section = r.varint32("a module's section");
+    mod.section = section == 0 ? kNoSection : section - 1;
+    mod.num_functions = r.varint32("a module's function count");
+    mod.uses.resize(r.vcount(kMinUse, "constant uses"));
     for (ConstUse& u : mod.uses) {
-      u.id = r.u32();
+      u.id = r.varint32("a constant id");
       uint8_t kind = r.u8();
       if (kind < uint8_t(UseKind::kBorrow) || kind > uint8_t(UseKind::kEmbed))
         r.fail("module '" + mod.kind + "' has a use of unknown kind " + std::to_string(kind));
       u.kind = UseKind(kind);
-      u.source = r.u32();
+      u.source = u.kind == UseKind::kDerive ? r.varint32("a derived constant's source id") : ir::kNoConst;
     }
+    mod.assumptions = d.keyValues("assumptions");
   }
 
-  ir::Graph& g = m.graph;
-  g.name = r.str();
-  uint32_t nvalues = r.count(kMinValue, "values");
-  g.values.resize(nvalues);
-  for (ir::Value& v : g.values) {
-    v.name = r.str();
-    v.type = decodeType(r);
-    v.constant = r.u32();
-  }
-  uint32_t nnodes = r.count(kMinNode, "nodes");
-  g.nodes.resize(nnodes);
-  for (size_t n = 0; n < nnodes; ++n) {
-    ir::Node& node = g.nodes[n];
-    node.op_type = r.str();
-    node.domain = r.str();
-    node.opset = r.i32();
-    node.name = r.str();
-    node.inputs = decodeIds(r, nvalues, true, "node inputs");
-    node.outputs = decodeIds(r, nvalues, true, "node outputs");
-    uint32_t nattrs = r.count(kMinAttribute, "attributes");
-    for (uint32_t a = 0; a < nattrs; ++a) {
-      std::string name = r.str();
-      if (node.attrs.has(name)) r.fail("node '" + node.name + "' repeats attribute '" + name + "'");
-      node.attrs.set(name, decodeAttribute(r));
-    }
-    for (ir::ValueId out : node.outputs)
-      if (out != ir::kNoValue) g.values[size_t(out)].producer = ir::NodeId(n);
-  }
-  g.inputs = decodeIds(r, nvalues, false, "graph inputs");
-  g.outputs = decodeIds(r, nvalues, false, "graph outputs");
+  uint32_t ngraphs = r.vcount(kMinGraph, "graphs");
+  if (ngraphs != 1)
+    r.fail(std::to_string(ngraphs) + " graphs: this reader supports exactly one (no subgraphs)");
+  d.graph(m.graph);
   if (r.remaining() != 0) r.fail(std::to_string(r.remaining()) + " unexpected bytes after the graph");
+
+  // Consumers are not stored: they are the module table's uses, per constant.
+  for (size_t mi = 0; mi < m.modules.size(); ++mi)
+    for (const ConstUse& u : m.modules[mi].uses) {
+      auto it = std::lower_bound(m.constants.begin(), m.constants.end(), u.id,
+                                 [](const ConstantEntry& c, ir::ConstId want) { return c.id < want; });
+      if (it != m.constants.end() && it->id == u.id &&
+          (it->consumers.empty() || it->consumers.back() != uint32_t(mi)))
+        it->consumers.push_back(uint32_t(mi));
+    }
   return m;
 }
 

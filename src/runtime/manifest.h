@@ -1,5 +1,6 @@
-// The manifest section: the constant table, the module table and the graph executor's
-// graph, in the little-endian encoding of docs/format.md ("Manifest"). No protobuf or
+// The manifest section: a string table, the constant table, the module table and the
+// graph executor's graph, in the compact encoding of docs/format.md ("Manifest"):
+// strings by index, LEB128 varints, nothing repeated. No protobuf or
 // flatbuffer: the manifest is small, and the weights never pass through it.
 #pragma once
 
@@ -14,9 +15,11 @@ namespace partita::artifact {
 
 struct Manifest {
   std::string producer;                  // e.g. "partita 0.1.0"
+  KeyValues metadata;                    // the model's metadata (ONNX metadata_props); empty today
+  std::string executor = std::string(kGraphExecutor);  // the entry program's executor kind
   std::vector<ConstantEntry> constants;  // ascending by id
   std::vector<ModuleEntry> modules;
-  ir::Graph graph;  // its constant pool is not encoded (the constant table is)
+  ir::Graph graph;  // graph 0 of the graph list; its constant pool is not encoded (the constant table is)
 };
 
 std::vector<std::byte> encodeManifest(const Manifest& m);
@@ -24,7 +27,8 @@ std::vector<std::byte> encodeManifest(const Manifest& m);
 // Decodes `size` bytes, which must be exactly one manifest. Checks the encoding (every
 // read in bounds, counts that fit, known enum values, value and node ids in range,
 // nothing left over) and throws Error(kInvalidArtifact) otherwise; cross references
-// (constants vs. sections, modules and the graph) are the reader's to check.
+// (constants vs. sections, modules and the graph) are the reader's to check. Fills in
+// each constant's `consumers` from the module table.
 Manifest decodeManifest(const std::byte* data, size_t size);
 
 }  // namespace partita::artifact

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/bytes.h"
@@ -56,6 +57,7 @@ struct ModuleLoadContext {
   const ConstStore* store;      // the shared weight store
   std::vector<ConstUse> uses;   // what the module declared at compile time
   int threads = 2;              // the model's kernel threads (RunOptions::threads)
+  std::vector<std::pair<std::string, std::string>> assumptions;  // as compiled (ModuleImage::assumptions)
 };
 
 using ModuleLoader = std::shared_ptr<RuntimeModule> (*)(const ModuleLoadContext& ctx);

@@ -57,7 +57,7 @@ std::shared_ptr<runtime::RuntimeModule> reload(const Compiled& c, std::vector<st
                                                const runtime::ConstStore& store,
                                                std::vector<runtime::ConstUse> uses = {}) {
   if (uses.empty()) uses = c.parts.modules.at(0).uses;
-  runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(blob)), &store, uses};
+  runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(blob)), &store, uses, 2, {}};
   return api::builtinModuleKinds().load("dnnl", ctx);
 }
 

@@ -270,7 +270,7 @@ Compiled chain() {
 }
 
 std::string loadError(const Compiled& c, std::vector<std::byte> blob, std::vector<runtime::ConstUse> uses) {
-  runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(blob)), c.store.get(), std::move(uses)};
+  runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(blob)), c.store.get(), std::move(uses), 2, {}};
   try {
     api::builtinModuleKinds().load(kModuleKind, ctx);
   } catch (const Error& e) {

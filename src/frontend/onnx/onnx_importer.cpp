@@ -747,6 +747,16 @@ ir::Graph importOnnx(const std::string& path, const ImportOptions& options) {
   return Importer(path, options).run();
 }
 
+OnnxFileBytes onnxFileBytes(const std::string& path) {
+  Bytes file = mapFile(path);
+  onnx::ModelProto model;
+  if (!parseMessage(model, file)) invalid(path + ": not a valid ONNX model: protobuf parsing failed");
+  OnnxFileBytes r;
+  r.file_bytes = file.size;
+  for (const onnx::TensorProto& t : model.graph().initializer()) r.weight_bytes += t.raw_data().size();
+  return r;
+}
+
 ir::OwnedTensor readTensorProtoFile(const std::string& path) {
   Bytes file = mapFile(path);
   onnx::TensorProto t;

@@ -28,6 +28,14 @@ struct ImportOptions {
 // op type with its node names and opset in one message.
 ir::Graph importOnnx(const std::string& path, const ImportOptions& options = {});
 
+// An ONNX file's size and the bytes of its initializers' raw_data (the weights); the
+// rest (file - weights) is what the model spends on its graph description.
+struct OnnxFileBytes {
+  uint64_t file_bytes = 0;
+  uint64_t weight_bytes = 0;
+};
+OnnxFileBytes onnxFileBytes(const std::string& path);
+
 // Reads a serialized onnx.TensorProto (.pb), as in ONNX's backend test data.
 ir::OwnedTensor readTensorProtoFile(const std::string& path);
 
