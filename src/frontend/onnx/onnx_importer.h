@@ -28,7 +28,8 @@ struct ImportOptions {
 // op type with its node names and opset in one message.
 ir::Graph importOnnx(const std::string& path, const ImportOptions& options = {});
 
-// Reads a serialized onnx.TensorProto (.pb), as in ONNX's backend test data.
+// Reads a serialized onnx.TensorProto (.pb), as in ONNX's backend test data. Defined in
+// onnx_tensor_reader.cpp.
 ir::OwnedTensor readTensorProtoFile(const std::string& path);
 
 }  // namespace partita::frontend
