@@ -1,5 +1,5 @@
 // Shared pieces for host op definitions: broadcasting, axes, reading small integer
-// tensors, dtype dispatch and a parallel loop over both cores.
+// tensors, strides, the kernel thread count (and its TSan guard), and dtype dispatch.
 #pragma once
 
 #include <cstdint>
