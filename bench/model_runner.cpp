@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/npy.h"
+#include "partita/npy.h"
 #include "partita/compiler.h"
 #include "partita/model.h"
 

@@ -1,25 +1,25 @@
-// classify: the C++ API end to end on the Fashion-MNIST demo.
-//   classify MODEL(.pta|.onnx) IMAGES.npy LABELS.npy CLASSES.txt
-// Runs the model on a batch of images, prints each prediction next to its label and
-// the accuracy on the set.
+// classify: the run-time C++ API end to end on the Fashion-MNIST demo.
+//   classify MODEL.pta IMAGES.npy LABELS.npy CLASSES.txt
+// Loads a compiled artifact (`partita compile`), runs it on a batch of images, prints
+// each prediction next to its label and the accuracy on the set. Uses only the public
+// headers and links partita_rt: no importer or compiler.
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "ir/npy.h"
-#include "partita/compiler.h"
+#include "partita/error.h"
 #include "partita/model.h"
+#include "partita/npy.h"
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s MODEL(.pta|.onnx) IMAGES.npy LABELS.npy CLASSES.txt\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL.pta IMAGES.npy LABELS.npy CLASSES.txt\n", argv[0]);
     return 2;
   }
   try {
-    std::string path = argv[1];
-    bool onnx = path.size() > 5 && path.substr(path.size() - 5) == ".onnx";
-    std::shared_ptr<const partita::Model> model = onnx ? partita::compileOnnx(path) : partita::Model::load(path);
+    std::shared_ptr<const partita::Model> model = partita::Model::load(argv[1]);
     partita::Tensor images = partita::readNpy(argv[2]);
     partita::Tensor labels = partita::readNpy(argv[3]);
     std::vector<std::string> classes;

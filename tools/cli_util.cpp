@@ -6,7 +6,7 @@
 
 #include "compiler/backends.h"
 #include "backend/backend.h"
-#include "ir/npy.h"
+#include "partita/npy.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/dtype.h"
 #include "partita/compiler.h"

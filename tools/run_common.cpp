@@ -8,8 +8,9 @@
 #include <map>
 #include <random>
 
-#include "ir/npy.h"
+#include "partita/npy.h"
 #include "ir/dtype.h"
+#include "ir/tensor.h"
 #include "partita/error.h"
 
 namespace partita::cli {

@@ -203,12 +203,12 @@ uint64_t writeWeights(AtomicFile& file, uint64_t base, std::vector<Extent>& exte
 
 }  // namespace
 
-LinkReport writeArtifact(const ir::Graph& graph, const std::string& path, const WriteOptions& options) {
-  return writeArtifact(graph, {}, path, options);
+LinkReport writeArtifact(const ir::Graph& graph, const std::string& path) {
+  return writeArtifact(graph, {}, path);
 }
 
 LinkReport writeArtifact(const ir::Graph& graph, const std::vector<backend::ModuleImage>& modules,
-                         const std::string& path, const WriteOptions& options) {
+                         const std::string& path) {
   graph.verify();
   checkNodes(graph, modules);
   const ir::ConstantPool& pool = graph.constants;
@@ -368,7 +368,6 @@ LinkReport writeArtifact(const ir::Graph& graph, const std::vector<backend::Modu
   report.metadata_bytes = head.size() + manifest_bytes.size();
   report.padding_bytes = file_size - report.metadata_bytes - report.module_bytes - report.distinct_weight_bytes;
   report.distinct_constants = extents.size();
-  (void)options;
   return report;
 }
 

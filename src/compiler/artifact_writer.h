@@ -1,5 +1,5 @@
-// The linker's output stage: turns a graph (and, later, external backends' modules)
-// into one artifact file (docs/format.md).
+// The linker's output stage: turns a graph and the external backends' compiled modules
+// its partita.Call nodes call into one artifact file (docs/format.md).
 //
 // What is stored: every constant some module needs at run time (the graph executor
 // borrows the constants its nodes read and its tensor attributes name; a module's
@@ -23,8 +23,6 @@
 
 namespace partita::artifact {
 
-struct WriteOptions {};
-
 // Links `graph` -- host nodes, and `partita.Call` nodes calling into `modules` (the
 // external backends' compiled modules, numbered as the Call nodes' "module"
 // attribute numbers them) -- into one artifact at `path`.
@@ -33,8 +31,8 @@ struct WriteOptions {};
 // nobody provides), Error(kIo) when the file system fails (no partial file is left,
 // an existing file at `path` is untouched).
 LinkReport writeArtifact(const ir::Graph& graph, const std::vector<backend::ModuleImage>& modules,
-                         const std::string& path, const WriteOptions& options = {});
+                         const std::string& path);
 // The same with no external modules.
-LinkReport writeArtifact(const ir::Graph& graph, const std::string& path, const WriteOptions& options = {});
+LinkReport writeArtifact(const ir::Graph& graph, const std::string& path);
 
 }  // namespace partita::artifact

@@ -37,7 +37,7 @@ struct Node {
   std::vector<ValueId> outputs;  // kNoValue for an omitted optional output
   AttributeMap attrs;
 
-  // Number of inputs ignoring trailing omitted ones.
+  // Whether input (output) i is given: in range and not an omitted optional (kNoValue).
   bool hasInput(size_t i) const { return i < inputs.size() && inputs[i] != kNoValue; }
   bool hasOutput(size_t i) const { return i < outputs.size() && outputs[i] != kNoValue; }
 };

@@ -1,10 +1,11 @@
-#include "ir/npy.h"
+#include "partita/npy.h"
 
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "ir/tensor.h"
 #include "partita/error.h"
 
 namespace partita {

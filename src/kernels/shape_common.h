@@ -1,6 +1,6 @@
-// Pieces shared by the host backend's shape and data-movement op files
-// (ops_shape.cpp, shape_indexing.cpp): building tensor types, reading integer inputs
-// that may be int32 or int64, and checking axes against a node's rank.
+// Pieces shared by the host backend's shape and data-movement op files (shape_*.cpp):
+// building tensor types, reading integer inputs that may be int32 or int64, and
+// checking axes and indices against a node's rank and dims.
 #pragma once
 
 #include <cstddef>
@@ -75,9 +75,5 @@ int64_t indexIn(const Ctx& c, int64_t index, int64_t dim) {
            std::to_string(dim));
   return i;
 }
-
-// Registers Gather, GatherElements, GatherND, ScatterElements (and Scatter), ScatterND
-// and Compress (shape_indexing.cpp).
-void registerIndexingOps(OpRegistry& r);
 
 }  // namespace partita::kernels::shape

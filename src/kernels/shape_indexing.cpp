@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/shape_common.h"
+#include "kernels/shape_ops.h"
 #include "partita/error.h"
 
 namespace partita::kernels::shape {

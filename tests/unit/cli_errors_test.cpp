@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/npy.h"
+#include "partita/npy.h"
 #include "ir/tensor.h"
 
 namespace {

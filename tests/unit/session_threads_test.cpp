@@ -9,7 +9,7 @@
 
 #include "compiler/artifact_writer.h"
 #include "kernels/op_util.h"
-#include "ir/npy.h"
+#include "partita/npy.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "partita/model.h"
 #include "passes/pipeline.h"

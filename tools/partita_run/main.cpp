@@ -7,7 +7,7 @@
 #include <exception>
 #include <string>
 
-#include "ir/npy.h"
+#include "partita/npy.h"
 #include "partita/error.h"
 #include "partita/model.h"
 #include "tools/run_common.h"

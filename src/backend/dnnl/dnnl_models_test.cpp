@@ -10,7 +10,7 @@
 
 #include "backend/dnnl/dnnl_ops.h"
 #include "backend/dnnl/dnnl_testing.h"
-#include "ir/npy.h"
+#include "partita/npy.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "partita/error.h"
 #include "passes/pipeline.h"

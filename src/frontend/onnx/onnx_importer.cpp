@@ -1,211 +1,43 @@
+// The ONNX graph builder: parses the ModelProto, checks the opset imports, and turns
+// initializers, graph inputs, nodes (in dependency order) and outputs into an ir::Graph,
+// collecting every unsupported op use into one error. Tensor data is read by
+// onnx_tensor_reader.h, old-opset nodes are upgraded by onnx_legacy_opset.h.
 #include "frontend/onnx/onnx_importer.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
-#include <memory>
 #include <set>
 #include <unordered_map>
+#include <utility>
 
-#include "kernels/op_registry.h"
 #include "base/mapped_file.h"
+#include "frontend/onnx/onnx_legacy_opset.h"
+#include "frontend/onnx/onnx_tensor_reader.h"
+#include "kernels/op_registry.h"
 #include "partita/error.h"
 
 namespace partita::frontend {
 
 namespace {
 
-// Kernels implement opsets 7..17 of the default domain. Older models (opset 1..6: the
-// PyTorch test models, many older exports) are imported as opset 7 when every op they
-// use has the same definition in both opsets (per ONNX's schema registry), or is an
-// op with a known rewrite to its opset-7 form (see upgradeToOpset7).
-constexpr int kMinOpset = 7;
+using onnx_import::invalid;
+using onnx_import::kMinOpset;
+using onnx_import::parseMessage;
+using onnx_import::requireDType;
+using onnx_import::TensorReader;
+using onnx_import::unsupported;
+
+// Kernels implement opsets 7..17 of the default domain. Older models (opset 1..6) are
+// imported as opset 7 when every op they use has the same definition in both opsets or
+// a known rewrite (onnx_legacy_opset.h).
 constexpr int kMaxOpset = 17;
 
-[[noreturn]] void invalid(const std::string& msg) { throw Error(ErrorCode::kInvalidModel, msg); }
-[[noreturn]] void unsupported(const std::string& msg) { throw Error(ErrorCode::kUnsupported, msg); }
-
 std::string inQuotes(const std::string& s) { return "'" + s + "'"; }
-
-std::string onnxTypeName(int t) {
-  if (onnx::TensorProto_DataType_IsValid(t)) {
-    std::string n = onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(t));
-    std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    return n;
-  }
-  return "data type " + std::to_string(t);
-}
-
-// Maps an ONNX element type, throwing kUnsupported (string, complex) or kInvalidModel.
-ir::DType requireDType(int t, const std::string& what) {
-  ir::DType d = ir::dtypeFromOnnx(t);
-  if (d != ir::DType::kUndefined) return d;
-  if (t == onnx::TensorProto::UNDEFINED) invalid(what + " has no element type");
-  if (onnx::TensorProto_DataType_IsValid(t))
-    unsupported(what + " has element type " + onnxTypeName(t) + ", which partita does not support");
-  invalid(what + " has an unknown element type " + std::to_string(t));
-}
-
-// Parses a protobuf message from bytes without protobuf's default 64 MB-era limits.
-template <typename Message>
-bool parseMessage(Message& m, const Bytes& bytes) {
-  if (bytes.size > size_t(INT_MAX)) return false;
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data), int(bytes.size));
-  in.SetTotalBytesLimit(INT_MAX);
-  in.SetRecursionLimit(256);
-  return m.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
-}
-
-bool isLexicallyInside(const std::filesystem::path& rel) {
-  if (rel.empty() || rel.is_absolute() || rel.has_root_name()) return false;
-  for (const auto& part : rel)
-    if (part == "..") return false;
-  return true;
-}
-
-// Converts TensorProtos to (dtype, shape, bytes). Keeps external-data files mapped
-// once each; raw bytes are moved out of the protobuf, not copied.
-class TensorReader {
- public:
-  explicit TensorReader(std::filesystem::path base_dir) : base_dir_(std::move(base_dir)) {}
-
-  struct Result {
-    ir::DType dtype = ir::DType::kUndefined;
-    std::vector<int64_t> shape;
-    Bytes bytes;
-  };
-
-  // `what` names the tensor in error messages ("initializer 'w'").
-  Result read(onnx::TensorProto& t, const std::string& what) {
-    Result r;
-    r.dtype = requireDType(t.data_type(), what);
-    int64_t numel = 1;
-    for (int64_t d : t.dims()) {
-      if (d < 0) invalid(what + " has a negative dimension " + std::to_string(d));
-      if (d != 0 && numel > (int64_t(1) << 50) / d) invalid(what + " is impossibly large");
-      numel *= d;
-      r.shape.push_back(d);
-    }
-    if (t.has_segment()) unsupported(what + " is segmented, which partita does not support");
-    const size_t esize = ir::dtypeSize(r.dtype);
-    const size_t nbytes = size_t(numel) * esize;
-
-    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-      r.bytes = readExternal(t, what, nbytes);
-      return r;
-    }
-    if (t.has_raw_data()) {
-      if (t.raw_data().size() != nbytes)
-        invalid(what + " of type " + std::string(ir::dtypeName(r.dtype)) + ir::shapeStr(r.shape) + " needs " +
-                std::to_string(nbytes) + " bytes of raw_data but has " + std::to_string(t.raw_data().size()));
-      auto holder = std::make_shared<std::string>(std::move(*t.mutable_raw_data()));
-      r.bytes = Bytes{holder, reinterpret_cast<const std::byte*>(holder->data()), holder->size()};
-      return r;
-    }
-    r.bytes = readTyped(t, r.dtype, numel, what);
-    return r;
-  }
-
- private:
-  Bytes readExternal(const onnx::TensorProto& t, const std::string& what, size_t nbytes) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (const auto& kv : t.external_data()) {
-      try {
-        if (kv.key() == "location") {
-          location = kv.value();
-        } else if (kv.key() == "offset") {
-          offset = std::stoll(kv.value());
-        } else if (kv.key() == "length") {
-          length = std::stoll(kv.value());
-        }
-      } catch (const std::exception&) {
-        invalid(what + ": external data " + kv.key() + " '" + kv.value() + "' is not a number");
-      }
-    }
-    if (location.empty()) invalid(what + " has external data without a location");
-    std::filesystem::path rel(location);
-    if (!isLexicallyInside(rel))
-      invalid(what + ": external data location '" + location +
-              "' must be a relative path inside the model's directory");
-    if (offset < 0) invalid(what + ": external data offset " + std::to_string(offset) + " is negative");
-    std::string file = (base_dir_ / rel).string();
-    auto it = files_.find(file);
-    if (it == files_.end()) it = files_.emplace(file, mapFile(file)).first;
-    const Bytes& whole = it->second;
-    size_t len =
-        length < 0 ? (size_t(offset) <= whole.size ? whole.size - size_t(offset) : 0) : size_t(length);
-    if (size_t(offset) > whole.size || len > whole.size - size_t(offset))
-      invalid(what + ": external data range [" + std::to_string(offset) + ", " + std::to_string(offset) +
-              "+" + std::to_string(len) + ") is outside '" + file + "' (" + std::to_string(whole.size) +
-              " bytes)");
-    if (len != nbytes)
-      invalid(what + " needs " + std::to_string(nbytes) + " bytes but its external data in '" + file +
-              "' has " + std::to_string(len));
-    return whole.slice(size_t(offset), len);
-  }
-
-  template <typename Dst, typename Field>
-  static Bytes convert(const Field& field, int64_t numel, const std::string& what, const char* field_name) {
-    if (int64_t(field.size()) != numel)
-      invalid(what + " has " + std::to_string(field.size()) + " values in " + field_name +
-              " but its shape holds " + std::to_string(numel));
-    std::vector<std::byte> out(size_t(numel) * sizeof(Dst));
-    Dst* dst = reinterpret_cast<Dst*>(out.data());
-    for (int64_t i = 0; i < numel; ++i) dst[i] = static_cast<Dst>(field.Get(int(i)));
-    return Bytes::fromVector(std::move(out));
-  }
-
-  static Bytes readTyped(const onnx::TensorProto& t, ir::DType dtype, int64_t numel,
-                         const std::string& what) {
-    using D = ir::DType;
-    switch (dtype) {
-      case D::kFloat32:
-        return convert<float>(t.float_data(), numel, what, "float_data");
-      case D::kFloat64:
-        return convert<double>(t.double_data(), numel, what, "double_data");
-      case D::kInt64:
-        return convert<int64_t>(t.int64_data(), numel, what, "int64_data");
-      case D::kInt32:
-        return convert<int32_t>(t.int32_data(), numel, what, "int32_data");
-      // The ONNX spec stores these narrower types one per int32_data entry
-      // (float16/bfloat16 as their raw 16-bit patterns).
-      case D::kInt16:
-        return convert<int16_t>(t.int32_data(), numel, what, "int32_data");
-      case D::kInt8:
-        return convert<int8_t>(t.int32_data(), numel, what, "int32_data");
-      case D::kUInt16:
-      case D::kFloat16:
-      case D::kBFloat16:
-        return convert<uint16_t>(t.int32_data(), numel, what, "int32_data");
-      case D::kUInt8:
-        return convert<uint8_t>(t.int32_data(), numel, what, "int32_data");
-      case D::kBool: {
-        if (int64_t(t.int32_data_size()) != numel)
-          invalid(what + " has " + std::to_string(t.int32_data_size()) +
-                  " values in int32_data but its shape holds " + std::to_string(numel));
-        std::vector<std::byte> out(static_cast<size_t>(numel));
-        for (int64_t i = 0; i < numel; ++i) out[size_t(i)] = std::byte(t.int32_data(int(i)) != 0);
-        return Bytes::fromVector(std::move(out));
-      }
-      case D::kUInt32:
-        return convert<uint32_t>(t.uint64_data(), numel, what, "uint64_data");
-      case D::kUInt64:
-        return convert<uint64_t>(t.uint64_data(), numel, what, "uint64_data");
-      default:
-        unsupported(what + ": element type " + std::string(ir::dtypeName(dtype)) + " is not supported");
-    }
-  }
-
-  std::filesystem::path base_dir_;
-  std::map<std::string, Bytes> files_;
-};
 
 ir::TensorType typeFromProto(const onnx::TypeProto& tp, const std::string& what, bool must_be_tensor) {
   if (!tp.has_tensor_type()) {
@@ -508,6 +340,11 @@ class Importer {
   void addNodes() {
     const onnx::GraphProto& gp = model_.graph();
     const auto& registry = options_.ops ? *options_.ops : kernels::OpRegistry::global();
+    onnx_import::LegacyOpsetUpgrader legacy(
+        legacy_opset_, graph_, registry, where(),
+        [this](const std::string& key, int opset, const std::string& node_name, std::string reason) {
+          noteUnsupported(key, opset, node_name, std::move(reason));
+        });
     for (int idx : topologicalOrder(gp)) {
       const onnx::NodeProto& n = gp.node(idx);
       std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
@@ -564,107 +401,9 @@ class Importer {
       else if (has_subgraph)
         noteUnsupported(key, node.opset, node_name, "subgraph attribute '" + subgraph_attr + "'");
       else if (legacy_opset_ && domain.empty())
-        upgradeLegacyNode(node, key);
+        legacy.upgrade(node, key);
       graph_.addNode(std::move(node));
     }
-  }
-
-  // Rank of a value when the model tells it (declared type or constant), else -1.
-  int64_t knownRank(ir::ValueId v) const {
-    if (v == ir::kNoValue) return -1;
-    const ir::TensorType& t = graph_.typeOf(v);
-    return t.has_rank ? int64_t(t.rank()) : -1;
-  }
-
-  // Gives `v` `extra` trailing dimensions of size 1, so that numpy broadcasting aligns
-  // it where a legacy broadcast (or a per-channel PRelu slope) aligned it.
-  ir::ValueId appendUnitDims(ir::ValueId v, int64_t extra, const std::string& node_name) {
-    const ir::Value& val = graph_.value(v);
-    std::string name = val.name + "/" + node_name + "/unsqueezed";
-    if (val.isConstant()) {
-      const ir::Constant& c = graph_.constants.get(val.constant);
-      std::vector<int64_t> shape = c.shape;
-      shape.insert(shape.end(), size_t(extra), 1);
-      ir::ConstId id = graph_.constants.add(name, c.dtype, shape, c.bytes);  // same bytes, new shape
-      return graph_.addConstantValue(name, id);
-    }
-    int64_t rank = knownRank(v);
-    std::vector<int64_t> axes;
-    for (int64_t i = 0; i < extra; ++i) axes.push_back(rank + i);
-    ir::Node unsqueeze;
-    unsqueeze.op_type = "Unsqueeze";
-    unsqueeze.opset = kMinOpset;
-    unsqueeze.name = node_name + "/unsqueeze";
-    unsqueeze.attrs.setInts("axes", axes);
-    unsqueeze.inputs = {v};
-    ir::TensorType t = val.type;
-    t.dims.insert(t.dims.end(), size_t(extra), ir::Dim::known(1));
-    ir::ValueId out = graph_.addValue(name, t);
-    unsqueeze.outputs = {out};
-    if (!(options_.ops ? *options_.ops : kernels::OpRegistry::global()).find("", "Unsqueeze"))
-      noteUnsupported("Unsqueeze", kMinOpset, unsqueeze.name);
-    graph_.addNode(std::move(unsqueeze));
-    return out;
-  }
-
-  // Imports a node of an opset-1..6 model as opset 7, or notes it as unsupported when
-  // its definition changed in between and no rewrite is known.
-  void upgradeLegacyNode(ir::Node& node, const std::string& key) {
-    const onnx::OpSchema* old_schema = onnx::OpSchemaRegistry::Schema(node.op_type, legacy_opset_, "");
-    const onnx::OpSchema* new_schema = onnx::OpSchemaRegistry::Schema(node.op_type, kMinOpset, "");
-    if (!old_schema || !new_schema) return;  // not an ONNX op (then also not in the registry)
-    if (old_schema->SinceVersion() == new_schema->SinceVersion()) return;  // unchanged
-    // Ops whose opset-1..6 forms differ from opset 7 only in ways upgradeToOpset7 rewrites.
-    static const std::set<std::string> kRewritten = {
-        "Add",    "Sub",  "Mul",   "Div",         "Pow",
-        "And",    "Or",   "Xor",   "Equal",       "Greater",
-        "Less",   "Gemm", "PRelu", "AveragePool", "BatchNormalization",
-        "Dropout"};
-    if (kRewritten.count(node.op_type)) {
-      upgradeToOpset7(node);
-      return;
-    }
-    noteUnsupported(key, legacy_opset_, node.name,
-                    "its opset-" + std::to_string(legacy_opset_) + " definition differs from opset " +
-                        std::to_string(kMinOpset));
-  }
-
-  void upgradeToOpset7(ir::Node& node) {
-    node.attrs.erase("consumed_inputs");  // an opset-1 memory hint without meaning
-    static const std::set<std::string> kLegacyBroadcast = {"Add", "Sub", "Mul",   "Div",     "Pow", "And",
-                                                           "Or",  "Xor", "Equal", "Greater", "Less"};
-    const std::string& op = node.op_type;
-    if (kLegacyBroadcast.count(op)) {
-      // Opset 1..6: with broadcast=1 and `axis`, B's dims align with A's starting at axis.
-      if (node.attrs.getInt("broadcast", 0) != 0 && node.attrs.has("axis") && node.inputs.size() == 2) {
-        int64_t ra = knownRank(node.inputs[0]), rb = knownRank(node.inputs[1]);
-        if (ra < 0 || rb < 0)
-          unsupported(where() + op + " node '" + node.name +
-                      "' uses legacy (opset < 7) broadcasting with an axis on inputs of unknown rank");
-        int64_t axis = node.attrs.getInt("axis", 0);
-        if (axis < 0) axis += ra;
-        int64_t extra = ra - axis - rb;
-        if (axis < 0 || extra < 0)
-          invalid(where() + op + " node '" + node.name + "': broadcast axis " +
-                  std::to_string(node.attrs.getInt("axis", 0)) + " does not fit ranks " + std::to_string(ra) +
-                  " and " + std::to_string(rb));
-        if (extra > 0) node.inputs[1] = appendUnitDims(node.inputs[1], extra, node.name);
-      }
-      node.attrs.erase("broadcast");
-      node.attrs.erase("axis");
-    } else if (op == "Gemm") {
-      node.attrs.erase("broadcast");  // opset 7 always broadcasts C
-    } else if (op == "PRelu" && node.inputs.size() == 2) {
-      // Opset 6 applies a 1-D slope per channel (axis 1); numpy broadcasting would
-      // align it with the last axis.
-      int64_t rx = knownRank(node.inputs[0]);
-      const ir::TensorType& st = graph_.typeOf(node.inputs[1]);
-      if (rx >= 3 && st.isStatic() && st.rank() == 1 && st.dims[0].value > 1)
-        node.inputs[1] = appendUnitDims(node.inputs[1], rx - 2, node.name);
-    } else if (op == "BatchNormalization" || op == "Dropout") {
-      node.attrs.erase("is_test");
-    }
-    // AveragePool-7 only adds count_include_pad, whose default (0) is the older behavior.
   }
 
   void addOutputs() {
@@ -755,17 +494,6 @@ OnnxFileBytes onnxFileBytes(const std::string& path) {
   r.file_bytes = file.size;
   for (const onnx::TensorProto& t : model.graph().initializer()) r.weight_bytes += t.raw_data().size();
   return r;
-}
-
-ir::OwnedTensor readTensorProtoFile(const std::string& path) {
-  Bytes file = mapFile(path);
-  onnx::TensorProto t;
-  if (!parseMessage(t, file)) invalid(path + ": not a valid TensorProto file: protobuf parsing failed");
-  TensorReader reader(std::filesystem::path(path).parent_path());
-  auto r = reader.read(t, path + ": tensor '" + t.name() + "'");
-  ir::OwnedTensor out(r.dtype, r.shape);
-  if (r.bytes.size) std::memcpy(out.data(), r.bytes.data, r.bytes.size);
-  return out;
 }
 
 }  // namespace partita::frontend

@@ -36,7 +36,8 @@ struct OnnxFileBytes {
 };
 OnnxFileBytes onnxFileBytes(const std::string& path);
 
-// Reads a serialized onnx.TensorProto (.pb), as in ONNX's backend test data.
+// Reads a serialized onnx.TensorProto (.pb), as in ONNX's backend test data. Defined in
+// onnx_tensor_reader.cpp.
 ir::OwnedTensor readTensorProtoFile(const std::string& path);
 
 }  // namespace partita::frontend

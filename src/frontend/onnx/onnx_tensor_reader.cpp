@@ -1,0 +1,180 @@
+#include "frontend/onnx/onnx_tensor_reader.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <utility>
+
+#include "base/mapped_file.h"
+#include "frontend/onnx/onnx_importer.h"
+#include "ir/tensor.h"
+
+namespace partita::frontend {
+
+namespace onnx_import {
+
+namespace {
+
+std::string onnxTypeName(int t) {
+  if (onnx::TensorProto_DataType_IsValid(t)) {
+    std::string n = onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(t));
+    std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    return n;
+  }
+  return "data type " + std::to_string(t);
+}
+
+bool isLexicallyInside(const std::filesystem::path& rel) {
+  if (rel.empty() || rel.is_absolute() || rel.has_root_name()) return false;
+  for (const auto& part : rel)
+    if (part == "..") return false;
+  return true;
+}
+
+// Converts a repeated typed field (float_data, int32_data, ...) holding `numel` values.
+template <typename Dst, typename Field>
+Bytes convert(const Field& field, int64_t numel, const std::string& what, const char* field_name) {
+  if (int64_t(field.size()) != numel)
+    invalid(what + " has " + std::to_string(field.size()) + " values in " + field_name +
+            " but its shape holds " + std::to_string(numel));
+  std::vector<std::byte> out(size_t(numel) * sizeof(Dst));
+  Dst* dst = reinterpret_cast<Dst*>(out.data());
+  for (int64_t i = 0; i < numel; ++i) dst[i] = static_cast<Dst>(field.Get(int(i)));
+  return Bytes::fromVector(std::move(out));
+}
+
+}  // namespace
+
+ir::DType requireDType(int t, const std::string& what) {
+  ir::DType d = ir::dtypeFromOnnx(t);
+  if (d != ir::DType::kUndefined) return d;
+  if (t == onnx::TensorProto::UNDEFINED) invalid(what + " has no element type");
+  if (onnx::TensorProto_DataType_IsValid(t))
+    unsupported(what + " has element type " + onnxTypeName(t) + ", which partita does not support");
+  invalid(what + " has an unknown element type " + std::to_string(t));
+}
+
+TensorReader::Result TensorReader::read(onnx::TensorProto& t, const std::string& what) {
+  Result r;
+  r.dtype = requireDType(t.data_type(), what);
+  int64_t numel = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0) invalid(what + " has a negative dimension " + std::to_string(d));
+    if (d != 0 && numel > (int64_t(1) << 50) / d) invalid(what + " is impossibly large");
+    numel *= d;
+    r.shape.push_back(d);
+  }
+  if (t.has_segment()) unsupported(what + " is segmented, which partita does not support");
+  const size_t esize = ir::dtypeSize(r.dtype);
+  const size_t nbytes = size_t(numel) * esize;
+
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    r.bytes = readExternal(t, what, nbytes);
+    return r;
+  }
+  if (t.has_raw_data()) {
+    if (t.raw_data().size() != nbytes)
+      invalid(what + " of type " + std::string(ir::dtypeName(r.dtype)) + ir::shapeStr(r.shape) + " needs " +
+              std::to_string(nbytes) + " bytes of raw_data but has " + std::to_string(t.raw_data().size()));
+    auto holder = std::make_shared<std::string>(std::move(*t.mutable_raw_data()));
+    r.bytes = Bytes{holder, reinterpret_cast<const std::byte*>(holder->data()), holder->size()};
+    return r;
+  }
+  r.bytes = readTyped(t, r.dtype, numel, what);
+  return r;
+}
+
+Bytes TensorReader::readExternal(const onnx::TensorProto& t, const std::string& what, size_t nbytes) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : t.external_data()) {
+    try {
+      if (kv.key() == "location") {
+        location = kv.value();
+      } else if (kv.key() == "offset") {
+        offset = std::stoll(kv.value());
+      } else if (kv.key() == "length") {
+        length = std::stoll(kv.value());
+      }
+    } catch (const std::exception&) {
+      invalid(what + ": external data " + kv.key() + " '" + kv.value() + "' is not a number");
+    }
+  }
+  if (location.empty()) invalid(what + " has external data without a location");
+  std::filesystem::path rel(location);
+  if (!isLexicallyInside(rel))
+    invalid(what + ": external data location '" + location +
+            "' must be a relative path inside the model's directory");
+  if (offset < 0) invalid(what + ": external data offset " + std::to_string(offset) + " is negative");
+  std::string file = (base_dir_ / rel).string();
+  auto it = files_.find(file);
+  if (it == files_.end()) it = files_.emplace(file, mapFile(file)).first;
+  const Bytes& whole = it->second;
+  size_t len = length < 0 ? (size_t(offset) <= whole.size ? whole.size - size_t(offset) : 0) : size_t(length);
+  if (size_t(offset) > whole.size || len > whole.size - size_t(offset))
+    invalid(what + ": external data range [" + std::to_string(offset) + ", " + std::to_string(offset) + "+" +
+            std::to_string(len) + ") is outside '" + file + "' (" + std::to_string(whole.size) + " bytes)");
+  if (len != nbytes)
+    invalid(what + " needs " + std::to_string(nbytes) + " bytes but its external data in '" + file +
+            "' has " + std::to_string(len));
+  return whole.slice(size_t(offset), len);
+}
+
+Bytes TensorReader::readTyped(const onnx::TensorProto& t, ir::DType dtype, int64_t numel,
+                              const std::string& what) {
+  using D = ir::DType;
+  switch (dtype) {
+    case D::kFloat32:
+      return convert<float>(t.float_data(), numel, what, "float_data");
+    case D::kFloat64:
+      return convert<double>(t.double_data(), numel, what, "double_data");
+    case D::kInt64:
+      return convert<int64_t>(t.int64_data(), numel, what, "int64_data");
+    case D::kInt32:
+      return convert<int32_t>(t.int32_data(), numel, what, "int32_data");
+    // The ONNX spec stores these narrower types one per int32_data entry
+    // (float16/bfloat16 as their raw 16-bit patterns).
+    case D::kInt16:
+      return convert<int16_t>(t.int32_data(), numel, what, "int32_data");
+    case D::kInt8:
+      return convert<int8_t>(t.int32_data(), numel, what, "int32_data");
+    case D::kUInt16:
+    case D::kFloat16:
+    case D::kBFloat16:
+      return convert<uint16_t>(t.int32_data(), numel, what, "int32_data");
+    case D::kUInt8:
+      return convert<uint8_t>(t.int32_data(), numel, what, "int32_data");
+    case D::kBool: {
+      if (int64_t(t.int32_data_size()) != numel)
+        invalid(what + " has " + std::to_string(t.int32_data_size()) +
+                " values in int32_data but its shape holds " + std::to_string(numel));
+      std::vector<std::byte> out(static_cast<size_t>(numel));
+      for (int64_t i = 0; i < numel; ++i) out[size_t(i)] = std::byte(t.int32_data(int(i)) != 0);
+      return Bytes::fromVector(std::move(out));
+    }
+    case D::kUInt32:
+      return convert<uint32_t>(t.uint64_data(), numel, what, "uint64_data");
+    case D::kUInt64:
+      return convert<uint64_t>(t.uint64_data(), numel, what, "uint64_data");
+    default:
+      unsupported(what + ": element type " + std::string(ir::dtypeName(dtype)) + " is not supported");
+  }
+}
+
+}  // namespace onnx_import
+
+ir::OwnedTensor readTensorProtoFile(const std::string& path) {
+  Bytes file = mapFile(path);
+  onnx::TensorProto t;
+  if (!onnx_import::parseMessage(t, file))
+    onnx_import::invalid(path + ": not a valid TensorProto file: protobuf parsing failed");
+  onnx_import::TensorReader reader(std::filesystem::path(path).parent_path());
+  auto r = reader.read(t, path + ": tensor '" + t.name() + "'");
+  ir::OwnedTensor out(r.dtype, r.shape);
+  if (r.bytes.size) std::memcpy(out.data(), r.bytes.data, r.bytes.size);
+  return out;
+}
+
+}  // namespace partita::frontend
