@@ -11,6 +11,7 @@
 #include <xxhash.h>
 
 #include "base/atomic_file.h"
+#include "compiler/manifest_encode.h"
 #include "runtime/manifest.h"
 #include "kernels/op_registry.h"
 #include "partita/error.h"

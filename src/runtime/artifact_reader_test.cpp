@@ -14,6 +14,7 @@
 
 #include "compiler/artifact_testing.h"
 #include "base/byte_io.h"
+#include "compiler/manifest_encode.h"
 #include "runtime/manifest.h"
 #include "compiler/artifact_writer.h"
 #include "partita/error.h"

@@ -22,7 +22,7 @@ struct Manifest {
   ir::Graph graph;  // graph 0 of the graph list; its constant pool is not encoded (the constant table is)
 };
 
-std::vector<std::byte> encodeManifest(const Manifest& m);
+// Encoding is the linker's: compiler/manifest_encode.h.
 
 // Decodes `size` bytes, which must be exactly one manifest. Checks the encoding (every
 // read in bounds, counts that fit, known enum values, value and node ids in range,
