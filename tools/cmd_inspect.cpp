@@ -126,6 +126,12 @@ void inspectCommand(const InspectArgs& args) {
     std::printf("  %-3zu %-14s %-8s %-10u %s\n", m, mod.kind.c_str(),
                 mod.section == artifact::kNoSection ? "-" : std::to_string(mod.section).c_str(), mod.num_functions,
                 uses.c_str());
+    // What the module's compiled form assumes of the machine (checked by its loader).
+    if (!mod.assumptions.empty()) {
+      std::string line;
+      for (const auto& [key, value] : mod.assumptions) line += " " + key + "=" + value;
+      std::printf("      assumes%s\n", line.c_str());
+    }
   }
 
   std::printf("%s", partitionText(partitionUnits(a)).c_str());

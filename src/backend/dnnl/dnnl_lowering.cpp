@@ -1227,7 +1227,10 @@ backend::ModuleImage compileRegions(const ir::Graph& g, const std::vector<backen
                   std::string("dnnl backend: oneDNN rejected a region it was given: ") + e.what());
     }
   }
-  return mb.finish();
+  backend::ModuleImage image = mb.finish();
+  // What the recorded layouts were chosen for: checked by DnnlModule::load.
+  image.assumptions = layoutAssumptions(omp_get_max_threads());
+  return image;
 }
 
 }  // namespace partita::dnnl_backend

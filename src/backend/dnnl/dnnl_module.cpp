@@ -97,6 +97,37 @@ void checkConstant(const runtime::ModuleLoadContext& ctx,
   }
 }
 
+// Checks the assumptions that must hold here; returns the recorded thread count (0 if none).
+int checkAssumptions(const runtime::ModuleLoadContext& ctx) {
+  int threads = 0;
+  for (const auto& [key, value] : ctx.assumptions) {
+    std::string here;
+    const char* what = nullptr;
+    if (key == kAssumeVersion) {
+      here = dnnlVersionString();
+      what = "oneDNN version";
+    } else if (key == kAssumeIsa) {
+      here = effectiveIsaName();
+      what = "CPU ISA";
+    } else if (key == kAssumeThreads) {
+      char* end = nullptr;
+      long n = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || n < 1 || n > 1024)
+        invalid("assumption threads = '" + value + "' is not a thread count");
+      threads = int(n);
+      continue;
+    } else {
+      continue;  // a key a newer compiler writes that this loader does not know
+    }
+    if (value != here)
+      throw Error(ErrorCode::kUnsupported, std::string("dnnl module: compiled for ") + what + " " + value +
+                                               ", but this machine has " + what + " " + here +
+                                               "; its derived weight layouts may not fit here: recompile the "
+                                               "model on or for this machine");
+  }
+  return threads;
+}
+
 }  // namespace
 
 DnnlModule::~DnnlModule() = default;
@@ -113,6 +144,7 @@ std::shared_ptr<DnnlModule> DnnlModule::load(const runtime::ModuleLoadContext& c
 
 std::shared_ptr<DnnlModule> DnnlModule::loadChecked(const runtime::ModuleLoadContext& ctx) {
   if (!ctx.store) throw Error(ErrorCode::kInternal, "dnnl module: loaded without a weight store");
+  const int recorded_threads = checkAssumptions(ctx);
   Program program = readProgram(ctx.blob.data, ctx.blob.size);
   // oneDNN fixes a primitive's thread count when it is created: create them with the
   // count runs will use (as the compiler did when it chose the layouts).
@@ -122,6 +154,10 @@ std::shared_ptr<DnnlModule> DnnlModule::loadChecked(const runtime::ModuleLoadCon
 
   std::shared_ptr<DnnlModule> m(new DnnlModule());
   m->blob_ = ctx.blob;
+  // Another thread count than at compile time: the layouts are used as recorded
+  // (fallbackSteps() counts steps oneDNN would have laid out otherwise).
+  m->recorded_threads_ = recorded_threads;
+  m->threads_mismatch_ = recorded_threads != 0 && recorded_threads != ctx.threads;
   const dnnl::engine& eng = cpuEngine();
   const std::byte* embedded = ctx.blob.data + program.embedded_offset;
   m->functions_.resize(program.functions.size());

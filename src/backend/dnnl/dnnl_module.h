@@ -6,6 +6,12 @@
 // and wraps each constant it declared as a dnnl::memory over the store's bytes: zero
 // copy, no reorder. Nothing is executed at load.
 //
+// The module's assumptions (written by the compiler, see layoutAssumptions) are
+// checked first: another oneDNN version or another effective CPU ISA than at compile
+// time is Error(kUnsupported) (recompile on/for this machine); another thread count
+// is allowed (the recorded layouts are used as stored, maybe on slower code) and
+// shown by threadsMismatch(). A module without assumptions loads unchecked.
+//
 // Thread-safety: run() may be called concurrently. Each concurrent call takes a
 // workspace (region-local activations + oneDNN scratchpad + a stream and memory
 // objects bound to them) from a pool; workspaces are created on demand and reused.
@@ -35,7 +41,9 @@ class DnnlModule final : public runtime::RuntimeModule {
  public:
   // Throws Error(kInvalidArtifact) for a malformed blob or a constant that is missing,
   // undeclared or laid out differently than the blob says; Error(kUnsupported) when
-  // oneDNN here would choose other layouts than at compile time.
+  // oneDNN here would choose other layouts than at compile time and has no
+  // implementation for the recorded ones, or when the module's assumptions name another
+  // oneDNN version or CPU ISA than this machine's.
   static std::shared_ptr<DnnlModule> load(const runtime::ModuleLoadContext& ctx);
   ~DnnlModule() override;
 
@@ -59,6 +67,10 @@ class DnnlModule final : public runtime::RuntimeModule {
   // Steps whose primitive was created over the recorded weight layout because oneDNN
   // on this machine (or at this thread count) would have chosen another one.
   size_t fallbackSteps() const { return fallback_steps_; }
+  // The thread count the layouts were chosen for (the "threads" assumption; 0 when
+  // the module records none) and whether it differs from the count it was loaded with.
+  int recordedThreads() const { return recorded_threads_; }
+  bool threadsMismatch() const { return threads_mismatch_; }
 
  private:
   struct LoadedArg {
@@ -94,6 +106,8 @@ class DnnlModule final : public runtime::RuntimeModule {
   Bytes blob_;  // keeps embedded data alive
   std::vector<LoadedFunction> functions_;
   size_t arena_bytes_ = 0, scratch_bytes_ = 0, fallback_steps_ = 0;
+  int recorded_threads_ = 0;
+  bool threads_mismatch_ = false;
   mutable std::mutex mutex_;
   mutable std::vector<std::unique_ptr<Workspace>> idle_;
   mutable size_t created_ = 0;

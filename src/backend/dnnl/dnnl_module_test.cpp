@@ -5,12 +5,15 @@
 #include "backend/dnnl/dnnl_module.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <sys/mman.h>
 
 #include <cstring>
+#include <map>
 #include <thread>
 
 #include "backend/dnnl/dnnl_memory_desc.h"
+#include "backend/dnnl/dnnl_primitive.h"
 #include "backend/dnnl/dnnl_testing.h"
 #include "kernels/op_util.h"
 #include "partita/error.h"
@@ -246,6 +249,82 @@ TEST(DnnlModule, KeepsTheRecordedLayoutWhenThisMachineWouldChooseAnother) {
   moduleOf(c).run(0, {in[0].view()}, {want.view()});
   mod.run(0, {in[0].view()}, {got.view()});
   EXPECT_LE(testing::closeness(got, want), 1.0);
+}
+
+// Module 0 of `c` loaded as compiled, with its assumptions (`edit` applied) and `threads`.
+std::shared_ptr<DnnlModule> reloadAssuming(const Compiled& c, int threads,
+                                           const std::pair<std::string, std::string>& edit = {}) {
+  const backend::ModuleImage& image = c.parts.modules.at(0);
+  auto assumptions = image.assumptions;
+  for (auto& [key, value] : assumptions)
+    if (key == edit.first) value = edit.second;
+  runtime::ModuleLoadContext ctx{Bytes::copyOf(image.blob.data(), image.blob.size()), c.store.get(), image.uses,
+                                 threads, assumptions};
+  return DnnlModule::load(ctx);
+}
+
+std::string assumptionError(const Compiled& c, const std::pair<std::string, std::string>& edit) {
+  try {
+    reloadAssuming(c, 2, edit);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "load succeeded with " << edit.first << " = " << edit.second;
+  return {};
+}
+
+TEST(DnnlModule, RecordsWhatItsLayoutsAssume) {
+  omp_set_num_threads(3);  // as the compiler driver does from CompileOptions::threads
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  const auto& a = c.parts.modules.at(0).assumptions;
+  const std::map<std::string, std::string> got(a.begin(), a.end());
+  EXPECT_EQ(got.size(), a.size());
+  const dnnl_version_t* v = dnnl_version();
+  EXPECT_EQ(got.at("dnnl.version"),
+            std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch));
+  EXPECT_EQ(got.at("isa"), effectiveIsaName());
+  EXPECT_EQ(got.at("isa").find("dnnl_cpu_isa_"), std::string::npos);  // a known name
+  EXPECT_EQ(got.at("threads"), "3");
+}
+
+TEST(DnnlModule, RefusesAnotherIsaOrOneDnnVersion) {
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  const std::string isa = effectiveIsaName(), version = dnnlVersionString();
+  std::string msg = assumptionError(c, {"isa", isa == "avx2" ? "avx512_core_amx" : "avx2"});
+  EXPECT_NE(msg.find("CPU ISA " + std::string(isa == "avx2" ? "avx512_core_amx" : "avx2")), std::string::npos) << msg;
+  EXPECT_NE(msg.find("this machine has CPU ISA " + isa), std::string::npos) << msg;
+  EXPECT_NE(msg.find("recompile the model"), std::string::npos) << msg;
+  msg = assumptionError(c, {"dnnl.version", "1.0.0"});
+  EXPECT_NE(msg.find("compiled for oneDNN version 1.0.0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("this machine has oneDNN version " + version), std::string::npos) << msg;
+  EXPECT_NE(msg.find("recompile the model"), std::string::npos) << msg;
+  // As recorded: loads, and says nothing about threads.
+  auto same = reloadAssuming(c, 2, {"threads", "2"});
+  EXPECT_EQ(same->recordedThreads(), 2);
+  EXPECT_FALSE(same->threadsMismatch());
+  // Written by hand without assumptions (older blobs): loads unchecked.
+  auto none = std::dynamic_pointer_cast<DnnlModule>(reload(c, c.parts.modules[0].blob, *c.store));
+  ASSERT_NE(none, nullptr);
+  EXPECT_EQ(none->recordedThreads(), 0);
+  EXPECT_FALSE(none->threadsMismatch());
+}
+
+TEST(DnnlModule, LoadsAtAnotherThreadCountThanCompiled) {
+  omp_set_num_threads(2);
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  std::vector<ir::OwnedTensor> inputs = testing::randomInputs(*c.graph, 11);
+  ir::OwnedTensor want(ir::DType::kFloat32, {1, 1000});
+  moduleOf(c).run(0, {inputs[0].view()}, {want.view()});
+  for (int threads : {1, 3}) {
+    auto m = reloadAssuming(c, threads);
+    EXPECT_EQ(m->recordedThreads(), 2);
+    EXPECT_TRUE(m->threadsMismatch());
+    ir::OwnedTensor got(ir::DType::kFloat32, {1, 1000});
+    m->run(0, {inputs[0].view()}, {got.view()});
+    EXPECT_LE(testing::closeness(got, want), 1.0) << threads << " threads";
+  }
+  omp_set_num_threads(2);
 }
 
 TEST(DnnlModule, ConcurrentRunsShareOneModule) {

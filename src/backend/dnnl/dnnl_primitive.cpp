@@ -154,4 +154,31 @@ std::string chosenLayoutMismatch(const Step& s, const dnnl::primitive_desc_base&
 
 std::string implementationName(const dnnl::primitive_desc_base& pd) { return pd.impl_info_str(); }
 
+std::string dnnlVersionString() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+std::string effectiveIsaName() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::all: return "all";
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+  }
+  return "dnnl_cpu_isa_" + std::to_string(int(dnnl_get_effective_cpu_isa()));  // a newer oneDNN's value
+}
+
+std::vector<std::pair<std::string, std::string>> layoutAssumptions(int threads) {
+  return {{kAssumeVersion, dnnlVersionString()}, {kAssumeIsa, effectiveIsaName()},
+          {kAssumeThreads, std::to_string(threads)}};
+}
+
 }  // namespace partita::dnnl_backend

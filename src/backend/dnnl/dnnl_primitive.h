@@ -6,6 +6,8 @@
 
 #include <dnnl.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/dnnl/dnnl_program.h"
 
@@ -23,5 +25,15 @@ std::string chosenLayoutMismatch(const Step& step, const dnnl::primitive_desc_ba
 
 // The implementation oneDNN picked, e.g. "brgconv:avx512_core".
 std::string implementationName(const dnnl::primitive_desc_base& pd);
+
+// What derived weight layouts assume of the machine (a module's assumptions):
+// oneDNN's version "major.minor.patch" of this build, the effective CPU ISA oneDNN
+// dispatches to here (e.g. "avx512_core") and an OpenMP team size.
+inline constexpr const char* kAssumeVersion = "dnnl.version";
+inline constexpr const char* kAssumeIsa = "isa";
+inline constexpr const char* kAssumeThreads = "threads";
+std::string dnnlVersionString();
+std::string effectiveIsaName();
+std::vector<std::pair<std::string, std::string>> layoutAssumptions(int threads);
 
 }  // namespace partita::dnnl_backend
