@@ -24,9 +24,7 @@ backend::PartitionOptions partitionOptions(const CompileOptions& options) {
 CompiledGraph compileGraph(const std::string& onnx_path, const CompileOptions& options) {
   frontend::ImportOptions import;
   import.input_shapes = options.input_shapes;
-  if (options.threads < 1 || options.threads > 1024)
-    throw Error(ErrorCode::kInvalidArgument,
-                "threads must be between 1 and 1024, not " + std::to_string(options.threads));
+  runtime::checkThreads(options.threads);
   CompiledGraph c{frontend::importOnnx(onnx_path, import), {}};
   passes::optimize(c.graph);
   // Backends tune to the thread count runs will use (oneDNN's weight layouts): this

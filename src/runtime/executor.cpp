@@ -4,10 +4,15 @@
 
 namespace partita::runtime {
 
+void checkThreads(int threads) {
+  if (threads < 1 || threads > kMaxThreads)
+    throw Error(ErrorCode::kInvalidArgument, "threads must be between 1 and " + std::to_string(kMaxThreads) +
+                                                 ", not " + std::to_string(threads));
+}
+
 Executor::Executor(std::vector<IoSpec> inputs, std::vector<IoSpec> outputs, RunOptions options)
     : inputs_(std::move(inputs)), outputs_(std::move(outputs)), options_(options) {
-  if (options_.threads < 1)
-    throw Error(ErrorCode::kInvalidArgument, "threads must be at least 1, not " + std::to_string(options_.threads));
+  checkThreads(options_.threads);
 }
 
 void Executor::checkInput(size_t index, const ir::Tensor& t) const {

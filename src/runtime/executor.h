@@ -21,8 +21,13 @@ namespace partita::runtime {
 // Settings of one model's runs, fixed when the model is loaded (no process globals:
 // two models in one process may run at different thread counts).
 struct RunOptions {
-  int threads = 2;  // kernel threads (the OpenMP team of each run), >= 1
+  int threads = 2;  // kernel threads (the OpenMP team of each run), 1 .. kMaxThreads
 };
+inline constexpr int kMaxThreads = 1024;
+
+// Throws Error(kInvalidArgument) unless 1 <= threads <= kMaxThreads: the one check for
+// every place a thread count comes in (load, compile, an executor).
+void checkThreads(int threads);
 
 // A graph input or output: its name and declared type (dims may be symbolic).
 struct IoSpec {

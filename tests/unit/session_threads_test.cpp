@@ -91,7 +91,15 @@ TEST(SessionThreads, TwoModelsAtDifferentThreadCounts) {
   b.join();
   EXPECT_EQ(bad_one, 0);
   EXPECT_EQ(bad_two, 0);
-  EXPECT_THROW(Model::load(pta, {0}), Error);
+  for (int bad : {0, 1025}) {
+    try {
+      Model::load(pta, {bad});
+      ADD_FAILURE() << "threads " << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_EQ(std::string(e.what()), "threads must be between 1 and 1024, not " + std::to_string(bad));
+    }
+  }
   std::filesystem::remove(pta);
 }
 

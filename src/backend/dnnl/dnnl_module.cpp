@@ -11,6 +11,7 @@
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "backend/dnnl/dnnl_primitive.h"
 #include "kernels/op_util.h"
+#include "runtime/executor.h"
 #include "partita/error.h"
 #include "runtime/memory_plan.h"
 
@@ -112,7 +113,7 @@ int checkAssumptions(const runtime::ModuleLoadContext& ctx) {
     } else if (key == kAssumeThreads) {
       char* end = nullptr;
       long n = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || n < 1 || n > 1024)
+      if (value.empty() || *end != '\0' || n < 1 || n > runtime::kMaxThreads)
         invalid("assumption threads = '" + value + "' is not a thread count");
       threads = int(n);
       continue;
