@@ -89,9 +89,9 @@ uint64_t measureLoadAndFirstRun(const std::string& path, const ir::Graph& graph)
   for (int round = 0; round < 2; ++round) {
     uint64_t before = anonymousBytes();
     artifact::Artifact a = artifact::openArtifact(path);
-    runtime::GraphExecutor exec(a.graph, a.store, artifact::loadModules(a, api::builtinModuleKinds()));
-    auto state = exec.newRunState();
-    exec.run(*state, views);
+    auto exec = api::builtinExecutorKinds().create(a, api::builtinModuleKinds(), runtime::RunOptions{});
+    auto state = exec->newState();
+    exec->run(*state, views);
     uint64_t after = anonymousBytes();
     growth = after > before ? after - before : 0;
   }

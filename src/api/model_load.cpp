@@ -2,7 +2,6 @@
 #include "partita/model.h"
 #include "runtime/artifact_reader.h"
 #include "runtime/executor.h"
-#include "runtime/graph_executor.h"
 
 namespace partita {
 
@@ -10,8 +9,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const LoadOpti
   runtime::checkThreads(options.threads);  // before mapping anything
   const runtime::RunOptions run{options.threads};
   artifact::Artifact a = artifact::openArtifact(path);
-  auto modules = artifact::loadModules(a, api::builtinModuleKinds(), run.threads);
-  return std::make_shared<Model>(std::make_shared<runtime::GraphExecutor>(a.graph, a.store, std::move(modules), run));
+  return std::make_shared<Model>(api::builtinExecutorKinds().create(a, api::builtinModuleKinds(), run));
 }
 
 }  // namespace partita

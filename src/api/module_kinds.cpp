@@ -21,4 +21,9 @@ const runtime::ModuleKinds& builtinModuleKinds() {
   return kinds;
 }
 
+const runtime::ExecutorKinds& builtinExecutorKinds() {
+  static const runtime::ExecutorKinds kinds({runtime::graphExecutorKind()});
+  return kinds;
+}
+
 }  // namespace partita::api

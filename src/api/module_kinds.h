@@ -3,11 +3,14 @@
 // Adding a backend adds one line to module_kinds.cpp.
 #pragma once
 
+#include "runtime/executor_kinds.h"
 #include "runtime/module.h"
 
 namespace partita::api {
 
 // Immutable after first use: thread-safe.
 const runtime::ModuleKinds& builtinModuleKinds();
+// The executor kinds this build links ("graph").
+const runtime::ExecutorKinds& builtinExecutorKinds();
 
 }  // namespace partita::api

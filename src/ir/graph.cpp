@@ -43,6 +43,14 @@ namespace {
 }  // namespace
 
 void Graph::verify() const {
+  verify([this](ConstId id) -> std::optional<ConstantInfo> {
+    if (id >= constants.size()) return std::nullopt;
+    const Constant& c = constants.get(id);
+    return ConstantInfo{c.dtype, &c.shape, !c.layout.empty()};
+  });
+}
+
+void Graph::verify(const ConstantLookup& lookup) const {
   const auto nvalues = ValueId(values.size());
   std::vector<bool> available(values.size(), false);
   std::vector<bool> produced(values.size(), false);
@@ -53,13 +61,11 @@ void Graph::verify() const {
   for (ValueId v = 0; v < nvalues; ++v) {
     const Value& val = values[size_t(v)];
     if (!val.isConstant()) continue;
-    if (val.constant >= constants.size())
-      fail("value '" + val.name + "' refers to missing constant " + std::to_string(val.constant));
-    const Constant& c = constants.get(val.constant);
-    if (c.layout.empty() && (c.dtype != val.type.dtype || !val.type.isStatic() ||
-                             c.shape != val.type.staticShape()))
-      fail("constant value '" + val.name + "' has type " + val.type.str() +
-           " but its constant is " + std::string(dtypeName(c.dtype)) + shapeStr(c.shape));
+    const std::optional<ConstantInfo> c = lookup(val.constant);
+    if (!c) fail("value '" + val.name + "' refers to missing constant " + std::to_string(val.constant));
+    if (!c->packed && (c->dtype != val.type.dtype || !val.type.isStatic() || *c->shape != val.type.staticShape()))
+      fail("constant value '" + val.name + "' has type " + val.type.str() + " but its constant is " +
+           std::string(dtypeName(c->dtype)) + shapeStr(*c->shape));
     available[size_t(v)] = true;
   }
   for (size_t n = 0; n < nodes.size(); ++n) {
@@ -82,7 +88,7 @@ void Graph::verify() const {
       available[size_t(out)] = true;
     }
     for (const auto& [aname, attr] : node.attrs.all())
-      if (attr.kind == Attribute::Kind::kTensor && attr.tensor >= constants.size())
+      if (attr.kind == Attribute::Kind::kTensor && !lookup(attr.tensor))
         fail(where + " attribute '" + aname + "' refers to a missing constant");
   }
   for (ValueId out : outputs) {
@@ -106,8 +112,11 @@ void printAttr(std::ostream& os, const Graph& g, const Attribute& a) {
     case Attribute::Kind::kFloats: list(a.floats); break;
     case Attribute::Kind::kStrings: list(a.strings); break;
     case Attribute::Kind::kTensor: {
-      const Constant& c = g.constants.get(a.tensor);
-      os << "const#" << a.tensor << ':' << dtypeName(c.dtype) << shapeStr(c.shape);
+      os << "const#" << a.tensor;
+      if (a.tensor < g.constants.size()) {  // a loaded graph's constants are in the store, not here
+        const Constant& c = g.constants.get(a.tensor);
+        os << ':' << dtypeName(c.dtype) << shapeStr(c.shape);
+      }
       break;
     }
   }

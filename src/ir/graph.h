@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,15 @@ struct Node {
   bool hasOutput(size_t i) const { return i < outputs.size() && outputs[i] != kNoValue; }
 };
 
+// What verify() needs of a constant: its type, and whether it is packed in a
+// backend's layout (then only its module reads it, and the type is the logical one).
+struct ConstantInfo {
+  DType dtype = DType::kUndefined;
+  const std::vector<int64_t>* shape = nullptr;
+  bool packed = false;
+};
+using ConstantLookup = std::function<std::optional<ConstantInfo>(ConstId)>;
+
 class Graph {
  public:
   std::string name;
@@ -66,6 +77,9 @@ class Graph {
   // value produced at most once, nodes in topological order, constants in the pool
   // with matching types, graph outputs produced.
   void verify() const;
+  // The same checks against another table of constants (the run time's store, when
+  // the graph's own pool is empty): `lookup` returns nullptr for an id it lacks.
+  void verify(const ConstantLookup& lookup) const;
 
   // Readable text form, one node per line.
   void print(std::ostream& os) const;

@@ -218,26 +218,21 @@ void checkModules(const Validator& v, const Artifact& a) {
              " modules instead of one");
 }
 
-// Builds the graph's constant pool over the mapping and checks the graph against the
-// constant table: what the executor will read must be stored and declared.
-std::shared_ptr<ir::Graph> buildGraph(const Validator& v, Artifact& a, ir::Graph graph) {
+// Checks the graph against the constant table and the store (the one table of
+// constants at run time; the graph gets no pool of its own): what the executor reads
+// must be stored, declared by the graph module, and dense with the value's type.
+std::shared_ptr<ir::Graph> buildGraph(const Validator& v, const Artifact& a, ir::Graph graph) {
   const ModuleEntry* host = &a.modules.back();
   std::set<ir::ConstId> declared;
   for (const ConstUse& u : host->uses) declared.insert(u.id);
-
-  ir::ConstId limit = a.constants.empty() ? 0 : a.constants.back().id + 1;
-  size_t next = 0;
-  for (ir::ConstId id = 0; id < limit; ++id) {
-    const ConstantEntry* c = next < a.constants.size() && a.constants[next].id == id ? &a.constants[next++] : nullptr;
-    if (c && c->storage == Storage::kWeights)
-      graph.constants.add(c->name, c->dtype, c->shape, a.file.slice(size_t(c->offset), size_t(c->nbytes)), c->layout);
-    else  // not stored: a placeholder keeps the ids dense
-      graph.constants.add(c ? c->name : std::string(), ir::DType::kUndefined, {}, Bytes{});
-  }
+  const runtime::ConstStore& store = *a.store;
 
   auto checkRef = [&](ir::ConstId id, const std::string& where) {
     if (!declared.count(id))
       v.fail(where + " reads constant " + std::to_string(id) + " which the graph module does not declare");
+    if (!store.layout(id).empty())
+      v.fail(where + " reads constant " + std::to_string(id) + ", which is packed in layout '" + store.layout(id) +
+             "' that only its module can read");
   };
   for (const ir::Value& val : graph.values) {
     if (val.isConstant()) checkRef(val.constant, "value '" + val.name + "'");
@@ -256,7 +251,11 @@ std::shared_ptr<ir::Graph> buildGraph(const Validator& v, Artifact& a, ir::Graph
     if (!ok) v.fail("call node '" + n.name + "' does not name a function of an external module");
   }
   try {
-    graph.verify();
+    graph.verify([&store](ir::ConstId id) -> std::optional<ir::ConstantInfo> {
+      if (!store.has(id)) return std::nullopt;
+      const ir::Tensor& t = store.get(id);
+      return ir::ConstantInfo{t.dtype, &t.shape, !store.layout(id).empty()};
+    });
   } catch (const Error& e) {
     v.fail(std::string("the graph is inconsistent: ") + e.what());
   }
@@ -302,17 +301,17 @@ Artifact readArtifact(Bytes file, const std::string& name, const OpenOptions& op
     v.fail(e.what());
   }
   a.producer = std::move(manifest.producer);
+  a.executor = std::move(manifest.executor);
   a.modules = std::move(manifest.modules);
   a.constants = std::move(manifest.constants);
   checkConstants(v, a);
   checkModules(v, a);
-  a.graph = buildGraph(v, a, std::move(manifest.graph));
-
   auto store = std::make_shared<runtime::ConstStore>();
   for (const ConstantEntry& c : a.constants)
     if (c.storage == Storage::kWeights)
       store->add(c.id, c.dtype, c.shape, a.file.slice(size_t(c.offset), size_t(c.nbytes)), c.layout);
   a.store = std::move(store);
+  a.graph = buildGraph(v, a, std::move(manifest.graph));
   if (options.verify_weights) verifyWeights(a);
   return a;
 }

@@ -37,6 +37,7 @@ struct Artifact {
   Header header;
   std::vector<SectionEntry> sections;
   std::string producer;
+  std::string executor;  // the entry program's executor kind (runtime/executor_kinds.h)
   std::vector<ModuleEntry> modules;      // external modules, then the host graph executor
   std::vector<ConstantEntry> constants;  // ascending by id
   std::shared_ptr<const ir::Graph> graph;

@@ -1,6 +1,7 @@
 // Hostile and damaged files: each gets Error(kInvalidArtifact) with a message saying
 // what is wrong, and never a crash.
 #include "runtime/artifact_reader.h"
+#include "runtime/executor_kinds.h"
 
 #include <algorithm>
 #include <cstring>
@@ -444,7 +445,27 @@ TEST(ManifestEncoding, UnsupportedKinds) {
                       "graph attributes (kind 8, subgraphs) are not supported by this reader");
   EXPECT_DECODE_FAILS(HandManifest{.attribute_kind = 9}, "unknown attribute kind 9");
   EXPECT_DECODE_FAILS(HandManifest{.graphs = 2}, "2 graphs: this reader supports exactly one");
-  EXPECT_DECODE_FAILS(HandManifest{.executor = 4}, "the entry program's executor kind 'x' is not supported");
+  // An executor kind is the loader's to accept (executor_kinds.h): decoding keeps it.
+  HandManifest other{.executor = 4};
+  std::vector<std::byte> bytes = other.bytes();
+  EXPECT_EQ(decodeManifest(bytes.data(), bytes.size()).executor, "x");
+}
+
+TEST(ExecutorKinds, UnknownKindIsRefusedByName) {
+  Artifact a;
+  a.path = "later.pta";
+  a.executor = "control-flow";
+  runtime::ExecutorKinds kinds({runtime::graphExecutorKind()});
+  EXPECT_NE(kinds.find("graph"), nullptr);
+  try {
+    kinds.create(a, runtime::ModuleKinds{}, runtime::RunOptions{});
+    ADD_FAILURE() << "an unknown executor kind was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_EQ(std::string(e.what()),
+              "'later.pta' needs executor kind 'control-flow', which this build of partita does not have");
+  }
+  EXPECT_THROW(runtime::ExecutorKinds({runtime::graphExecutorKind(), runtime::graphExecutorKind()}), Error);
 }
 
 // Random damage, resealed so it gets past the checksums: always an Error or success.

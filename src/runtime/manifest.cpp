@@ -160,9 +160,8 @@ Manifest decodeManifest(const std::byte* data, size_t size) {
   Manifest m;
   d.stringTable();
   m.producer = d.str();
-  m.executor = d.str();
-  if (m.executor != kGraphExecutor)
-    r.fail("the entry program's executor kind '" + m.executor + "' is not supported by this reader");
+  m.executor = d.str();  // which kinds a runtime has is the loader's to decide (executor_kinds.h)
+  if (m.executor.empty()) r.fail("the entry program has no executor kind");
   m.metadata = d.keyValues("metadata entries");
 
   uint32_t nconst = r.vcount(kMinConstantEntry, "constants");
