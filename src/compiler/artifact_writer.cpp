@@ -32,32 +32,16 @@ struct Extent {
 };
 
 // Every node is a host op or a call of an existing module function.
-void checkNodes(const ir::Graph& graph, const std::vector<backend::ModuleImage>& modules) {
-  std::map<std::string, std::vector<std::string>> missing;  // op -> node names
+// Call nodes name a function that exists (host kernels were checked after
+// partitioning: backend::checkHostKernels).
+void checkCalls(const ir::Graph& graph, const std::vector<backend::ModuleImage>& modules) {
   for (const ir::Node& n : graph.nodes) {
-    if (runtime::isCallNode(n)) {
-      int64_t m = n.attrs.getInt("module", -1), f = n.attrs.getInt("function", -1);
-      if (m < 0 || size_t(m) >= modules.size() || f < 0 || uint64_t(f) >= modules[size_t(m)].num_functions)
-        throw Error(ErrorCode::kInternal, "call node '" + n.name + "' calls function " + std::to_string(f) +
-                                              " of module " + std::to_string(m) + ", which does not exist");
-      continue;
-    }
-    if (kernels::OpRegistry::global().find(n.domain, n.op_type)) continue;
-    std::string op = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
-    missing[op].push_back(n.name);
+    if (!runtime::isCallNode(n)) continue;
+    int64_t m = n.attrs.getInt("module", -1), f = n.attrs.getInt("function", -1);
+    if (m < 0 || size_t(m) >= modules.size() || f < 0 || uint64_t(f) >= modules[size_t(m)].num_functions)
+      throw Error(ErrorCode::kInternal, "call node '" + n.name + "' calls function " + std::to_string(f) +
+                                            " of module " + std::to_string(m) + ", which does not exist");
   }
-  if (missing.empty()) return;
-  std::string msg = "cannot link for the host backend: no kernel for ";
-  bool first = true;
-  for (const auto& [op, nodes] : missing) {
-    msg += (first ? "" : "; ") + op + " (node";
-    msg += nodes.size() > 1 ? "s " : " ";
-    for (size_t i = 0; i < nodes.size() && i < 3; ++i) msg += (i ? ", '" : "'") + nodes[i] + "'";
-    if (nodes.size() > 3) msg += ", +" + std::to_string(nodes.size() - 3) + " more";
-    msg += ")";
-    first = false;
-  }
-  throw Error(ErrorCode::kUnsupported, msg);
 }
 
 // The constants the graph executor reads at run time: constant values some node or
@@ -211,7 +195,7 @@ LinkReport writeArtifact(const ir::Graph& graph, const std::string& path) {
 LinkReport writeArtifact(const ir::Graph& graph, const std::vector<backend::ModuleImage>& modules,
                          const std::string& path) {
   graph.verify();
-  checkNodes(graph, modules);
+  checkCalls(graph, modules);
   const ir::ConstantPool& pool = graph.constants;
   if (pool.size() > kMaxConstIds)
     throw Error(ErrorCode::kUnsupported, "the graph has " + std::to_string(pool.size()) +

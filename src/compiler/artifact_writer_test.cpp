@@ -1,5 +1,6 @@
 #include "api/module_kinds.h"
 #include "compiler/artifact_writer.h"
+#include "compiler/partition.h"
 
 #include <csignal>
 #include <cstring>
@@ -306,21 +307,18 @@ TEST(ArtifactWriter, RejectsAModuleUsingAMissingConstant) {
 }
 
 // A failing link leaves no file and does not touch an existing artifact.
-TEST(ArtifactWriter, UnsupportedOpLeavesExistingArtifactAlone) {
-  TempDir dir;
-  writeArtifact(mlpGraph(8, 8, 8), dir / "m.pta");
-  std::vector<char> before = readAll(dir / "m.pta");
+// Host kernels are checked once, after partitioning and before anything is written.
+TEST(ArtifactWriter, UnsupportedOpIsRefusedBeforeLinking) {
   ir::Graph g = mlpGraph(8, 8, 8);
   g.nodes[2].op_type = "NoSuchOp";
   try {
-    writeArtifact(g, dir / "m.pta");
+    backend::partitionGraph(g, backend::PartitionOptions{});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
-    EXPECT_EQ(std::string(e.what()), "cannot link for the host backend: no kernel for NoSuchOp (node 'relu')");
+    EXPECT_EQ(std::string(e.what()),
+              "no host kernel for NoSuchOp (node 'relu'), and no external backend is enabled (see --backends)");
   }
-  EXPECT_EQ(readAll(dir / "m.pta"), before);
-  EXPECT_EQ(dir.list(), std::vector<std::string>{"m.pta"});
 }
 
 // RLIMIT_FSIZE stands in for a full disk: writes past it fail with EFBIG (SIGXFSZ ignored).

@@ -6,6 +6,7 @@
 #include "backend/constant_sink.h"
 #include "compiler/backends.h"
 #include "partita/error.h"
+#include "kernels/op_registry.h"
 #include "runtime/graph_executor.h"
 
 namespace partita::backend {
@@ -13,6 +14,13 @@ namespace partita::backend {
 namespace {
 
 constexpr int kHost = -1;
+
+bool hostRuns(const ir::Node& n) {
+  const kernels::OpDef* op = kernels::OpRegistry::global().find(n.domain, n.op_type);
+  return op && op->hasKernel();
+}
+
+std::string opName(const ir::Node& n) { return n.domain.empty() ? n.op_type : n.domain + "." + n.op_type; }
 
 ir::Attribute stringsAttribute(std::vector<std::string> strings) {
   ir::Attribute a;
@@ -110,9 +118,13 @@ struct Partitioner {
       region_of[i] = joined;
       region_nodes[size_t(joined)].push_back(ir::NodeId(i));
     }
-    // Regions below the minimum size go back to the host.
+    // Regions below the minimum size go back to the host, unless the host cannot run
+    // one of their nodes (an infer-only op).
     for (size_t r = 0; r < region_nodes.size(); ++r) {
       if (region_nodes[r].size() >= std::max<size_t>(options.min_region_size, 1)) continue;
+      if (!std::all_of(region_nodes[r].begin(), region_nodes[r].end(),
+                       [&](ir::NodeId m) { return hostRuns(g.nodes[size_t(m)]); }))
+        continue;
       for (ir::NodeId m : region_nodes[r]) {
         region_of[size_t(m)] = -1;
         backend_of[size_t(m)] = kHost;
@@ -160,7 +172,10 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
     p.backends.push_back(std::move(b));
   }
   PartitionResult result;
-  if (p.backends.empty()) return result;
+  if (p.backends.empty()) {
+    checkHostKernels(g, options);
+    return result;
+  }
   p.formRegions();
 
   // Compile each backend's regions into one module; function index = order.
@@ -270,7 +285,31 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
     for (ir::ValueId out : g.nodes[i].outputs)
       if (out != ir::kNoValue) g.value(out).producer = ir::NodeId(i);
   g.verify();
+  checkHostKernels(g, options);
   return result;
+}
+
+void checkHostKernels(const ir::Graph& g, const PartitionOptions& options) {
+  std::map<std::string, std::vector<std::string>> missing;  // op -> node names
+  for (const ir::Node& n : g.nodes)
+    if (!runtime::isCallNode(n) && !hostRuns(n)) missing[opName(n)].push_back(n.name);
+  if (missing.empty()) return;
+  std::string msg = "no host kernel for ";
+  bool first = true;
+  for (const auto& [op, nodes] : missing) {
+    msg += (first ? "" : "; ") + op + " (node";
+    msg += nodes.size() > 1 ? "s " : " ";
+    for (size_t i = 0; i < nodes.size() && i < 3; ++i) msg += (i ? ", '" : "'") + nodes[i] + "'";
+    if (nodes.size() > 3) msg += ", +" + std::to_string(nodes.size() - 3) + " more";
+    msg += ")";
+    first = false;
+  }
+  std::string enabled;
+  for (const std::string& b : options.backends)
+    if (b != "host") enabled += (enabled.empty() ? "" : ", ") + b;
+  msg += enabled.empty() ? ", and no external backend is enabled (see --backends)"
+                         : ", and no enabled backend (" + enabled + ") took it";
+  throw Error(ErrorCode::kUnsupported, msg);
 }
 
 }  // namespace partita::backend

@@ -36,7 +36,13 @@ struct PartitionResult {
   std::vector<RegionSummary> regions;
 };
 
-// Rewrites `g` in place. Throws Error(kInvalidArgument) for an unknown backend name.
+// Rewrites `g` in place. Throws Error(kInvalidArgument) for an unknown backend name,
+// and Error(kUnsupported) (checkHostKernels) when a node left on the host has no host
+// kernel: an op only an external backend runs that no enabled backend took.
 PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options);
+
+// The one check that every node outside a region has a host kernel; lists each
+// missing op with its nodes.
+void checkHostKernels(const ir::Graph& g, const PartitionOptions& options);
 
 }  // namespace partita::backend

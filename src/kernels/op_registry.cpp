@@ -51,7 +51,7 @@ std::vector<ir::TensorType> inferNode(const ir::Node& node, const std::vector<ir
                                       const ConstResolver* constants) {
   const OpDef* def = OpRegistry::global().find(node.domain, node.op_type);
   if (!def)
-    throw Error(ErrorCode::kUnsupported, "no host kernel for op " + node.op_type + " (node '" + node.name + "')");
+    throw Error(ErrorCode::kUnsupported, "unsupported op " + node.op_type + " (node '" + node.name + "')");
   InferContext ctx{node, inputs, values, std::vector<ir::TensorType>(node.outputs.size()), constants};
   def->infer(ctx);
   return std::move(ctx.outputs);

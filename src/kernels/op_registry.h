@@ -65,9 +65,14 @@ struct KernelContext {
 using InferFn = void (*)(InferContext&);
 using KernelFn = void (*)(KernelContext&);
 
+// An op the importer knows. `run` is null for an infer-only op: one whose shapes the
+// compiler can infer but that only an external backend executes (e.g. the contrib
+// Gelu that oneDNN runs as one primitive). Such a node must be claimed by an enabled
+// backend; backend::checkHostKernels says so after partitioning.
 struct OpDef {
   InferFn infer = nullptr;
   KernelFn run = nullptr;
+  bool hasKernel() const { return run != nullptr; }
 };
 
 class OpRegistry {

@@ -103,10 +103,11 @@ void inferShapes(ir::Graph& g, const FoldOptions& options) {
         out_static = false;
     }
     if (!all_const || !out_static) continue;
+    const kernels::OpDef* op = kernels::OpRegistry::global().find(node.domain, node.op_type);
+    if (!op || !op->hasKernel()) continue;  // infer-only: a backend runs it
     if (out_bytes > options.max_growth_bytes && out_bytes > in_bytes) continue;
 
     // Evaluate with the host kernel; outputs become constants.
-    const kernels::OpDef* op = kernels::OpRegistry::global().find(node.domain, node.op_type);
     std::vector<ir::OwnedTensor> results;
     kernels::KernelContext ctx{node, &resolver, {}, {}, omp_get_max_threads()};
     for (size_t i = 0; i < node.inputs.size(); ++i)

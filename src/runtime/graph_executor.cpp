@@ -56,9 +56,9 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
       steps_[n].function = uint32_t(node.attrs.getInt("function", 0));
     } else {
       const kernels::OpDef* op = kernels::OpRegistry::global().find(node.domain, node.op_type);
-      if (!op)
+      if (!op || !op->hasKernel())
         throw Error(ErrorCode::kUnsupported,
-                    "no kernel for op " + node.op_type + " (node '" + node.name + "')");
+                    "no host kernel for op " + node.op_type + " (node '" + node.name + "')");
       steps_[n].op = op;
     }
     bool all_static = true;
