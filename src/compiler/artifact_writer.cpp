@@ -88,32 +88,40 @@ std::vector<ModuleEntry> moduleTable(const ir::Graph& graph, const std::vector<b
   return table;
 }
 
-// Places each extent: 64-byte aligned, page aligned from 1 MiB. Small tensors go into
-// the first gap that page alignment left before a big one, so padding stays small.
+// Places each extent at its alignment (format.h tensorAlignment): page-aligned tensors
+// first, then the rest by decreasing alignment and size (ties by ID, so the layout is
+// deterministic), each into the first gap that alignment left before it or at the end.
+// Sizes that are multiples of their alignment then pack with no padding at all.
 // Returns the section size.
 uint64_t layoutWeights(std::vector<Extent>& extents) {
   struct Gap {
     uint64_t begin, end;
   };
+  std::vector<size_t> order(extents.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto key = [&](size_t i) {
+    uint64_t n = extents[i].constant->nbytes();
+    return std::tuple(tensorAlignment(n), n, -int64_t(extents[i].constant->id));
+  };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) > key(b); });
   std::vector<Gap> gaps;
   uint64_t end = 0;
-  for (Extent& e : extents) {
+  for (size_t i : order) {
+    Extent& e = extents[i];
     uint64_t n = e.constant->nbytes();
     uint64_t align = tensorAlignment(n);
     bool placed = false;
-    if (align == kTensorAlignment) {
-      for (Gap& g : gaps) {
-        uint64_t at = alignUp(g.begin, align);
-        if (at + n > g.end) continue;
-        e.offset = at;
-        g.begin = at + n;
-        placed = true;
-        break;
-      }
+    for (Gap& g : gaps) {
+      uint64_t at = alignUp(g.begin, align);
+      if (at + n > g.end) continue;
+      e.offset = at;
+      g.begin = at + n;
+      placed = true;
+      break;
     }
     if (placed) continue;
     uint64_t at = alignUp(end, align);
-    if (at - end >= kTensorAlignment) gaps.push_back({end, at});
+    if (at > end) gaps.push_back({end, at});
     e.offset = at;
     end = at + n;
   }

@@ -162,8 +162,9 @@ TEST(ArtifactWriter, PageAlignsLargeTensorsAndFillsTheGaps) {
   TempDir dir;
   ir::Graph g;
   std::vector<ir::ValueId> outs;
-  // small, big (1 MiB exactly), small, big: the smalls after a big go into the gap.
-  const int64_t sizes[] = {100, 262144, 50, 300000, 16};
+  // small, big (1 MiB exactly), small, big, small: bigs first, the smalls into the gap
+  // page alignment left after the first big one.
+  const int64_t sizes[] = {100, 262144, 50, 290000, 16};  // c3 leaves a 3,264-byte gap
   for (int i = 0; i < 5; ++i) {
     std::string name = "c" + std::to_string(i);
     ir::ConstId id = testing::addFloats(g, name, {sizes[i]}, testing::randomFloats(size_t(sizes[i]), 20 + i));
@@ -173,14 +174,14 @@ TEST(ArtifactWriter, PageAlignsLargeTensorsAndFillsTheGaps) {
   LinkReport r = writeArtifact(g, dir / "m.pta");
   Artifact a = openArtifact(dir / "m.pta");
   for (const ConstantEntry& c : a.constants) {
-    EXPECT_EQ(c.offset % 64, 0u) << c.name;
+    EXPECT_EQ(c.offset % tensorAlignment(c.nbytes), 0u) << c.name;
     if (c.nbytes >= (1 << 20)) {
       EXPECT_EQ(c.offset % 4096, 0u) << c.name;
     }
   }
-  // c2 and c4 were placed in the page-alignment gap before c3.
-  EXPECT_LT(a.findConstant(2)->offset, a.findConstant(3)->offset);
-  EXPECT_LT(a.findConstant(4)->offset, a.findConstant(3)->offset);
+  // The larger big tensor (c3) comes first; c0, c2 and c4 fill the gap before c1.
+  EXPECT_LT(a.findConstant(3)->offset, a.findConstant(1)->offset);
+  for (ir::ConstId small : {0u, 2u, 4u}) EXPECT_LT(a.findConstant(small)->offset, a.findConstant(1)->offset);
   EXPECT_EQ(r.weight_section_bytes, r.distinct_weight_bytes + r.weight_padding_bytes);
   EXPECT_LT(r.weight_padding_bytes, 4096u);
   EXPECT_EQ(byteAccounting(a), r);

@@ -37,8 +37,14 @@ inline constexpr uint32_t kNoSection = 0xffffffffu;
 inline constexpr uint64_t kTensorAlignment = 64;
 inline constexpr uint64_t kPageAlignment = 4096;
 inline constexpr uint64_t kPageAlignThreshold = uint64_t(1) << 20;
+// A tensor of 1 MiB or more starts on a page, one of 64 bytes or more on 64 bytes, and a
+// smaller one on its size rounded up to a power of two (a float scalar on 4 bytes): at
+// least its element size, and never straddling a cache line.
 inline uint64_t tensorAlignment(uint64_t nbytes) {
-  return nbytes >= kPageAlignThreshold ? kPageAlignment : kTensorAlignment;
+  if (nbytes >= kPageAlignThreshold) return kPageAlignment;
+  uint64_t align = 1;
+  while (align < nbytes && align < kTensorAlignment) align <<= 1;
+  return align;
 }
 
 enum class SectionKind : uint32_t { kManifest = 1, kModule = 2, kWeights = 3 };
