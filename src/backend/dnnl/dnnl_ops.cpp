@@ -5,6 +5,9 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/nn_window.h"
+#include "partita/error.h"
+
 namespace partita::dnnl_backend {
 
 namespace {
@@ -53,53 +56,44 @@ bool unaryShape(const ir::Graph& g, const ir::Node& n, std::string* why) {
          isDenseF32(g, n.outputs[0], why, "output");
 }
 
-struct Window {
-  std::vector<int64_t> kernel, strides, dilations, pads;  // ONNX conventions
-  std::string auto_pad;
-};
-
-// Reads kernel_shape / strides / dilations / pads / auto_pad for `spatial` dims.
-std::optional<Window> readWindow(const ir::Node& n, size_t spatial,
-                                 const std::vector<int64_t>& default_kernel, std::string* why) {
-  Window w;
-  w.kernel = n.attrs.getInts("kernel_shape", default_kernel);
-  w.strides = n.attrs.getInts("strides", std::vector<int64_t>(spatial, 1));
-  w.dilations = n.attrs.getInts("dilations", std::vector<int64_t>(spatial, 1));
-  w.pads = n.attrs.getInts("pads", std::vector<int64_t>(2 * spatial, 0));
-  w.auto_pad = n.attrs.getString("auto_pad", "NOTSET");
-  if (w.kernel.size() != spatial || w.strides.size() != spatial || w.dilations.size() != spatial ||
-      w.pads.size() != 2 * spatial)
-    return no(why, "window attributes do not match the input rank");
-  for (size_t i = 0; i < spatial; ++i) {
-    if (w.kernel[i] < 1 || w.strides[i] < 1 || w.dilations[i] < 1)
-      return no(why, "non-positive window attribute");
-    if (w.pads[i] < 0 || w.pads[i + spatial] < 0) return no(why, "negative pads");
+// Runs one of the host's window functions (kernels/nn_window.h), which throw on a
+// window the host refuses: nullopt then, with the host's message in `why`.
+template <typename F>
+auto hostWindowOr(std::string* why, F&& f) -> std::optional<decltype(f())> {
+  try {
+    return f();
+  } catch (const Error& e) {
+    return no(why, e.what());
   }
-  if (w.auto_pad != "NOTSET" && w.auto_pad != "VALID" && w.auto_pad != "SAME_UPPER" &&
-      w.auto_pad != "SAME_LOWER")
-    return no(why, "unknown auto_pad " + w.auto_pad);
-  return w;
 }
 
-// Splits ONNX pads (or auto_pad) into begin / end pads for a forward window op with
-// the given input and output spatial sizes.
-void forwardPads(const Window& w, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
-                 std::vector<int64_t>& pl, std::vector<int64_t>& pr) {
-  size_t sp = in.size();
-  pl.assign(sp, 0);
-  pr.assign(sp, 0);
-  for (size_t i = 0; i < sp; ++i) {
-    int64_t eff = (w.kernel[i] - 1) * w.dilations[i] + 1;
-    if (w.auto_pad == "NOTSET") {
-      pl[i] = w.pads[i];
-      pr[i] = w.pads[i + sp];
-    } else if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
-      int64_t total = std::max<int64_t>(0, (out[i] - 1) * w.strides[i] + eff - in[i]);
-      int64_t small = total / 2, large = total - total / 2;
-      pl[i] = w.auto_pad == "SAME_UPPER" ? small : large;
-      pr[i] = total - pl[i];
-    }
+// Resolves the padding of a forward (Conv, pooling) window for input sizes `in` as
+// the host does, and checks that the host's output sizes are `out` (the node's type).
+bool resolveForwardWindow(const ir::Node& n, kernels::Window& w, const std::vector<int64_t>& in,
+                          const std::vector<int64_t>& out, std::string* why) {
+  auto host_out = hostWindowOr(why, [&] { return kernels::resolveWindow(n, w, in); });
+  if (!host_out) return false;
+  if (*host_out != out) return noBool(why, "output size does not match the window");
+  return true;
+}
+
+// The end pads to give oneDNN for a resolved forward window. oneDNN has no ceil_mode:
+// it produces floor((in + pad_l + pad_r - ek) / s) + 1 outputs. Where the host's
+// ceil_mode gives one more (a last window that starts inside the input and runs past
+// the end padding), the end is padded by the overrun so oneDNN's formula yields the
+// same size; `extended` says whether any axis needed that.
+std::vector<int64_t> oneDnnEndPads(const kernels::Window& w, const std::vector<int64_t>& in,
+                                   const std::vector<int64_t>& out, bool& extended) {
+  std::vector<int64_t> pad_r = w.pad_end;
+  extended = false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const int64_t overrun =
+        (out[i] - 1) * w.strides[i] + w.effectiveKernel(i) - (in[i] + w.pad_begin[i] + w.pad_end[i]);
+    if (overrun <= 0) continue;
+    pad_r[i] += overrun;
+    extended = true;
   }
+  return pad_r;
 }
 
 std::vector<int64_t> dnnlDilates(const std::vector<int64_t>& d) {
@@ -430,7 +424,7 @@ std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::s
   s.groups = n.attrs.getInt("group", 1);
   if (s.groups < 1) return no(why, "bad group");
   std::vector<int64_t> wk(s.weight_shape.begin() + 2, s.weight_shape.end());
-  auto w = readWindow(n, sp, wk, why);
+  auto w = hostWindowOr(why, [&] { return kernels::readWindow(n, sp, wk); });
   if (!w) return std::nullopt;
   if (w->kernel != wk) return no(why, "kernel_shape disagrees with the weights");
   int64_t c_in = s.in_shape[1], c_out = s.out_shape[1];
@@ -448,43 +442,26 @@ std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::s
   s.strides = w->strides;
   s.dilates = dnnlDilates(w->dilations);
   if (!s.transposed) {
-    forwardPads(*w, in, out, s.pad_l, s.pad_r);
-    for (size_t i = 0; i < sp; ++i) {
-      int64_t eff = (w->kernel[i] - 1) * w->dilations[i] + 1;
-      int64_t span = in[i] + s.pad_l[i] + s.pad_r[i] - eff;
-      if (span < 0 || span / w->strides[i] + 1 != out[i])
-        return no(why, "output size does not match the window");
-    }
+    if (!resolveForwardWindow(n, *w, in, out, why)) return std::nullopt;
+    bool extended = false;  // exact either way: a convolution's padding adds zeros
+    s.pad_l = w->pad_begin;
+    s.pad_r = oneDnnEndPads(*w, in, out, extended);
     return s;
   }
-  std::vector<int64_t> out_pad = n.attrs.getInts("output_padding", std::vector<int64_t>(sp, 0));
-  if (out_pad.size() != sp) return no(why, "output_padding rank");
-  bool explicit_shape = n.attrs.has("output_shape");
-  s.pad_l.assign(sp, 0);
+  auto out_pad = hostWindowOr(why, [&] { return kernels::readOutputPadding(n, sp); });
+  if (!out_pad) return std::nullopt;
+  auto host_out = hostWindowOr(why, [&] { return kernels::resolveTransposedWindow(n, *w, in); });
+  if (!host_out) return std::nullopt;
+  if (*host_out != out) return no(why, "output size does not match the window");
+  s.pad_l = w->pad_begin;
   s.pad_r.assign(sp, 0);
   for (size_t i = 0; i < sp; ++i) {
-    int64_t eff = (w->kernel[i] - 1) * w->dilations[i] + 1;
-    int64_t full = w->strides[i] * (in[i] - 1) + out_pad[i] + eff;
-    int64_t begin, end;
-    if (explicit_shape || w->auto_pad == "SAME_UPPER" || w->auto_pad == "SAME_LOWER") {
-      int64_t total = full - out[i];
-      if (total < 0) return no(why, "output_shape larger than the transposed convolution produces");
-      bool lower = w->auto_pad == "SAME_LOWER";
-      begin = lower ? total - total / 2 : total / 2;
-      end = total - begin;
-    } else if (w->auto_pad == "VALID") {
-      begin = 0;
-      end = full - out[i];
-    } else {
-      begin = w->pads[i];
-      end = w->pads[i + sp];
-    }
+    if (w->pad_begin[i] < 0 || w->pad_end[i] < 0)
+      return no(why, "output_shape larger than the transposed convolution produces");
     // oneDNN's deconvolution produces stride*(in-1) + eff - begin - end; output_padding
     // extends the end, which is exact while it only removes end padding.
-    int64_t dnnl_end = end - out_pad[i];
-    if (dnnl_end < 0 || full - begin - end != out[i]) return no(why, "output padding beyond the padded end");
-    s.pad_l[i] = begin;
-    s.pad_r[i] = dnnl_end;
+    s.pad_r[i] = w->pad_end[i] - (*out_pad)[i];
+    if (s.pad_r[i] < 0) return no(why, "output padding beyond the padded end");
   }
   return s;
 }
@@ -509,9 +486,8 @@ std::optional<PoolSpec> decodePool(const ir::Graph& g, const ir::Node& n, std::s
     return s;
   }
   if (!n.attrs.has("kernel_shape")) return no(why, "kernel_shape missing");
-  auto w = readWindow(n, sp, {}, why);
-  if (!w) return std::nullopt;
-  bool ceil_mode = n.attrs.getInt("ceil_mode", 0) != 0;
+  auto w = hostWindowOr(why, [&] { return kernels::readWindow(n, sp, {}); });
+  if (!w || !resolveForwardWindow(n, *w, in, out, why)) return std::nullopt;
   bool include_pad = false;
   if (op == "MaxPool") {
     s.alg = algorithm::pooling_max;
@@ -522,22 +498,11 @@ std::optional<PoolSpec> decodePool(const ir::Graph& g, const ir::Node& n, std::s
   s.kernel = w->kernel;
   s.strides = w->strides;
   s.dilates = dnnlDilates(w->dilations);
-  forwardPads(*w, in, out, s.pad_l, s.pad_r);
-  for (size_t i = 0; i < sp; ++i) {
-    int64_t eff = (w->kernel[i] - 1) * w->dilations[i] + 1;
-    int64_t span = in[i] + s.pad_l[i] + s.pad_r[i] - eff;
-    if (span >= 0 && span / w->strides[i] + 1 == out[i]) continue;
-    // ceil_mode: the last window runs past the end; pad the end so oneDNN's floor
-    // formula yields the same size. Exact when that extra padding is not counted
-    // (max, or average without counting pads) and the last window starts inside.
-    if (!ceil_mode) return no(why, "output size does not match the window");
-    int64_t extra = (out[i] - 1) * w->strides[i] + eff - (in[i] + s.pad_l[i] + s.pad_r[i]);
-    if (extra <= 0 || extra >= w->strides[i]) return no(why, "ceil_mode output size does not match");
-    if (include_pad) return no(why, "ceil_mode average pooling that counts pads");
-    if ((out[i] - 1) * w->strides[i] >= in[i] + s.pad_l[i])
-      return no(why, "ceil_mode window starting in the padding");
-    s.pad_r[i] += extra;
-  }
+  s.pad_l = w->pad_begin;
+  bool extended = false;
+  s.pad_r = oneDnnEndPads(*w, in, out, extended);
+  // The extra end padding is exact only where padding is not counted.
+  if (extended && include_pad) return no(why, "ceil_mode average pooling that counts pads");
   return s;
 }
 
