@@ -558,8 +558,7 @@ void FunctionLowering::lowerConv(size_t pos) {
     w_dims.insert(w_dims.begin(), G);
     w_strides.insert(w_strides.begin(), (c_in / G) * (c_out / G) * K);
   }
-  std::vector<int64_t> kstr(kernel.size(), 1);
-  for (size_t i = kernel.size(); i-- > 1;) kstr[i - 1] = kstr[i] * kernel[i];
+  const std::vector<int64_t> kstr = kernels::stridesOf(kernel);
   w_dims.insert(w_dims.end(), kernel.begin(), kernel.end());
   w_strides.insert(w_strides.end(), kstr.begin(), kstr.end());
   const memory::desc w_from = withStrides(w_dims, w_strides);

@@ -2,16 +2,20 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
+#include "backend/graph_constants.h"
 #include "kernels/nn_window.h"
+#include "kernels/op_util.h"
 #include "partita/error.h"
 
 namespace partita::dnnl_backend {
 
 namespace {
 
+using backend::constantOf;
+using backend::constantScalar;
+using backend::isConstant;
 using dnnl::algorithm;
 
 constexpr size_t kMaxRank = DNNL_MAX_NDIMS;
@@ -38,8 +42,6 @@ bool isDenseF32(const ir::Graph& g, ir::ValueId v, std::string* why, const char*
 }
 
 std::vector<int64_t> shapeOf(const ir::Graph& g, ir::ValueId v) { return typeOf(g, v).staticShape(); }
-
-bool isConstant(const ir::Graph& g, ir::ValueId v) { return v != ir::kNoValue && g.value(v).isConstant(); }
 
 // Only output 0 is produced; any other output must be omitted.
 bool onlyFirstOutput(const ir::Node& n, std::string* why) {
@@ -108,16 +110,6 @@ std::vector<int64_t> padLeft(const std::vector<int64_t>& shape, size_t rank) {
   std::vector<int64_t> out(rank > shape.size() ? rank - shape.size() : 0, 1);
   out.insert(out.end(), shape.begin(), shape.end());
   return out;
-}
-
-std::optional<float> constantScalar(const ir::Graph& g, ir::ValueId v) {
-  if (!isConstant(g, v)) return std::nullopt;
-  const ir::Constant& c = g.constants.get(g.value(v).constant);
-  if (c.dtype != ir::DType::kFloat32 || ir::shapeNumel(c.shape) != 1 || !c.layout.empty())
-    return std::nullopt;
-  float f;
-  std::memcpy(&f, c.bytes.data, sizeof f);
-  return f;
 }
 
 OpClass classify(const ir::Node& n) {
@@ -296,7 +288,7 @@ std::optional<LayerNormMatch> matchLayerNorm(const ir::Graph& g, ir::NodeId mean
   m.outer = t.numel() / m.inner;
   for (ir::ValueId p : {m.gamma, m.beta}) {
     if (p == ir::kNoValue || !isConstant(g, p)) return std::nullopt;
-    const ir::Constant& c = g.constants.get(g.value(p).constant);
+    const ir::Constant& c = constantOf(g, p);
     if (c.dtype != ir::DType::kFloat32 || !c.layout.empty() || ir::shapeNumel(c.shape) != m.inner ||
         padLeft(c.shape, size_t(rank)) != padLeft({m.inner}, size_t(rank)))
       return std::nullopt;
@@ -412,7 +404,7 @@ std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::s
   s.has_bias = n.hasInput(2);
   if (s.has_bias && (!isConstant(g, n.inputs[2]) || !isDenseF32(g, n.inputs[2], why, "bias")))
     return no(why, "bias is not a float32 constant");
-  if (!g.constants.get(g.value(n.inputs[1]).constant).layout.empty())
+  if (!constantOf(g, n.inputs[1]).layout.empty())
     return no(why, "weights have a packed layout");
   s.in_shape = shapeOf(g, n.inputs[0]);
   s.weight_shape = shapeOf(g, n.inputs[1]);
@@ -514,7 +506,7 @@ std::optional<MatMulSpec> decodeMatMul(const ir::Graph& g, const ir::Node& n, st
       !isDenseF32(g, n.outputs[0], why, "output"))
     return std::nullopt;
   for (size_t i = 0; i < 2; ++i)
-    if (isConstant(g, n.inputs[i]) && !g.constants.get(g.value(n.inputs[i]).constant).layout.empty())
+    if (isConstant(g, n.inputs[i]) && !constantOf(g, n.inputs[i]).layout.empty())
       return no(why, "operand has a packed layout");
   std::vector<int64_t> a = shapeOf(g, n.inputs[0]), b = shapeOf(g, n.inputs[1]), y = shapeOf(g, n.outputs[0]);
   if (s.is_gemm) {
@@ -536,7 +528,7 @@ std::optional<MatMulSpec> decodeMatMul(const ir::Graph& g, const ir::Node& n, st
       if (!isDenseF32(g, c, why, "C")) return std::nullopt;
       std::vector<int64_t> cs = shapeOf(g, c);
       if (!ir::broadcastsInto(cs, y)) return no(why, "C does not broadcast to the output");
-      if (isConstant(g, c) && !g.constants.get(g.value(c).constant).layout.empty())
+      if (isConstant(g, c) && !constantOf(g, c).layout.empty())
         return no(why, "C has a packed layout");
       if (!isConstant(g, c) && padLeft(cs, 2) != y && s.beta != 1.0f)
         return no(why, "non-constant broadcast C with beta != 1");
@@ -607,7 +599,7 @@ std::optional<NormSpec> decodeLayerNorm(const ir::Graph& g, const ir::Node& n, s
       return no(why, "scale and bias must be float32 constants");
     if (ir::shapeNumel(shapeOf(g, n.inputs[i])) != inner)
       return no(why, "scale/bias broadcast over the normalized dims");
-    if (!g.constants.get(g.value(n.inputs[i]).constant).layout.empty()) return no(why, "packed layout");
+    if (!constantOf(g, n.inputs[i]).layout.empty()) return no(why, "packed layout");
   }
   NormSpec s;
   s.epsilon = n.attrs.getFloat("epsilon", 1e-5f);
@@ -627,7 +619,7 @@ std::optional<NormSpec> decodeBatchNorm(const ir::Graph& g, const ir::Node& n, s
     if (!n.hasInput(i) || !isConstant(g, n.inputs[i]) || !isDenseF32(g, n.inputs[i], why, "parameter"))
       return no(why, "parameters must be float32 constants");
     if (shapeOf(g, n.inputs[i]) != std::vector<int64_t>{x[1]}) return no(why, "parameter shape");
-    if (!g.constants.get(g.value(n.inputs[i]).constant).layout.empty()) return no(why, "packed layout");
+    if (!constantOf(g, n.inputs[i]).layout.empty()) return no(why, "packed layout");
   }
   NormSpec s;
   s.epsilon = n.attrs.getFloat("epsilon", 1e-5f);
@@ -648,7 +640,7 @@ std::optional<int64_t> decodeConcat(const ir::Graph& g, const ir::Node& n, std::
     if (!n.hasInput(i) || !isDenseF32(g, n.inputs[i], why, "input"))
       return no(why, "inputs must be non-empty float32");
     if (shapeOf(g, n.inputs[i]).size() != size_t(rank)) return no(why, "rank mismatch");
-    if (isConstant(g, n.inputs[i]) && !g.constants.get(g.value(n.inputs[i]).constant).layout.empty())
+    if (isConstant(g, n.inputs[i]) && !constantOf(g, n.inputs[i]).layout.empty())
       return no(why, "packed layout");
   }
   return axis;
@@ -659,7 +651,7 @@ bool decodePrelu(const ir::Graph& g, const ir::Node& n, std::string* why) {
   if (!isDenseF32(g, n.inputs[0], why, "input") || !isDenseF32(g, n.outputs[0], why, "output")) return false;
   if (!isConstant(g, n.inputs[1]) || !isDenseF32(g, n.inputs[1], why, "slope"))
     return noBool(why, "slope not constant");
-  if (!g.constants.get(g.value(n.inputs[1]).constant).layout.empty()) return noBool(why, "packed layout");
+  if (!constantOf(g, n.inputs[1]).layout.empty()) return noBool(why, "packed layout");
   if (!ir::broadcastsInto(shapeOf(g, n.inputs[1]), shapeOf(g, n.inputs[0])))
     return noBool(why, "slope does not broadcast");
   return true;
@@ -676,7 +668,7 @@ bool decodeView(const ir::Graph& g, const ir::Node& n, std::string* why) {
     if (n.hasInput(2)) {
       ir::ValueId t = n.inputs[2];
       if (!isConstant(g, t)) return noBool(why, "training_mode not constant");
-      const ir::Constant& c = g.constants.get(g.value(t).constant);
+      const ir::Constant& c = constantOf(g, t);
       if (c.nbytes() < 1 || c.bytes.data[0] != std::byte{0}) return noBool(why, "training Dropout");
     }
     return true;
@@ -689,30 +681,13 @@ bool decodeView(const ir::Graph& g, const ir::Node& n, std::string* why) {
 
 namespace {
 
-// Reads a constant int32/int64 tensor (axes, starts, ...).
+// A constant int32/int64 tensor's values (Slice's starts, ReduceSum's axes), read as
+// the host reads them.
 std::optional<std::vector<int64_t>> constantInts(const ir::Graph& g, ir::ValueId v) {
   if (!isConstant(g, v)) return std::nullopt;
-  const ir::Constant& c = g.constants.get(g.value(v).constant);
-  if (!c.layout.empty()) return std::nullopt;
-  std::vector<int64_t> out(size_t(ir::shapeNumel(c.shape)));
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (c.dtype == ir::DType::kInt64) {
-      std::memcpy(&out[i], c.bytes.data + i * 8, 8);
-    } else if (c.dtype == ir::DType::kInt32) {
-      int32_t x;
-      std::memcpy(&x, c.bytes.data + i * 4, 4);
-      out[i] = x;
-    } else {
-      return std::nullopt;
-    }
-  }
-  return out;
-}
-
-std::vector<int64_t> rowMajorStrides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> st(shape.size(), 1);
-  for (size_t i = shape.size(); i-- > 1;) st[i - 1] = st[i] * shape[i];
-  return st;
+  const ir::Constant& c = constantOf(g, v);
+  if (!c.layout.empty() || (c.dtype != ir::DType::kInt64 && c.dtype != ir::DType::kInt32)) return std::nullopt;
+  return kernels::readInts(c.view());
 }
 
 }  // namespace
@@ -724,7 +699,7 @@ std::optional<MoveSpec> decodeMove(const ir::Graph& g, const ir::Node& n, std::s
   std::vector<int64_t> x = shapeOf(g, n.inputs[0]), y = shapeOf(g, n.outputs[0]);
   const size_t rank = x.size();
   if (rank == 0 || y.size() != rank) return no(why, "rank");
-  std::vector<int64_t> in_strides = rowMajorStrides(x);
+  std::vector<int64_t> in_strides = kernels::stridesOf(x);
   MoveSpec s;
   s.dims = y;
   if (n.op_type == "Transpose") {

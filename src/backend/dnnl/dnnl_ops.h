@@ -120,8 +120,6 @@ struct LayerNormMatch {
 // `mean` is the first ReduceMean.
 std::optional<LayerNormMatch> matchLayerNorm(const ir::Graph& g, ir::NodeId mean);
 
-// The value of a float32 constant with one element, if `v` is one.
-std::optional<float> constantScalar(const ir::Graph& g, ir::ValueId v);
 // `shape` with leading 1s up to `rank` (oneDNN broadcasting needs equal ranks).
 std::vector<int64_t> padLeft(const std::vector<int64_t>& shape, size_t rank);
 
