@@ -7,6 +7,8 @@
 #include "backend/graph_constants.h"
 #include "kernels/nn_window.h"
 #include "kernels/op_util.h"
+#include "kernels/shape_common.h"
+#include "kernels/shape_slice.h"
 #include "partita/error.h"
 
 namespace partita::dnnl_backend {
@@ -58,10 +60,12 @@ bool unaryShape(const ir::Graph& g, const ir::Node& n, std::string* why) {
          isDenseF32(g, n.outputs[0], why, "output");
 }
 
-// Runs one of the host's window functions (kernels/nn_window.h), which throw on a
-// window the host refuses: nullopt then, with the host's message in `why`.
+// Runs one of the host's readers of ONNX semantics (kernels/nn_window.h,
+// kernels/shape_slice.h, kernels::normalizeAxis), which throw on a node the host
+// refuses: nullopt then, with the host's message in `why`. The host's inference has
+// read the same node before, so in a compiled graph this is a safety net.
 template <typename F>
-auto hostWindowOr(std::string* why, F&& f) -> std::optional<decltype(f())> {
+auto hostOr(std::string* why, F&& f) -> std::optional<decltype(f())> {
   try {
     return f();
   } catch (const Error& e) {
@@ -69,11 +73,23 @@ auto hostWindowOr(std::string* why, F&& f) -> std::optional<decltype(f())> {
   }
 }
 
+// What the host's templated readers call to refuse a node (the `fail` of their
+// InferContext or KernelContext): an Error naming the node, which hostOr catches.
+struct NodeRefusal {
+  const ir::Node& node;
+  [[noreturn]] void fail(const std::string& msg) const { kernels::failNode(node, msg); }
+};
+
+// `axis` (negative counts from the back) in [0, rank), as the host normalises it.
+std::optional<int64_t> normalizedAxis(int64_t axis, int64_t rank, std::string* why) {
+  return hostOr(why, [&] { return kernels::normalizeAxis(axis, rank, "axis"); });
+}
+
 // Resolves the padding of a forward (Conv, pooling) window for input sizes `in` as
 // the host does, and checks that the host's output sizes are `out` (the node's type).
 bool resolveForwardWindow(const ir::Node& n, kernels::Window& w, const std::vector<int64_t>& in,
                           const std::vector<int64_t>& out, std::string* why) {
-  auto host_out = hostWindowOr(why, [&] { return kernels::resolveWindow(n, w, in); });
+  auto host_out = hostOr(why, [&] { return kernels::resolveWindow(n, w, in); });
   if (!host_out) return false;
   if (*host_out != out) return noBool(why, "output size does not match the window");
   return true;
@@ -416,7 +432,7 @@ std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::s
   s.groups = n.attrs.getInt("group", 1);
   if (s.groups < 1) return no(why, "bad group");
   std::vector<int64_t> wk(s.weight_shape.begin() + 2, s.weight_shape.end());
-  auto w = hostWindowOr(why, [&] { return kernels::readWindow(n, sp, wk); });
+  auto w = hostOr(why, [&] { return kernels::readWindow(n, sp, wk); });
   if (!w) return std::nullopt;
   if (w->kernel != wk) return no(why, "kernel_shape disagrees with the weights");
   int64_t c_in = s.in_shape[1], c_out = s.out_shape[1];
@@ -440,9 +456,9 @@ std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::s
     s.pad_r = oneDnnEndPads(*w, in, out, extended);
     return s;
   }
-  auto out_pad = hostWindowOr(why, [&] { return kernels::readOutputPadding(n, sp); });
+  auto out_pad = hostOr(why, [&] { return kernels::readOutputPadding(n, sp); });
   if (!out_pad) return std::nullopt;
-  auto host_out = hostWindowOr(why, [&] { return kernels::resolveTransposedWindow(n, *w, in); });
+  auto host_out = hostOr(why, [&] { return kernels::resolveTransposedWindow(n, *w, in); });
   if (!host_out) return std::nullopt;
   if (*host_out != out) return no(why, "output size does not match the window");
   s.pad_l = w->pad_begin;
@@ -478,7 +494,7 @@ std::optional<PoolSpec> decodePool(const ir::Graph& g, const ir::Node& n, std::s
     return s;
   }
   if (!n.attrs.has("kernel_shape")) return no(why, "kernel_shape missing");
-  auto w = hostWindowOr(why, [&] { return kernels::readWindow(n, sp, {}); });
+  auto w = hostOr(why, [&] { return kernels::readWindow(n, sp, {}); });
   if (!w || !resolveForwardWindow(n, *w, in, out, why)) return std::nullopt;
   bool include_pad = false;
   if (op == "MaxPool") {
@@ -565,17 +581,16 @@ std::optional<SoftmaxSpec> decodeSoftmax(const ir::Graph& g, const ir::Node& n, 
   std::vector<int64_t> x = shapeOf(g, n.inputs[0]);
   int64_t rank = int64_t(x.size());
   if (rank == 0) return no(why, "scalar input");
-  int64_t axis = n.attrs.getInt("axis", n.opset < 13 ? 1 : -1);
-  if (axis < -rank || axis >= rank) return no(why, "axis out of range");
-  if (axis < 0) axis += rank;
+  std::optional<int64_t> axis = normalizedAxis(n.attrs.getInt("axis", n.opset < 13 ? 1 : -1), rank, why);
+  if (!axis) return std::nullopt;
   if (n.opset < 13) {
     int64_t outer = 1, inner = 1;
-    for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= x[size_t(i)];
+    for (int64_t i = 0; i < rank; ++i) (i < *axis ? outer : inner) *= x[size_t(i)];
     s.dims = {outer, inner};
     s.axis = 1;
   } else {
     s.dims = x;
-    s.axis = axis;
+    s.axis = *axis;
   }
   return s;
 }
@@ -587,12 +602,11 @@ std::optional<NormSpec> decodeLayerNorm(const ir::Graph& g, const ir::Node& n, s
     return std::nullopt;
   std::vector<int64_t> x = shapeOf(g, n.inputs[0]);
   int64_t rank = int64_t(x.size());
-  int64_t axis = n.attrs.getInt("axis", -1);
-  if (axis < -rank || axis >= rank) return no(why, "axis out of range");
-  if (axis < 0) axis += rank;
+  std::optional<int64_t> axis = normalizedAxis(n.attrs.getInt("axis", -1), rank, why);
+  if (!axis) return std::nullopt;
   if (n.attrs.getInt("stash_type", 1) != 1) return no(why, "stash_type other than float");
   int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= x[size_t(i)];
+  for (int64_t i = 0; i < rank; ++i) (i < *axis ? outer : inner) *= x[size_t(i)];
   for (size_t i = 1; i < n.inputs.size(); ++i) {
     if (!n.hasInput(i)) continue;
     if (!isConstant(g, n.inputs[i]) || !isDenseF32(g, n.inputs[i], why, "scale/bias"))
@@ -633,9 +647,8 @@ std::optional<int64_t> decodeConcat(const ir::Graph& g, const ir::Node& n, std::
   std::vector<int64_t> y = shapeOf(g, n.outputs[0]);
   int64_t rank = int64_t(y.size());
   if (rank < 1) return no(why, "scalar");
-  int64_t axis = n.attrs.getInt("axis", rank == 1 ? 0 : 1);
-  if (axis < -rank || axis >= rank) return no(why, "axis out of range");
-  if (axis < 0) axis += rank;
+  std::optional<int64_t> axis = normalizedAxis(n.attrs.getInt("axis", rank == 1 ? 0 : 1), rank, why);
+  if (!axis) return std::nullopt;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     if (!n.hasInput(i) || !isDenseF32(g, n.inputs[i], why, "input"))
       return no(why, "inputs must be non-empty float32");
@@ -704,9 +717,7 @@ std::optional<MoveSpec> decodeMove(const ir::Graph& g, const ir::Node& n, std::s
   s.dims = y;
   if (n.op_type == "Transpose") {
     if (n.inputs.size() != 1) return no(why, "bad inputs");
-    std::vector<int64_t> perm = n.attrs.getInts("perm", {});
-    if (perm.empty())
-      for (size_t i = rank; i-- > 0;) perm.push_back(int64_t(i));
+    std::vector<int64_t> perm = kernels::shape::transposePerm(n.attrs, rank);
     if (perm.size() != rank) return no(why, "perm rank");
     std::vector<bool> seen(rank, false);
     for (size_t i = 0; i < rank; ++i) {
@@ -718,37 +729,15 @@ std::optional<MoveSpec> decodeMove(const ir::Graph& g, const ir::Node& n, std::s
     return s;
   }
   // Slice: unit steps only, so the output is a window of the input.
-  std::vector<int64_t> starts, ends, axes, steps;
-  if (n.opset < 10) {
-    starts = n.attrs.getInts("starts");
-    ends = n.attrs.getInts("ends");
-    axes = n.attrs.getInts("axes");
-  } else {
-    for (size_t i = 1; i < n.inputs.size(); ++i)
-      if (n.hasInput(i) && !constantInts(g, n.inputs[i])) return no(why, "non-constant slice parameters");
-    if (!n.hasInput(1) || !n.hasInput(2)) return no(why, "bad inputs");
-    starts = *constantInts(g, n.inputs[1]);
-    ends = *constantInts(g, n.inputs[2]);
-    if (n.hasInput(3)) axes = *constantInts(g, n.inputs[3]);
-    if (n.hasInput(4)) steps = *constantInts(g, n.inputs[4]);
-  }
-  if (axes.empty())
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
-  if (starts.size() != ends.size() || axes.size() != starts.size() ||
-      (!steps.empty() && steps.size() != starts.size()))
-    return no(why, "slice parameter lengths");
-  std::vector<int64_t> begin(rank, 0);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    if (!steps.empty() && steps[i] != 1) return no(why, "slice step other than 1");
-    int64_t a = axes[i] < 0 ? axes[i] + int64_t(rank) : axes[i];
-    if (a < 0 || a >= int64_t(rank)) return no(why, "slice axis");
-    int64_t d = x[size_t(a)];
-    int64_t b = starts[i] < 0 ? starts[i] + d : starts[i];
-    begin[size_t(a)] = std::clamp<int64_t>(b, 0, d);
-  }
+  std::optional<kernels::shape::SliceParams> params = kernels::shape::readSliceParams(
+      n, [&](size_t i) { return constantInts(g, n.inputs[i]); });
+  if (!params) return no(why, "non-constant slice parameters");
+  auto plan = hostOr(why, [&] { return kernels::shape::planSlice(NodeRefusal{n}, *params, x); });
+  if (!plan) return std::nullopt;
   for (size_t i = 0; i < rank; ++i) {
-    if (begin[i] + y[i] > x[i]) return no(why, "output shape");
-    s.offset += begin[i] * in_strides[i];
+    if ((*plan)[i].step != 1) return no(why, "slice step other than 1");
+    if ((*plan)[i].len != y[i]) return no(why, "output shape");
+    s.offset += (*plan)[i].start * in_strides[i];
   }
   s.strides = in_strides;
   return s;
@@ -785,8 +774,9 @@ std::optional<ReduceSpec> decodeReduce(const ir::Graph& g, const ir::Node& n, st
   }
   std::vector<bool> reduced(size_t(rank), axes.empty());
   for (int64_t a : axes) {
-    if (a < -rank || a >= rank) return no(why, "axis out of range");
-    reduced[size_t(a < 0 ? a + rank : a)] = true;
+    std::optional<int64_t> axis = normalizedAxis(a, rank, why);
+    if (!axis) return std::nullopt;
+    reduced[size_t(*axis)] = true;
   }
   s.src_dims = x.empty() ? std::vector<int64_t>{1} : x;
   s.dst_dims = s.src_dims;
