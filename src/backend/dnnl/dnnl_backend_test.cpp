@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "backend/dnnl/dnnl_module.h"
-#include "backend/dnnl/dnnl_ops.h"
+#include "backend/dnnl/dnnl_claims.h"
 #include "backend/dnnl/dnnl_testing.h"
 #include "partita/error.h"
 
