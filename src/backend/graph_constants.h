@@ -25,7 +25,8 @@ inline const ir::Constant& constantOf(const ir::Graph& g, ir::ValueId v) {
 inline std::optional<float> constantScalar(const ir::Graph& g, ir::ValueId v) {
   if (!isConstant(g, v)) return std::nullopt;
   const ir::Constant& c = constantOf(g, v);
-  if (c.dtype != ir::DType::kFloat32 || ir::shapeNumel(c.shape) != 1 || !c.layout.empty()) return std::nullopt;
+  if (c.dtype != ir::DType::kFloat32 || ir::shapeNumel(c.shape) != 1 || !c.layout.empty())
+    return std::nullopt;
   float f;
   std::memcpy(&f, c.bytes.data, sizeof f);
   return f;

@@ -38,8 +38,7 @@ std::optional<MatMulSpec> decodeMatMul(const ir::Graph& g, const ir::Node& n, st
       if (!isDenseF32(g, c, why, "C")) return std::nullopt;
       std::vector<int64_t> cs = shapeOf(g, c);
       if (!ir::broadcastsInto(cs, y)) return no(why, "C does not broadcast to the output");
-      if (isConstant(g, c) && !constantOf(g, c).layout.empty())
-        return no(why, "C has a packed layout");
+      if (isConstant(g, c) && !constantOf(g, c).layout.empty()) return no(why, "C has a packed layout");
       if (!isConstant(g, c) && padLeft(cs, 2) != y && s.beta != 1.0f)
         return no(why, "non-constant broadcast C with beta != 1");
     }

@@ -75,8 +75,8 @@ std::optional<MoveSpec> decodeMove(const ir::Graph& g, const ir::Node& n, std::s
     return s;
   }
   // Slice: unit steps only, so the output is a window of the input.
-  std::optional<kernels::shape::SliceParams> params = kernels::shape::readSliceParams(
-      n, [&](size_t i) { return constantInts(g, n.inputs[i]); });
+  std::optional<kernels::shape::SliceParams> params =
+      kernels::shape::readSliceParams(n, [&](size_t i) { return constantInts(g, n.inputs[i]); });
   if (!params) return no(why, "non-constant slice parameters");
   auto plan = hostOr(why, [&] { return kernels::shape::planSlice(NodeRefusal{n}, *params, x); });
   if (!plan) return std::nullopt;

@@ -42,7 +42,8 @@ bool unaryShape(const ir::Graph& g, const ir::Node& n, std::string* why) {
 std::optional<std::vector<int64_t>> constantInts(const ir::Graph& g, ir::ValueId v) {
   if (!isConstant(g, v)) return std::nullopt;
   const ir::Constant& c = constantOf(g, v);
-  if (!c.layout.empty() || (c.dtype != ir::DType::kInt64 && c.dtype != ir::DType::kInt32)) return std::nullopt;
+  if (!c.layout.empty() || (c.dtype != ir::DType::kInt64 && c.dtype != ir::DType::kInt32))
+    return std::nullopt;
   return kernels::readInts(c.view());
 }
 

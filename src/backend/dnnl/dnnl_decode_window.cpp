@@ -62,8 +62,7 @@ std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::s
   s.has_bias = n.hasInput(2);
   if (s.has_bias && (!isConstant(g, n.inputs[2]) || !isDenseF32(g, n.inputs[2], why, "bias")))
     return no(why, "bias is not a float32 constant");
-  if (!constantOf(g, n.inputs[1]).layout.empty())
-    return no(why, "weights have a packed layout");
+  if (!constantOf(g, n.inputs[1]).layout.empty()) return no(why, "weights have a packed layout");
   s.in_shape = shapeOf(g, n.inputs[0]);
   s.weight_shape = shapeOf(g, n.inputs[1]);
   s.out_shape = shapeOf(g, n.outputs[0]);
