@@ -3,6 +3,8 @@
 #include <set>
 
 #include "backend/dnnl/dnnl_claims.h"
+#include "backend/dnnl/dnnl_module.h"
+#include "backend/dnnl/dnnl_primitive.h"
 
 namespace partita::dnnl_backend {
 
@@ -157,6 +159,16 @@ Loc FunctionLowering::plain(ValueId v) {
 Arg FunctionLowering::constantArg(int key, ValueId v, const memory::desc& md) {
   if (ir::shapeNumel(shapeOf(v)) == 1) return mb_.embed(key, constData(v), md, {constOf(v)});
   return mb_.borrow(key, constOf(v), md);
+}
+
+// Appends `step`, whose destination is a new row-major buffer of `dst_md`, and places
+// `out` there. Throws dnnl::error when oneDNN has no implementation for the step.
+void FunctionLowering::emitToNewBuffer(Step step, const memory::desc& dst_md, ValueId out) {
+  uint32_t dst = newBuffer(dst_md);
+  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, dst_md));
+  makePrimitiveDesc(step, cpuEngine());
+  fn_.steps.push_back(std::move(step));
+  place(out, Loc{dst, plainDesc(shapeOf(out))});
 }
 
 std::string FunctionLowering::labelOf(size_t pos, const std::vector<ChainItem>& chain) const {

@@ -67,6 +67,14 @@ class FunctionLowering {
   }
   bool available(ValueId v) const { return isConstant(v) || locs_.count(v) != 0; }
 
+  // The spec of the node at `pos`, which the claim accepted: its decoder refusing it
+  // now is the lowering's bug, Error(kInternal).
+  template <typename Spec>
+  Spec decoded(std::optional<Spec> spec, size_t pos) const {
+    if (!spec) internal(nodeAt(pos).op_type + " '" + nodeAt(pos).name + "' not supported");
+    return std::move(*spec);
+  }
+
   // Values, buffers and readers (dnnl_function_lowering.cpp).
   void lowerNode(size_t pos);
   uint32_t newBuffer(const memory::desc& md);
@@ -82,6 +90,7 @@ class FunctionLowering {
     return Arg{key, ArgSource::kBuffer, buffer, md, false};
   }
   Arg constantArg(int key, ValueId v, const memory::desc& md);
+  void emitToNewBuffer(Step step, const memory::desc& dst_md, ValueId out);
   std::string labelOf(size_t pos, const std::vector<ChainItem>& chain) const;
   void bindOutputs();
 

@@ -61,8 +61,7 @@ void FunctionLowering::emitEltwise(ValueId x, const std::vector<EltwiseOp>& ops,
 
 void FunctionLowering::lowerBinary(size_t pos) {
   const ir::Node& node = nodeAt(pos);
-  std::optional<algorithm> alg = decodeBinary(g_, node, nullptr);
-  if (!alg) internal("binary '" + node.name + "' not supported");
+  const algorithm alg = decoded(decodeBinary(g_, node, nullptr), pos);
   // The Div that starts a Gelu: one gelu_erf over its input.
   if (node.op_type == "Div")
     if (auto gelu = geluAfter(node.inputs[0]); gelu && gelu->first[0] == pos) {
@@ -83,7 +82,7 @@ void FunctionLowering::lowerBinary(size_t pos) {
   auto build = [&](bool force_plain, Step& step) {
     step = Step{};
     step.kind = StepKind::kBinary;
-    step.alg = int32_t(*alg);
+    step.alg = int32_t(alg);
     memory::desc src0_md;
     if (isConstant(a)) {
       src0_md = plainDesc(y);

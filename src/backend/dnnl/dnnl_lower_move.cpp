@@ -14,8 +14,7 @@ using ir::ValueId;
 
 void FunctionLowering::lowerConcat(size_t pos) {
   const ir::Node& node = nodeAt(pos);
-  std::optional<int64_t> axis = decodeConcat(g_, node, nullptr);
-  if (!axis) internal("Concat '" + node.name + "' not supported");
+  const int64_t axis = decoded(decodeConcat(g_, node, nullptr), pos);
   const ValueId out = node.outputs[0];
   // Keep the producers' layout when all inputs share one, else go row-major.
   std::string common;
@@ -29,7 +28,7 @@ void FunctionLowering::lowerConcat(size_t pos) {
     step = Step{};
     step.kind = StepKind::kConcat;
     step.label = labelOf(pos, {});
-    step.axis = *axis;
+    step.axis = axis;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       ValueId in = node.inputs[i];
       memory::desc md = use_primary ? primary(in).md : plainDesc(shapeOf(in));
@@ -81,23 +80,17 @@ void FunctionLowering::lowerView(size_t pos) {
 
 void FunctionLowering::lowerMove(size_t pos) {
   const ir::Node& node = nodeAt(pos);
-  std::optional<MoveSpec> spec = decodeMove(g_, node, nullptr);
-  if (!spec) internal(node.op_type + " '" + node.name + "' not supported");
+  const MoveSpec spec = decoded(decodeMove(g_, node, nullptr), pos);
   const ValueId x = node.inputs[0], out = node.outputs[0];
   const Loc src = plain(x);
-  memory::desc view = withStrides(spec->dims, spec->strides);
-  view.data.offset0 = spec->offset;
-  const memory::desc dst_md = plainDesc(spec->dims);
-  consume(pos);
+  memory::desc view = withStrides(spec.dims, spec.strides);
+  view.data.offset0 = spec.offset;
   Step step;
   step.kind = StepKind::kReorder;
   step.label = labelOf(pos, {});
-  uint32_t dst = newBuffer(dst_md);
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, view));
-  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, dst_md));
-  makePrimitiveDesc(step, cpuEngine());
-  fn_.steps.push_back(std::move(step));
-  place(out, Loc{dst, plainDesc(shapeOf(out))});
+  consume(pos);
+  emitToNewBuffer(std::move(step), plainDesc(spec.dims), out);
 }
 
 }  // namespace partita::dnnl_backend

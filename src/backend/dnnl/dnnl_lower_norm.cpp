@@ -12,36 +12,30 @@ using ir::ValueId;
 
 void FunctionLowering::lowerSoftmax(size_t pos) {
   const ir::Node& node = nodeAt(pos);
-  std::optional<SoftmaxSpec> spec = decodeSoftmax(g_, node, nullptr);
-  if (!spec) internal("softmax '" + node.name + "' not supported");
+  const SoftmaxSpec spec = decoded(decodeSoftmax(g_, node, nullptr), pos);
   const ValueId x = node.inputs[0], out = node.outputs[0];
   const Loc src = plain(x);
-  const memory::desc md = plainDesc(spec->dims);
+  const memory::desc md = plainDesc(spec.dims);
   Step step;
-  step.kind = spec->log ? StepKind::kLogSoftmax : StepKind::kSoftmax;
+  step.kind = spec.log ? StepKind::kLogSoftmax : StepKind::kSoftmax;
   step.label = labelOf(pos, {});
-  step.axis = spec->axis;
-  consume(pos);
-  uint32_t dst = newBuffer(md);
+  step.axis = spec.axis;
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, md));
-  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, md));
-  makePrimitiveDesc(step, cpuEngine());
-  fn_.steps.push_back(std::move(step));
-  place(out, Loc{dst, plainDesc(shapeOf(out))});
+  consume(pos);
+  emitToNewBuffer(std::move(step), md, out);
 }
 
 void FunctionLowering::lowerLayerNorm(size_t pos) {
   const ir::Node& node = nodeAt(pos);
-  std::optional<NormSpec> spec = decodeLayerNorm(g_, node, nullptr);
-  if (!spec) internal("LayerNormalization '" + node.name + "' not supported");
+  const NormSpec spec = decoded(decodeLayerNorm(g_, node, nullptr), pos);
   const ValueId x = node.inputs[0], out = node.outputs[0];
   const Loc src = plain(x);
-  const memory::desc md = plainDesc(spec->dims);
-  const memory::desc param_md = plainDesc({spec->dims[1]});
+  const memory::desc md = plainDesc(spec.dims);
+  const memory::desc param_md = plainDesc({spec.dims[1]});
   Step step;
   step.kind = StepKind::kLayerNorm;
   step.label = labelOf(pos, {});
-  step.epsilon = spec->epsilon;
+  step.epsilon = spec.epsilon;
   step.flags = uint32_t(dnnl::normalization_flags::use_scale);
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, md));
   step.args.push_back(mb_.borrow(DNNL_ARG_SCALE, constOf(node.inputs[1]), param_md));
@@ -50,24 +44,19 @@ void FunctionLowering::lowerLayerNorm(size_t pos) {
     step.args.push_back(mb_.borrow(DNNL_ARG_SHIFT, constOf(node.inputs[2]), param_md));
   }
   consume(pos);
-  uint32_t dst = newBuffer(md);
-  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, md));
-  makePrimitiveDesc(step, cpuEngine());
-  fn_.steps.push_back(std::move(step));
-  place(out, Loc{dst, plainDesc(shapeOf(out))});
+  emitToNewBuffer(std::move(step), md, out);
 }
 
 void FunctionLowering::lowerBatchNorm(size_t pos) {
   const ir::Node& node = nodeAt(pos);
-  std::optional<NormSpec> spec = decodeBatchNorm(g_, node, nullptr);
-  if (!spec) internal("BatchNormalization '" + node.name + "' not supported");
+  const NormSpec spec = decoded(decodeBatchNorm(g_, node, nullptr), pos);
   const ValueId x = node.inputs[0], out = node.outputs[0];
-  const memory::desc param_md = plainDesc({spec->dims[1]});
+  const memory::desc param_md = plainDesc({spec.dims[1]});
   auto build = [&](const Loc& src, Step& step) {
     step = Step{};
     step.kind = StepKind::kBatchNorm;
     step.label = labelOf(pos, {});
-    step.epsilon = spec->epsilon;
+    step.epsilon = spec.epsilon;
     step.flags = uint32_t(dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                           dnnl::normalization_flags::use_shift);
     step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
@@ -108,23 +97,17 @@ void FunctionLowering::lowerReduce(size_t pos) {
       return;
     }
   }
-  std::optional<ReduceSpec> spec = decodeReduce(g_, node, nullptr);
-  if (!spec) internal(node.op_type + " '" + node.name + "' not supported");
+  const ReduceSpec spec = decoded(decodeReduce(g_, node, nullptr), pos);
   const ValueId x = node.inputs[0], out = node.outputs[0];
   const Loc src = plain(x);
-  const memory::desc src_md = plainDesc(spec->src_dims), dst_md = plainDesc(spec->dst_dims);
-  consume(pos);
   Step step;
   step.kind = StepKind::kReduction;
   step.label = labelOf(pos, {});
-  step.alg = int32_t(spec->alg);
-  step.alpha = spec->p;
-  uint32_t dst = newBuffer(dst_md);
-  step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src_md));
-  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, dst_md));
-  makePrimitiveDesc(step, cpuEngine());
-  fn_.steps.push_back(std::move(step));
-  place(out, Loc{dst, plainDesc(shapeOf(out))});
+  step.alg = int32_t(spec.alg);
+  step.alpha = spec.p;
+  step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, plainDesc(spec.src_dims)));
+  consume(pos);
+  emitToNewBuffer(std::move(step), plainDesc(spec.dst_dims), out);
 }
 
 // A LayerNormalization written out in ten nodes: one oneDNN layer normalization.
@@ -142,11 +125,7 @@ void FunctionLowering::lowerLayerNormPattern(const LayerNormMatch& ln, const std
   step.args.push_back(mb_.borrow(DNNL_ARG_SCALE, constOf(ln.gamma), param_md));
   step.args.push_back(mb_.borrow(DNNL_ARG_SHIFT, constOf(ln.beta), param_md));
   for (size_t p : parts) consume(p);
-  uint32_t dst = newBuffer(md);
-  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, md));
-  makePrimitiveDesc(step, cpuEngine());
-  fn_.steps.push_back(std::move(step));
-  place(ln.y, Loc{dst, plainDesc(shapeOf(ln.y))});
+  emitToNewBuffer(std::move(step), md, ln.y);
 }
 
 }  // namespace partita::dnnl_backend

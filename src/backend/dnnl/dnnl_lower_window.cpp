@@ -16,18 +16,17 @@ using ir::ValueId;
 
 void FunctionLowering::lowerConv(size_t pos) {
   const ir::Node& node = nodeAt(pos);
-  std::optional<ConvSpec> spec = decodeConv(g_, node, nullptr);
-  if (!spec) internal("Conv '" + node.name + "' not supported");
+  const ConvSpec spec = decoded(decodeConv(g_, node, nullptr), pos);
   const ValueId x = node.inputs[0], out = node.outputs[0];
   const ir::ConstId w_id = constOf(node.inputs[1]);
-  const int64_t G = spec->groups;
-  std::vector<int64_t> kernel(spec->weight_shape.begin() + 2, spec->weight_shape.end());
+  const int64_t G = spec.groups;
+  std::vector<int64_t> kernel(spec.weight_shape.begin() + 2, spec.weight_shape.end());
   const int64_t K = ir::shapeNumel(kernel);
-  int64_t c_in = spec->in_shape[1], c_out = spec->out_shape[1];
+  int64_t c_in = spec.in_shape[1], c_out = spec.out_shape[1];
 
   // oneDNN's weight dims ([G,] O, I, spatial) and the ONNX layout as strides over them.
   std::vector<int64_t> w_dims, w_strides;
-  if (!spec->transposed) {
+  if (!spec.transposed) {
     w_dims = {c_out / G, c_in / G};
     w_strides = {(c_in / G) * K, K};
   } else {  // ONNX: [C_in, C_out / G, k...] = [G, C_in / G, C_out / G, k...]
@@ -48,7 +47,7 @@ void FunctionLowering::lowerConv(size_t pos) {
   std::vector<ir::ConstId> absorbed;
   std::optional<size_t> bn_pos;
   ValueId cur = out;
-  if (!spec->transposed) {
+  if (!spec.transposed) {
     std::optional<size_t> next = soleConsumer(out);
     if (next && classify(nodeAt(*next)) == OpClass::kBatchNorm) {
       const ir::Node& bn = nodeAt(*next);
@@ -58,8 +57,8 @@ void FunctionLowering::lowerConv(size_t pos) {
         const float *gamma = constData(bn.inputs[1]), *beta = constData(bn.inputs[2]);
         const float *mean = constData(bn.inputs[3]), *var = constData(bn.inputs[4]);
         const float* w = constData(node.inputs[1]);
-        const float* b = spec->has_bias ? constData(node.inputs[2]) : nullptr;
-        const int64_t per_oc = ir::shapeNumel(spec->weight_shape) / c_out;
+        const float* b = spec.has_bias ? constData(node.inputs[2]) : nullptr;
+        const int64_t per_oc = ir::shapeNumel(spec.weight_shape) / c_out;
         folded_w.resize(size_t(c_out * per_oc));
         folded_b.resize(size_t(c_out));
         for (int64_t oc = 0; oc < c_out; ++oc) {
@@ -68,18 +67,18 @@ void FunctionLowering::lowerConv(size_t pos) {
           folded_b[size_t(oc)] = ((b ? b[oc] : 0.0f) - mean[oc]) * scale + beta[oc];
         }
         for (size_t i = 1; i < 5; ++i) absorbed.push_back(constOf(bn.inputs[i]));
-        if (spec->has_bias) absorbed.push_back(constOf(node.inputs[2]));
+        if (spec.has_bias) absorbed.push_back(constOf(node.inputs[2]));
         cur = bn.outputs[0];
       }
     }
   }
 
   Step step;
-  step.kind = spec->transposed ? StepKind::kDeconvolution : StepKind::kConvolution;
-  step.strides = spec->strides;
-  step.dilates = spec->dilates;
-  step.pad_l = spec->pad_l;
-  step.pad_r = spec->pad_r;
+  step.kind = spec.transposed ? StepKind::kDeconvolution : StepKind::kConvolution;
+  step.strides = spec.strides;
+  step.dilates = spec.dilates;
+  step.pad_l = spec.pad_l;
+  step.pad_r = spec.pad_r;
   // A convolution over one input channel (a grayscale image's first layer) reads its
   // input in the plain layout: oneDNN has dedicated kernels for that case, where with
   // `any` it picks a blocked-layout one (the demo CNN's conv: 0.44 -> 0.19 ms a batch
@@ -87,15 +86,15 @@ void FunctionLowering::lowerConv(size_t pos) {
   // 3-channel first layers of the ImageNet models gain nothing at 1 thread and lose
   // 1-5 % at 2, so they keep `any`.
   const bool first_layer =
-      !spec->transposed && spec->groups == 1 && spec->in_shape.size() == 4 && spec->in_shape[1] == 1;
+      !spec.transposed && spec.groups == 1 && spec.in_shape.size() == 4 && spec.in_shape[1] == 1;
   if (first_layer)
-    step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, plainDesc(spec->in_shape), false});
+    step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, plainDesc(spec.in_shape), false});
   else
-    step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, anyDesc(spec->in_shape), true});
+    step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, anyDesc(spec.in_shape), true});
   step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, anyDesc(w_dims), true});
-  const bool has_bias = spec->has_bias || bn_pos;
+  const bool has_bias = spec.has_bias || bn_pos;
   if (has_bias) step.args.push_back(Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, plainDesc({c_out}), false});
-  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(spec->out_shape), true});
+  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(spec.out_shape), true});
 
   std::vector<ChainItem> chain = collectChain(cur, true, true);
   if (bn_pos) {
@@ -129,18 +128,17 @@ void FunctionLowering::lowerConv(size_t pos) {
 
 void FunctionLowering::lowerPool(size_t pos) {
   const ir::Node& node = nodeAt(pos);
-  std::optional<PoolSpec> spec = decodePool(g_, node, nullptr);
-  if (!spec) internal("pooling '" + node.name + "' not supported");
+  const PoolSpec spec = decoded(decodePool(g_, node, nullptr), pos);
   const ValueId x = node.inputs[0], out = node.outputs[0];
   Step step;
   step.kind = StepKind::kPooling;
   step.label = labelOf(pos, {});
-  step.alg = int32_t(spec->alg);
-  step.kernel = spec->kernel;
-  step.strides = spec->strides;
-  step.dilates = spec->dilates;
-  step.pad_l = spec->pad_l;
-  step.pad_r = spec->pad_r;
+  step.alg = int32_t(spec.alg);
+  step.kernel = spec.kernel;
+  step.strides = spec.strides;
+  step.dilates = spec.dilates;
+  step.pad_l = spec.pad_l;
+  step.pad_r = spec.pad_r;
   Loc src = primary(x);
   step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, src.buffer, src.md, false});
   step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(shapeOf(out)), true});
