@@ -323,40 +323,6 @@ void runConv(KernelContext& c) {
 
 // ---- ConvTranspose ---------------------------------------------------------------
 
-// Resolves pads (in `win`) and output spatial sizes; `in` may hold -1.
-std::vector<int64_t> resolveTransposed(const ir::Node& node, Window& win, const std::vector<int64_t>& in) {
-  const size_t nd = in.size();
-  std::vector<int64_t> opad = node.attrs.getInts("output_padding", std::vector<int64_t>(nd, 0));
-  if (opad.size() != nd) failNode(node, "output_padding must have one value per spatial axis");
-  std::vector<int64_t> oshape = node.attrs.getInts("output_shape");
-  if (!oshape.empty()) {
-    if (oshape.size() == nd + 2) oshape.erase(oshape.begin(), oshape.begin() + 2);
-    if (oshape.size() != nd) failNode(node, "output_shape must have one value per spatial axis");
-  }
-  std::vector<int64_t> out(nd, -1);
-  for (size_t i = 0; i < nd; ++i) {
-    const int64_t s = win.strides[i];
-    const int64_t ek = win.kernel[i] < 0 ? -1 : win.effectiveKernel(i);
-    const bool same = win.auto_pad == AutoPad::kSameUpper || win.auto_pad == AutoPad::kSameLower;
-    if (!oshape.empty() || same) {
-      int64_t o = !oshape.empty() ? oshape[i] : (in[i] < 0 ? -1 : in[i] * s);
-      out[i] = o;
-      if (o < 0 || in[i] < 0 || ek < 0) continue;
-      // Negative totals (output_shape beyond the natural size) halve with flooring, as
-      // ONNX's reference does: the extra output goes at the end.
-      const int64_t total = s * (in[i] - 1) + opad[i] + ek - o;
-      const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
-      win.pad_begin[i] = win.auto_pad == AutoPad::kSameUpper ? half : total - half;
-      win.pad_end[i] = total - win.pad_begin[i];
-      continue;
-    }
-    if (in[i] < 0 || ek < 0) continue;
-    out[i] = s * (in[i] - 1) + opad[i] + ek - win.pad_begin[i] - win.pad_end[i];
-    if (out[i] < 0) failNode(node, "negative output size on spatial axis " + std::to_string(i));
-  }
-  return out;
-}
-
 void inferConvTranspose(InferContext& c) {
   const ir::TensorType& x = c.input(0);
   const ir::TensorType& w = c.input(1);
@@ -380,7 +346,7 @@ void inferConvTranspose(InferContext& c) {
     c.fail("input channels do not match weights " + w.str());
   ir::Dim m = (w.has_rank && w.dims[1].isKnown()) ? ir::Dim::known(w.dims[1].value * groups) : ir::Dim{};
   std::vector<int64_t> in = x.has_rank ? spatialDims(x) : std::vector<int64_t>(nd, -1);
-  c.outputs[0] = makeType(x.dtype, x.has_rank ? x.dims[0] : ir::Dim{}, m, resolveTransposed(c.node, win, in));
+  c.outputs[0] = makeType(x.dtype, x.has_rank ? x.dims[0] : ir::Dim{}, m, resolveTransposedWindow(c.node, win, in));
 }
 
 // Adds the col2im of `col` (rows m-major then kernel offsets, columns input positions)
@@ -463,7 +429,7 @@ void runConvTranspose(KernelContext& c) {
   Window win = readWindow(c.node, nd, wk);
   if (win.kernel != wk) c.fail("kernel_shape does not match the weights " + ir::shapeStr(w.shape));
   std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end());
-  std::vector<int64_t> out = resolveTransposed(c.node, win, in);
+  std::vector<int64_t> out = resolveTransposedWindow(c.node, win, in);
   ConvShape s;
   s.nd = nd;
   s.n = x.shape[0];

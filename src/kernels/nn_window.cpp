@@ -90,6 +90,44 @@ std::vector<int64_t> resolveWindow(const ir::Node& node, Window& w, const std::v
   return out;
 }
 
+std::vector<int64_t> readOutputPadding(const ir::Node& node, size_t nd) {
+  std::vector<int64_t> opad = node.attrs.getInts("output_padding", std::vector<int64_t>(nd, 0));
+  if (opad.size() != nd) failNode(node, "output_padding must have one value per spatial axis");
+  return opad;
+}
+
+std::vector<int64_t> resolveTransposedWindow(const ir::Node& node, Window& w, const std::vector<int64_t>& in) {
+  const size_t nd = in.size();
+  const std::vector<int64_t> opad = readOutputPadding(node, nd);
+  std::vector<int64_t> oshape = node.attrs.getInts("output_shape");
+  if (!oshape.empty()) {
+    if (oshape.size() == nd + 2) oshape.erase(oshape.begin(), oshape.begin() + 2);
+    if (oshape.size() != nd) failNode(node, "output_shape must have one value per spatial axis");
+  }
+  std::vector<int64_t> out(nd, -1);
+  for (size_t i = 0; i < nd; ++i) {
+    const int64_t s = w.strides[i];
+    const int64_t ek = w.kernel[i] < 0 ? -1 : w.effectiveKernel(i);
+    const bool same = w.auto_pad == AutoPad::kSameUpper || w.auto_pad == AutoPad::kSameLower;
+    if (!oshape.empty() || same) {
+      int64_t o = !oshape.empty() ? oshape[i] : (in[i] < 0 ? -1 : in[i] * s);
+      out[i] = o;
+      if (o < 0 || in[i] < 0 || ek < 0) continue;
+      // Negative totals (output_shape beyond the natural size) halve with flooring, as
+      // ONNX's reference does: the extra output goes at the end.
+      const int64_t total = s * (in[i] - 1) + opad[i] + ek - o;
+      const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
+      w.pad_begin[i] = w.auto_pad == AutoPad::kSameUpper ? half : total - half;
+      w.pad_end[i] = total - w.pad_begin[i];
+      continue;
+    }
+    if (in[i] < 0 || ek < 0) continue;
+    out[i] = s * (in[i] - 1) + opad[i] + ek - w.pad_begin[i] - w.pad_end[i];
+    if (out[i] < 0) failNode(node, "negative output size on spatial axis " + std::to_string(i));
+  }
+  return out;
+}
+
 std::vector<int64_t> spatialDims(const ir::TensorType& t) {
   std::vector<int64_t> out;
   for (size_t i = 2; i < t.rank(); ++i) out.push_back(t.dims[i].isKnown() ? t.dims[i].value : -1);

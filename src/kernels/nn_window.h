@@ -1,6 +1,8 @@
 // Sliding-window geometry shared by Conv, ConvTranspose and the pooling ops: reads
 // kernel_shape / strides / dilations / pads / auto_pad, resolves the padding and
 // computes output sizes (unknown sizes stay -1 so inference can leave them unknown).
+// The one reading of ONNX's window semantics: the host kernels and the dnnl backend's
+// claims both use it, so a backend cannot pad differently from the host.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,15 @@ int64_t windowOutput(const ir::Node& node, Window& w, size_t i, int64_t in);
 
 // Resolves all axes: returns the output spatial sizes (-1 when unknown).
 std::vector<int64_t> resolveWindow(const ir::Node& node, Window& w, const std::vector<int64_t>& in);
+
+// ConvTranspose's output_padding: one value per spatial axis, 0 when absent.
+std::vector<int64_t> readOutputPadding(const ir::Node& node, size_t nd);
+
+// ConvTranspose: the output spatial sizes over an input of sizes `in` (-1 when unknown).
+// When output_shape or SAME auto_pad fixes the output, resolves pad_begin/pad_end from
+// it as ONNX does: an odd total puts the larger half at the end for SAME_UPPER and at
+// the beginning otherwise (SAME_LOWER, or NOTSET with output_shape).
+std::vector<int64_t> resolveTransposedWindow(const ir::Node& node, Window& w, const std::vector<int64_t>& in);
 
 // The spatial sizes of a type from dimension 2 on (-1 when unknown).
 std::vector<int64_t> spatialDims(const ir::TensorType& t);

@@ -1,6 +1,7 @@
 // Pieces shared by the host backend's shape and data-movement op files (shape_*.cpp):
-// building tensor types, reading integer inputs that may be int32 or int64, and
-// checking axes and indices against a node's rank and dims.
+// building tensor types, reading integer inputs that may be int32 or int64, checking
+// axes and indices against a node's rank and dims, Transpose's permutation. The dnnl
+// backend reads Transpose and Slice with them too (so it cannot read them differently).
 #pragma once
 
 #include <cstddef>
@@ -50,6 +51,14 @@ int64_t axisIn(const Ctx& c, int64_t axis, int64_t rank, bool inclusive = false)
   if (a < 0 || a >= limit)
     c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return a;
+}
+
+// Transpose's perm attribute; absent, the reversal of `rank` axes. Not checked here.
+inline std::vector<int64_t> transposePerm(const ir::AttributeMap& attrs, size_t rank) {
+  std::vector<int64_t> perm = attrs.getInts("perm");
+  if (perm.empty() && !attrs.has("perm"))
+    for (size_t i = 0; i < rank; ++i) perm.push_back(int64_t(rank - 1 - i));
+  return perm;
 }
 
 // Reads int32 or int64 index tensors without copying them.

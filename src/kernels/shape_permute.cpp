@@ -23,13 +23,6 @@ using ir::TensorType;
 // ---------------------------------------------------------------------------------------
 // Transpose
 
-std::vector<int64_t> transposePerm(const ir::AttributeMap& attrs, size_t rank) {
-  std::vector<int64_t> perm = attrs.getInts("perm");
-  if (perm.empty() && !attrs.has("perm"))
-    for (size_t i = 0; i < rank; ++i) perm.push_back(int64_t(rank - 1 - i));
-  return perm;
-}
-
 void inferTranspose(InferContext& c) {
   const TensorType& in = c.input(0);
   if (!in.has_rank) {

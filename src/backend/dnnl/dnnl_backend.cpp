@@ -1,7 +1,7 @@
 #include "backend/dnnl/dnnl_backend.h"
 
 #include "backend/dnnl/dnnl_lowering.h"
-#include "backend/dnnl/dnnl_ops.h"
+#include "backend/dnnl/dnnl_claims.h"
 
 namespace partita::backend {
 

@@ -1,5 +1,5 @@
 // The oneDNN backend, compile side: claims the ONNX nodes oneDNN runs exactly
-// (float32, static shapes; see dnnl_ops.h), fuses post-ops inside each region and
+// (float32, static shapes; see dnnl_claims.h), fuses post-ops inside each region and
 // compiles the regions into one "dnnl" runtime module (dnnl_module.h).
 #pragma once
 

@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "backend/dnnl/dnnl_module.h"
-#include "backend/dnnl/dnnl_ops.h"
+#include "backend/dnnl/dnnl_claims.h"
 #include "backend/dnnl/dnnl_testing.h"
 #include "partita/error.h"
 
@@ -150,6 +150,33 @@ TEST(DnnlConvTranspose, MatchesHost) {
                         .ints("pads", k.pads)
                         .ints("output_padding", k.output_padding)));
     expectMatchesHost(b, k.regions);
+  }
+}
+
+// The padding ONNX derives for ConvTranspose from output_shape or auto_pad: with an
+// odd total, SAME_UPPER puts the larger half at the end and everything else (NOTSET
+// with output_shape, SAME_LOWER) at the beginning, as the host does.
+TEST(DnnlConvTranspose, DerivedPaddingMatchesHost) {
+  struct Case {
+    const char* auto_pad;
+    std::vector<int64_t> output_shape;
+  };
+  const std::vector<Case> cases = {
+      {"NOTSET", {10, 10}},  // total padding 1 per axis
+      {"NOTSET", {9, 10}},   // 2 and 1
+      {"SAME_UPPER", {}},
+      {"SAME_LOWER", {}},
+      {"VALID", {}},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::string(k.auto_pad) + " output_shape " + ir::shapeStr(k.output_shape));
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", {1, 2, 5, 5});
+    ir::ValueId w = b.constant("w", {2, 3, 3, 3}, randomFloats(2 * 3 * 9, 31));
+    ir::AttributeMap a = Attrs().ints("strides", {2, 2}).s("auto_pad", k.auto_pad);
+    if (!k.output_shape.empty()) a.setInts("output_shape", k.output_shape);
+    b.output(b.node("ConvTranspose", {x, w}, a));
+    expectMatchesHost(b);
   }
 }
 

@@ -3,7 +3,9 @@
 // (bias, activations, residual sums, constant operands) and folding inference
 // BatchNormalization into a preceding Conv. oneDNN chooses the weight layouts
 // (format `any`); the weights are reordered here, once, and handed to the
-// ConstantSink as derived constants.
+// ConstantSink as derived constants. The module being built is a ModuleBuilder
+// (dnnl_module_builder.h); each region is lowered by a FunctionLowering
+// (dnnl_function_lowering.h, which lists the files holding its parts).
 #pragma once
 
 #include <vector>

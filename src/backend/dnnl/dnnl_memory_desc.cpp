@@ -9,7 +9,7 @@ namespace partita::dnnl_backend {
 
 namespace {
 
-memory::dims dimsOf(const std::vector<int64_t>& shape) {
+memory::dims dnnlDims(const std::vector<int64_t>& shape) {
   if (shape.empty()) return {1};
   return memory::dims(shape.begin(), shape.end());
 }
@@ -42,10 +42,20 @@ const char* typeName(dnnl_data_type_t t) {
 }  // namespace
 
 memory::desc plainDesc(const std::vector<int64_t>& shape) {
-  memory::dims dims = dimsOf(shape);
+  memory::dims dims = dnnlDims(shape);
   memory::dims strides(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * std::max<int64_t>(dims[i], 1);
   return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+memory::desc withStrides(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  return memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32,
+                      memory::dims(strides.begin(), strides.end()));
+}
+
+std::vector<int64_t> dimsOf(const memory::desc& md) {
+  memory::dims d = md.dims();
+  return std::vector<int64_t>(d.begin(), d.end());
 }
 
 memory::desc anyDesc(const memory::desc& md) {
@@ -53,7 +63,7 @@ memory::desc anyDesc(const memory::desc& md) {
 }
 
 memory::desc anyDesc(const std::vector<int64_t>& shape) {
-  return memory::desc(dimsOf(shape), memory::data_type::f32, memory::format_tag::any);
+  return memory::desc(dnnlDims(shape), memory::data_type::f32, memory::format_tag::any);
 }
 
 bool isAny(const memory::desc& md) { return md.data.format_kind == dnnl_format_kind_any; }

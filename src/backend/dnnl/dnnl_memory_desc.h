@@ -17,6 +17,11 @@ using dnnl::memory;
 
 // Row-major f32 descriptor; a rank-0 shape becomes {1} (oneDNN has no scalars).
 memory::desc plainDesc(const std::vector<int64_t>& shape);
+// An f32 descriptor over `dims` with explicit strides (in elements): a transposed or
+// windowed view of row-major bytes.
+memory::desc withStrides(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
+// The logical dims of a descriptor.
+std::vector<int64_t> dimsOf(const memory::desc& md);
 // A descriptor with the same dims and data type whose format is left to oneDNN.
 memory::desc anyDesc(const memory::desc& md);
 memory::desc anyDesc(const std::vector<int64_t>& shape);

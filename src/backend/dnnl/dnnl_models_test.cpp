@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <regex>
 
-#include "backend/dnnl/dnnl_ops.h"
+#include "backend/dnnl/dnnl_claims.h"
 #include "backend/dnnl/dnnl_testing.h"
 #include "partita/npy.h"
 #include "frontend/onnx/onnx_importer.h"

@@ -1,12 +1,12 @@
 #include "backend/ewise/ewise_backend.h"
 
-#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
 
 #include "backend/constant_uses.h"
 #include "backend/ewise/ewise_program.h"
+#include "backend/graph_constants.h"
 #include "ir/type.h"
 #include "partita/error.h"
 
@@ -57,20 +57,6 @@ const std::map<std::string, OpInfo>& opTable() {
   return table;
 }
 
-bool isConstant(const ir::Graph& g, ir::ValueId v) { return g.value(v).isConstant(); }
-
-const ir::Constant& constantOf(const ir::Graph& g, ir::ValueId v) { return g.constants.get(g.value(v).constant); }
-
-// A float32 constant with one element (Clip's bounds).
-std::optional<float> scalarConstant(const ir::Graph& g, ir::ValueId v) {
-  if (!isConstant(g, v)) return std::nullopt;
-  const ir::Constant& c = constantOf(g, v);
-  if (c.dtype != ir::DType::kFloat32 || c.nbytes() != sizeof(float) || !c.layout.empty()) return std::nullopt;
-  float f;
-  std::memcpy(&f, c.bytes.data, sizeof f);
-  return f;
-}
-
 // The node's Clip bounds, or nullopt when they are not compile-time scalars.
 std::optional<std::pair<float, float>> clipBounds(const ir::Graph& g, const ir::Node& n) {
   float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
@@ -81,7 +67,7 @@ std::optional<std::pair<float, float>> clipBounds(const ir::Graph& g, const ir::
   }
   for (size_t i = 1; i < n.inputs.size(); ++i) {
     if (n.inputs[i] == ir::kNoValue) continue;
-    std::optional<float> v = scalarConstant(g, n.inputs[i]);
+    std::optional<float> v = constantScalar(g, n.inputs[i]);
     if (!v) return std::nullopt;
     (i == 1 ? lo : hi) = *v;
   }

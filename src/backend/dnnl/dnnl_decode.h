@@ -1,7 +1,8 @@
-// How the dnnl backend reads ONNX nodes. Each decode function returns nullopt when
-// the node (its types, attributes and constant inputs, for its opset) is outside what
-// oneDNN computes exactly; `why` (when given) then says what. supportsNode() is the
-// backend's claim: a node it accepts is one the lowering can always compile alone.
+// How the dnnl backend reads single ONNX nodes into oneDNN terms. Each decode
+// function returns nullopt when the node (its types, attributes and constant inputs,
+// for its opset) is outside what oneDNN computes exactly; `why` (when given) then says
+// what. The claim (dnnl_claims.h) accepts a node when its decoder does; the lowering
+// decodes it again to compile it. Implemented by family in dnnl_decode_*.cpp.
 #pragma once
 
 #include <dnnl.hpp>
@@ -12,24 +13,6 @@
 #include "ir/graph.h"
 
 namespace partita::dnnl_backend {
-
-enum class OpClass {
-  kNone,
-  kConv,       // Conv, ConvTranspose
-  kPool,       // MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool
-  kMatMul,     // MatMul, Gemm
-  kEltwise,    // Relu, Sigmoid, Clip, ... (one or more oneDNN eltwise ops)
-  kBinary,     // Add, Sub, Mul, Div, Max, Min
-  kSoftmax,    // Softmax, LogSoftmax
-  kLayerNorm,  // LayerNormalization
-  kBatchNorm,  // BatchNormalization (inference)
-  kConcat,     // Concat
-  kPrelu,      // PRelu
-  kView,       // Flatten, Reshape, Squeeze, Unsqueeze, Identity, Dropout: no computation
-  kMove,       // Transpose, Slice: a reorder from a strided view
-  kReduce,     // ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare
-};
-OpClass classify(const ir::Node& n);
 
 struct EltwiseOp {
   dnnl::algorithm alg;
@@ -81,8 +64,6 @@ struct ReduceSpec {
   std::vector<int64_t> src_dims, dst_dims;  // dst: reduced dims are 1 (keepdims form)
 };
 
-bool supportsNode(const ir::Graph& g, const ir::Node& n, std::string* why = nullptr);
-
 std::optional<std::vector<EltwiseOp>> decodeEltwise(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<dnnl::algorithm> decodeBinary(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::string* why);
@@ -97,31 +78,6 @@ bool decodeView(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<MoveSpec> decodeMove(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<ReduceSpec> decodeReduce(const ir::Graph& g, const ir::Node& n, std::string* why);
 
-// Gelu as PyTorch exports it: y = (x * (1 + Erf(x / sqrt(2)))) * 0.5, every
-// intermediate used once (operands of Add and Mul in either order). oneDNN's
-// gelu_erf computes it in one eltwise op; Erf alone is not something oneDNN has.
-struct GeluMatch {
-  ir::NodeId div, erf, add, mul, half;  // in this order
-  ir::ValueId x, y;
-};
-std::optional<GeluMatch> matchGelu(const ir::Graph& g, ir::ValueId x);
-
-// LayerNormalization as exported before opset 17, over the last axis:
-//   m = ReduceMean(x); d = x - m; v = ReduceMean(Pow(d, 2)); n = d / Sqrt(v + eps);
-//   y = n * gamma + beta
-// with every intermediate used only inside the pattern (d by Pow and Div), gamma and
-// beta float32 constants of the last dimension's size, eps a constant scalar.
-struct LayerNormMatch {
-  std::vector<ir::NodeId> nodes;  // the ten nodes, first ReduceMean first
-  ir::ValueId x, y, gamma, beta;
-  float epsilon;
-  int64_t outer, inner;
-};
-// `mean` is the first ReduceMean.
-std::optional<LayerNormMatch> matchLayerNorm(const ir::Graph& g, ir::NodeId mean);
-
-// The value of a float32 constant with one element, if `v` is one.
-std::optional<float> constantScalar(const ir::Graph& g, ir::ValueId v);
 // `shape` with leading 1s up to `rank` (oneDNN broadcasting needs equal ranks).
 std::vector<int64_t> padLeft(const std::vector<int64_t>& shape, size_t rank);
 

@@ -1,0 +1,101 @@
+#include "backend/dnnl/dnnl_claims.h"
+
+#include "backend/dnnl/dnnl_decode.h"
+#include "backend/dnnl/dnnl_decode_util.h"
+#include "backend/dnnl/dnnl_patterns.h"
+
+namespace partita::dnnl_backend {
+
+OpClass classify(const ir::Node& n) {
+  if (!n.domain.empty() && n.domain != "ai.onnx") return OpClass::kNone;
+  const std::string& op = n.op_type;
+  if (op == "Conv" || op == "ConvTranspose") return OpClass::kConv;
+  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool")
+    return OpClass::kPool;
+  if (op == "MatMul" || op == "Gemm") return OpClass::kMatMul;
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min")
+    return OpClass::kBinary;
+  if (op == "Softmax" || op == "LogSoftmax") return OpClass::kSoftmax;
+  if (op == "LayerNormalization") return OpClass::kLayerNorm;
+  if (op == "BatchNormalization") return OpClass::kBatchNorm;
+  if (op == "Concat") return OpClass::kConcat;
+  if (op == "PRelu") return OpClass::kPrelu;
+  if (op == "Transpose" || op == "Slice") return OpClass::kMove;
+  if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin" ||
+      op == "ReduceProd" || op == "ReduceL1" || op == "ReduceL2" || op == "ReduceSumSquare")
+    return OpClass::kReduce;
+  if (op == "Flatten" || op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" ||
+      op == "Dropout")
+    return OpClass::kView;
+  if (op == "Erf") return OpClass::kEltwise;  // only inside a Gelu (matchGelu)
+  static const char* const kEltwise[] = {"Relu",      "LeakyRelu", "Elu",   "Selu", "Sigmoid", "HardSigmoid",
+                                         "HardSwish", "Tanh",      "Abs",   "Sqrt", "Exp",     "Softplus",
+                                         "Neg",       "Clip",      "Round", "Pow"};
+  for (const char* e : kEltwise)
+    if (op == e) return OpClass::kEltwise;
+  return OpClass::kNone;
+}
+
+namespace {
+
+bool supportsAt(const ir::Graph& g, const ir::Node& n, std::string* why, int depth) {
+  // Constant data would have been folded; the lowering expects computed data inputs
+  // (binary ops and Concat take constant operands of any kind).
+  const OpClass cls = classify(n);
+  if (cls != OpClass::kBinary && cls != OpClass::kConcat && cls != OpClass::kNone && n.hasInput(0) &&
+      isConstant(g, n.inputs[0]))
+    return noBool(why, "constant data input");
+  switch (cls) {
+    case OpClass::kNone:
+      return noBool(why, "op not handled by the dnnl backend");
+    case OpClass::kConv:
+      return decodeConv(g, n, why).has_value();
+    case OpClass::kPool:
+      return decodePool(g, n, why).has_value();
+    case OpClass::kMatMul:
+      return decodeMatMul(g, n, why).has_value();
+    case OpClass::kEltwise: {
+      if (n.op_type != "Erf") return decodeEltwise(g, n, why).has_value();
+      ir::NodeId div = n.inputs.empty() ? ir::kNoNode : g.value(n.inputs[0]).producer;
+      std::optional<GeluMatch> m;
+      if (div != ir::kNoNode)
+        m = matchGelu(g, g.nodes[size_t(div)].inputs.empty() ? ir::kNoValue : g.nodes[size_t(div)].inputs[0]);
+      if (!m || &g.nodes[size_t(m->erf)] != &n) return noBool(why, "Erf outside a Gelu pattern");
+      return true;
+    }
+    case OpClass::kBinary:
+      return decodeBinary(g, n, why).has_value();
+    case OpClass::kSoftmax:
+      return decodeSoftmax(g, n, why).has_value();
+    case OpClass::kLayerNorm:
+      return decodeLayerNorm(g, n, why).has_value();
+    case OpClass::kBatchNorm:
+      return decodeBatchNorm(g, n, why).has_value();
+    case OpClass::kConcat:
+      return decodeConcat(g, n, why).has_value();
+    case OpClass::kPrelu:
+      return decodePrelu(g, n, why);
+    case OpClass::kMove:
+      return decodeMove(g, n, why).has_value();
+    case OpClass::kReduce:
+      return decodeReduce(g, n, why).has_value();
+    case OpClass::kView: {
+      // A view alone is a copy; it is worth taking only next to a computation that
+      // oneDNN runs (then it costs nothing inside the region).
+      if (!decodeView(g, n, why)) return false;
+      ir::NodeId p = g.value(n.inputs[0]).producer;
+      if (p == ir::kNoNode || depth > 8 || !supportsAt(g, g.nodes[size_t(p)], nullptr, depth + 1))
+        return noBool(why, "a view whose input does not come from a oneDNN op");
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool supportsNode(const ir::Graph& g, const ir::Node& n, std::string* why) {
+  return supportsAt(g, n, why, 0);
+}
+
+}  // namespace partita::dnnl_backend

@@ -1,0 +1,212 @@
+#include "backend/dnnl/dnnl_function_lowering.h"
+
+#include <set>
+
+#include "backend/dnnl/dnnl_claims.h"
+#include "backend/dnnl/dnnl_module.h"
+#include "backend/dnnl/dnnl_primitive.h"
+
+namespace partita::dnnl_backend {
+
+using ir::ValueId;
+
+Function FunctionLowering::run() {
+  const size_t n = r_.nodes.size();
+  done_.assign(n, false);
+  for (size_t p = 0; p < n; ++p) pos_of_[r_.nodes[p]] = p;
+  for (size_t p = 0; p < n; ++p) {
+    std::set<ValueId> seen;
+    for (ValueId in : nodeAt(p).inputs)
+      if (in != ir::kNoValue && !isConstant(in) && seen.insert(in).second) {
+        consumers_[in].push_back(p);
+        ++remaining_[in];
+      }
+  }
+  for (ValueId out : r_.outputs) ++remaining_[out];
+  fn_.num_inputs = uint32_t(r_.inputs.size());
+  fn_.num_outputs = uint32_t(r_.outputs.size());
+  for (size_t i = 0; i < r_.inputs.size(); ++i) {
+    ValueId v = r_.inputs[i];
+    if (g_.typeOf(v).dtype != ir::DType::kFloat32 || !g_.typeOf(v).isStatic())
+      internal("region input '" + g_.value(v).name + "' is not a statically shaped float32 tensor");
+    memory::desc md = plainDesc(shapeOf(v));
+    fn_.buffers.push_back(Buffer{BufferKind::kInput, uint32_t(i), md.get_size(), false});
+    buffer_values_.emplace_back();
+    place(v, Loc{uint32_t(fn_.buffers.size() - 1), md});
+  }
+  for (size_t p = 0; p < n; ++p)
+    if (!done_[p]) lowerNode(p);
+  bindOutputs();
+  return std::move(fn_);
+}
+
+// Gives the node at `pos` to its family's member, which may absorb later nodes too.
+void FunctionLowering::lowerNode(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  switch (classify(node)) {
+    case OpClass::kConv:
+      lowerConv(pos);
+      break;
+    case OpClass::kMatMul:
+      lowerMatMul(pos);
+      break;
+    case OpClass::kPool:
+      lowerPool(pos);
+      break;
+    case OpClass::kEltwise:
+      lowerEltwise(pos);
+      break;
+    case OpClass::kBinary:
+      lowerBinary(pos);
+      break;
+    case OpClass::kSoftmax:
+      lowerSoftmax(pos);
+      break;
+    case OpClass::kLayerNorm:
+      lowerLayerNorm(pos);
+      break;
+    case OpClass::kBatchNorm:
+      lowerBatchNorm(pos);
+      break;
+    case OpClass::kConcat:
+      lowerConcat(pos);
+      break;
+    case OpClass::kPrelu:
+      lowerPrelu(pos);
+      break;
+    case OpClass::kView:
+      lowerView(pos);
+      break;
+    case OpClass::kMove:
+      lowerMove(pos);
+      break;
+    case OpClass::kReduce:
+      lowerReduce(pos);
+      break;
+    case OpClass::kNone:
+      internal("node '" + node.name + "' (" + node.op_type + ") is not supported");
+  }
+}
+
+uint32_t FunctionLowering::newBuffer(const memory::desc& md) {
+  fn_.buffers.push_back(Buffer{BufferKind::kTemp, 0, md.get_size(), hasPadding(md)});
+  buffer_values_.emplace_back();
+  return uint32_t(fn_.buffers.size() - 1);
+}
+
+void FunctionLowering::place(ValueId v, const Loc& loc) {
+  locs_[v].push_back(loc);
+  buffer_values_[loc.buffer].push_back(v);
+}
+
+const Loc& FunctionLowering::primary(ValueId v) const {
+  auto it = locs_.find(v);
+  if (it == locs_.end() || it->second.empty())
+    internal("value '" + g_.value(v).name + "' used before it is computed");
+  return it->second.front();
+}
+
+bool FunctionLowering::bufferDead(uint32_t b) const {
+  if (fn_.buffers[b].kind != BufferKind::kTemp) return false;
+  for (ValueId v : buffer_values_[b])
+    if (remaining_.at(v) > 0) return false;
+  return true;
+}
+
+void FunctionLowering::consume(size_t pos) {
+  done_[pos] = true;
+  std::set<ValueId> seen;
+  for (ValueId in : nodeAt(pos).inputs)
+    if (in != ir::kNoValue && !isConstant(in) && seen.insert(in).second) --remaining_[in];
+}
+
+void FunctionLowering::consumeItem(const ChainItem& c) {
+  for (size_t q : c.extra) consume(q);
+  consume(c.pos);
+}
+
+Loc FunctionLowering::emitReorder(const Loc& src, const memory::desc& dst_md, const std::string& label) {
+  Loc dst{newBuffer(dst_md), dst_md};
+  Step s;
+  s.kind = StepKind::kReorder;
+  s.label = label;
+  s.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, src.buffer, src.md, false});
+  s.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, dst.buffer, dst_md, false});
+  fn_.steps.push_back(std::move(s));
+  return dst;
+}
+
+// `v` in layout `want`, reordering (once) when it is not there yet.
+Loc FunctionLowering::get(ValueId v, const memory::desc& want) {
+  for (const Loc& l : locs_.at(v))
+    if (sameDesc(l.md, want)) return l;
+  Loc l = emitReorder(primary(v), want, "to " + formatTag(want) + ": " + g_.value(v).name);
+  place(v, l);
+  return l;
+}
+
+// `v` in row-major order (the returned md has the dims of whichever layout it came from).
+Loc FunctionLowering::plain(ValueId v) {
+  for (const Loc& l : locs_.at(v))
+    if (isPlainDense(l.md)) return l;
+  const Loc& p = primary(v);
+  Loc l = emitReorder(p, plainDesc(dimsOf(p.md)), "to row-major: " + g_.value(v).name);
+  place(v, l);
+  return l;
+}
+
+// A constant operand: embedded when it is one element, borrowed otherwise.
+Arg FunctionLowering::constantArg(int key, ValueId v, const memory::desc& md) {
+  if (ir::shapeNumel(shapeOf(v)) == 1) return mb_.embed(key, constData(v), md, {constOf(v)});
+  return mb_.borrow(key, constOf(v), md);
+}
+
+// Appends `step`, whose destination is a new row-major buffer of `dst_md`, and places
+// `out` there. Throws dnnl::error when oneDNN has no implementation for the step.
+void FunctionLowering::emitToNewBuffer(Step step, const memory::desc& dst_md, ValueId out) {
+  uint32_t dst = newBuffer(dst_md);
+  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, dst_md));
+  makePrimitiveDesc(step, cpuEngine());
+  fn_.steps.push_back(std::move(step));
+  place(out, Loc{dst, plainDesc(shapeOf(out))});
+}
+
+std::string FunctionLowering::labelOf(size_t pos, const std::vector<ChainItem>& chain) const {
+  std::string s = nodeAt(pos).name.empty() ? nodeAt(pos).op_type : nodeAt(pos).name;
+  for (const ChainItem& c : chain)
+    for (size_t q : c.extra) s += "+" + (nodeAt(q).name.empty() ? nodeAt(q).op_type : nodeAt(q).name);
+  for (const ChainItem& c : chain)
+    if (c.pos != pos) s += "+" + (nodeAt(c.pos).name.empty() ? nodeAt(c.pos).op_type : nodeAt(c.pos).name);
+  return s;
+}
+
+// Region outputs are row-major in the caller's tensors. A temporary that already holds
+// an output row-major becomes that output (no copy); otherwise a reorder writes it.
+void FunctionLowering::bindOutputs() {
+  std::vector<bool> taken(fn_.buffers.size(), false);
+  for (size_t i = 0; i < r_.outputs.size(); ++i) {
+    ValueId v = r_.outputs[i];
+    if (!locs_.count(v)) internal("region output '" + g_.value(v).name + "' was never computed");
+    const int64_t numel = ir::shapeNumel(shapeOf(v));
+    bool bound = false;
+    for (const Loc& l : locs_.at(v)) {
+      Buffer& b = fn_.buffers[l.buffer];
+      if (b.kind != BufferKind::kTemp || taken[l.buffer] || !isPlainDense(l.md) || numElements(l.md) != numel)
+        continue;
+      b.kind = BufferKind::kOutput;
+      b.index = uint32_t(i);
+      taken[l.buffer] = true;
+      bound = true;
+      break;
+    }
+    if (bound) continue;
+    const Loc& p = primary(v);
+    Loc l = emitReorder(p, plainDesc(dimsOf(p.md)), "output: " + g_.value(v).name);
+    fn_.buffers[l.buffer].kind = BufferKind::kOutput;
+    fn_.buffers[l.buffer].index = uint32_t(i);
+    taken.resize(fn_.buffers.size(), false);
+    taken[l.buffer] = true;
+  }
+}
+
+}  // namespace partita::dnnl_backend

@@ -1,0 +1,137 @@
+// Lowering of one region into one Function of oneDNN steps. FunctionLowering walks the
+// region's nodes in order and gives each op family its lower* member; it tracks where
+// each value lives (buffers and layouts, reordering on demand), how many readers each
+// value still has (so buffers can be reused in place), and which nodes later members
+// have already absorbed. Its members are defined by concept:
+//   dnnl_function_lowering.cpp  the walk, values and buffers, region outputs
+//   dnnl_fusion.cpp             post-op chains after an anchor (activations, residual
+//                               sums, binary operands, SiLU, Gelu)
+//   dnnl_lower_window.cpp       Conv, ConvTranspose (BatchNormalization folded), pooling
+//   dnnl_lower_matmul.cpp       MatMul, Gemm
+//   dnnl_lower_eltwise.cpp      eltwise, binary, PRelu
+//   dnnl_lower_norm.cpp         softmax, layer and batch normalization, reductions
+//   dnnl_lower_move.cpp         Concat, views, Transpose and Slice
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/dnnl/dnnl_decode.h"
+#include "backend/dnnl/dnnl_memory_desc.h"
+#include "backend/dnnl/dnnl_module_builder.h"
+#include "backend/dnnl/dnnl_patterns.h"
+#include "backend/dnnl/dnnl_program.h"
+#include "ir/graph.h"
+
+namespace partita::dnnl_backend {
+
+// Where a value's bytes are during the function: a buffer and the layout they have.
+struct Loc {
+  uint32_t buffer = 0;
+  memory::desc md;
+};
+
+// A node fused into the step of an anchor (Conv, ConvTranspose, MatMul, Gemm, binary).
+struct ChainItem {
+  size_t pos = 0;             // region position of the fused node (its output continues the chain)
+  std::vector<size_t> extra;  // other nodes the item absorbs (SiLU: the Sigmoid before the Mul)
+  std::vector<PostOp> ops;
+  ir::ValueId sum_addend = ir::kNoValue;  // a kSum post-op: the value added into dst
+  ir::ValueId operand = ir::kNoValue;     // a kBinary post-op: its second operand
+  memory::desc operand_md;
+  float operand_scale = 1;  // Gemm's beta on C
+};
+
+class FunctionLowering {
+ public:
+  FunctionLowering(ModuleBuilder& mb, const backend::Region& r)
+      : mb_(mb), g_(mb.graph()), r_(r), graph_uses_(g_.useCounts()) {}
+
+  Function run();
+
+ private:
+  using ValueId = ir::ValueId;
+
+  // The graph, seen from the region.
+  const ir::Node& nodeAt(size_t pos) const { return g_.nodes[size_t(r_.nodes[pos])]; }
+  std::vector<int64_t> shapeOf(ValueId v) const { return g_.typeOf(v).staticShape(); }
+  bool isConstant(ValueId v) const { return g_.value(v).isConstant(); }
+  ir::ConstId constOf(ValueId v) const { return g_.value(v).constant; }
+  const float* constData(ValueId v) const {
+    return reinterpret_cast<const float*>(g_.constants.get(constOf(v)).bytes.data);
+  }
+  bool available(ValueId v) const { return isConstant(v) || locs_.count(v) != 0; }
+
+  // The spec of the node at `pos`, which the claim accepted: its decoder refusing it
+  // now is the lowering's bug, Error(kInternal).
+  template <typename Spec>
+  Spec decoded(std::optional<Spec> spec, size_t pos) const {
+    if (!spec) internal(nodeAt(pos).op_type + " '" + nodeAt(pos).name + "' not supported");
+    return std::move(*spec);
+  }
+
+  // Values, buffers and readers (dnnl_function_lowering.cpp).
+  void lowerNode(size_t pos);
+  uint32_t newBuffer(const memory::desc& md);
+  void place(ValueId v, const Loc& loc);
+  const Loc& primary(ValueId v) const;
+  bool bufferDead(uint32_t b) const;
+  void consume(size_t pos);
+  void consumeItem(const ChainItem& c);
+  Loc emitReorder(const Loc& src, const memory::desc& dst_md, const std::string& label);
+  Loc get(ValueId v, const memory::desc& want);
+  Loc plain(ValueId v);
+  Arg bufferArg(int key, uint32_t buffer, const memory::desc& md) const {
+    return Arg{key, ArgSource::kBuffer, buffer, md, false};
+  }
+  Arg constantArg(int key, ValueId v, const memory::desc& md);
+  void emitToNewBuffer(Step step, const memory::desc& dst_md, ValueId out);
+  std::string labelOf(size_t pos, const std::vector<ChainItem>& chain) const;
+  void bindOutputs();
+
+  // Fusion (dnnl_fusion.cpp).
+  std::optional<size_t> soleConsumer(ValueId v) const;
+  std::optional<std::pair<size_t, size_t>> siluAfter(ValueId x) const;
+  std::optional<std::pair<std::vector<size_t>, size_t>> geluAfter(ValueId x) const;
+  std::vector<ChainItem> collectChain(ValueId out, bool allow_sum, bool allow_binary);
+  size_t fitChain(Step& step, const std::vector<ChainItem>& chain, size_t fixed,
+                  dnnl::primitive_desc_base& pd);
+  void finishAnchor(Step& step, size_t pos, std::vector<ChainItem>& chain, ValueId anchor_out);
+
+  // One member per op family (dnnl_lower_*.cpp).
+  void lowerConv(size_t pos);
+  void lowerPool(size_t pos);
+  void lowerMatMul(size_t pos);
+  void lowerEltwise(size_t pos);
+  void emitEltwise(ValueId x, const std::vector<EltwiseOp>& ops, size_t pos,
+                   const std::vector<ChainItem>& fused);
+  void lowerBinary(size_t pos);
+  void lowerPrelu(size_t pos);
+  void lowerSoftmax(size_t pos);
+  void lowerLayerNorm(size_t pos);
+  void lowerBatchNorm(size_t pos);
+  void lowerReduce(size_t pos);
+  void lowerLayerNormPattern(const LayerNormMatch& ln, const std::vector<size_t>& parts);
+  void lowerConcat(size_t pos);
+  void lowerView(size_t pos);
+  void lowerMove(size_t pos);
+
+  ModuleBuilder& mb_;
+  const ir::Graph& g_;
+  const backend::Region& r_;
+  std::vector<int> graph_uses_;
+  Function fn_;
+  std::vector<bool> done_;
+  std::unordered_map<ValueId, std::vector<Loc>> locs_;  // front(): where the producer wrote it
+  std::unordered_map<ValueId, int> remaining_;          // consumers not lowered yet (+1: region output)
+  std::vector<std::vector<ValueId>> buffer_values_;     // every value that lived in each buffer
+  std::unordered_map<ValueId, std::vector<size_t>> consumers_;
+  std::unordered_map<ir::NodeId, size_t> pos_of_;  // region position of each node
+};
+
+}  // namespace partita::dnnl_backend

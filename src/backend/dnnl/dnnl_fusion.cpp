@@ -1,0 +1,232 @@
+// Post-op fusion: the nodes after an anchor step (Conv, ConvTranspose, MatMul, Gemm,
+// binary) that oneDNN computes inside that step. An activation becomes an eltwise
+// post-op, SiLU a swish and Gelu a gelu_erf one, an Add of a value computed earlier a
+// sum post-op written in place over that value (a residual), and an operand that is
+// constant or already computed a binary post-op.
+#include "backend/dnnl/dnnl_function_lowering.h"
+
+#include <set>
+
+#include "backend/dnnl/dnnl_claims.h"
+#include "backend/dnnl/dnnl_module.h"
+#include "backend/dnnl/dnnl_primitive.h"
+
+namespace partita::dnnl_backend {
+
+using dnnl::algorithm;
+using ir::ValueId;
+
+namespace {
+
+// The most post-ops collectChain gathers for one step.
+constexpr size_t kMaxPostOps = 6;
+
+}  // namespace
+
+// The only consumer of `v` when it has exactly one use and that use is a node of
+// this region not yet lowered.
+std::optional<size_t> FunctionLowering::soleConsumer(ValueId v) const {
+  if (graph_uses_[size_t(v)] != 1) return std::nullopt;
+  auto it = consumers_.find(v);
+  if (it == consumers_.end() || it->second.size() != 1 || done_[it->second[0]]) return std::nullopt;
+  return it->second[0];
+}
+
+// x * Sigmoid(x) (SiLU) where x has no other use: returns {Sigmoid, Mul} positions.
+std::optional<std::pair<size_t, size_t>> FunctionLowering::siluAfter(ValueId x) const {
+  if (graph_uses_[size_t(x)] != 2) return std::nullopt;
+  auto it = consumers_.find(x);
+  if (it == consumers_.end() || it->second.size() != 2) return std::nullopt;
+  for (int k = 0; k < 2; ++k) {
+    size_t sp = it->second[size_t(k)], mp = it->second[size_t(1 - k)];
+    const ir::Node &sig = nodeAt(sp), &mul = nodeAt(mp);
+    if (done_[sp] || done_[mp] || sig.op_type != "Sigmoid" || mul.op_type != "Mul" || !sig.domain.empty() ||
+        !mul.domain.empty())
+      continue;
+    if (soleConsumer(sig.outputs[0]) != mp) continue;
+    bool operands = (mul.inputs[0] == x && mul.inputs[1] == sig.outputs[0]) ||
+                    (mul.inputs[1] == x && mul.inputs[0] == sig.outputs[0]);
+    if (operands && decodeBinary(g_, mul, nullptr) && decodeEltwise(g_, sig, nullptr))
+      return std::make_pair(sp, mp);
+  }
+  return std::nullopt;
+}
+
+// Gelu over `x` when all five nodes are in this region and not lowered yet:
+// {Div, Erf, Add, Mul} positions and the final Mul's position.
+std::optional<std::pair<std::vector<size_t>, size_t>> FunctionLowering::geluAfter(ValueId x) const {
+  std::optional<GeluMatch> m = matchGelu(g_, x);
+  if (!m) return std::nullopt;
+  std::vector<size_t> parts;
+  for (ir::NodeId id : {m->div, m->erf, m->add, m->mul}) {
+    auto it = pos_of_.find(id);
+    if (it == pos_of_.end() || done_[it->second]) return std::nullopt;
+    parts.push_back(it->second);
+  }
+  auto it = pos_of_.find(m->half);
+  if (it == pos_of_.end() || done_[it->second]) return std::nullopt;
+  return std::make_pair(parts, it->second);
+}
+
+// Greedily follows the single-use chain after an anchor's output: activations become
+// eltwise post-ops, an Add of a value computed earlier a sum post-op (the residual),
+// and constant (or earlier) operands of binary ops binary post-ops.
+std::vector<ChainItem> FunctionLowering::collectChain(ValueId out, bool allow_sum, bool allow_binary) {
+  std::vector<ChainItem> chain;
+  ValueId cur = out;
+  size_t num_ops = 0;
+  while (num_ops < kMaxPostOps) {
+    if (auto silu = siluAfter(cur)) {
+      ChainItem item;
+      item.pos = silu->second;
+      item.extra = {silu->first};
+      item.ops.push_back(PostOp{PostOp::Kind::kEltwise, int32_t(algorithm::eltwise_swish), 1.0f, 0, 1.0f});
+      num_ops += 1;
+      cur = nodeAt(silu->second).outputs[0];
+      chain.push_back(std::move(item));
+      continue;
+    }
+    if (auto gelu = geluAfter(cur)) {
+      ChainItem item;
+      item.pos = gelu->second;
+      item.extra = gelu->first;
+      item.ops.push_back(PostOp{PostOp::Kind::kEltwise, int32_t(algorithm::eltwise_gelu_erf), 0, 0, 1.0f});
+      num_ops += 1;
+      cur = nodeAt(gelu->second).outputs[0];
+      chain.push_back(std::move(item));
+      continue;
+    }
+    std::optional<size_t> next = soleConsumer(cur);
+    if (!next) break;
+    const ir::Node& node = nodeAt(*next);
+    ChainItem item;
+    item.pos = *next;
+    OpClass cls = classify(node);
+    if (cls == OpClass::kEltwise) {
+      auto ops = decodeEltwise(g_, node, nullptr);
+      if (!ops) break;
+      for (const EltwiseOp& e : *ops)
+        item.ops.push_back(PostOp{PostOp::Kind::kEltwise, int32_t(e.alg), e.alpha, e.beta, 1.0f});
+    } else if (cls == OpClass::kBinary && allow_binary) {
+      auto alg = decodeBinary(g_, node, nullptr);
+      if (!alg) break;
+      bool first = node.inputs[0] == cur;
+      ValueId other = first ? node.inputs[1] : node.inputs[0];
+      if (other == cur || shapeOf(node.outputs[0]) != shapeOf(cur)) break;
+      bool commutative = *alg != algorithm::binary_sub && *alg != algorithm::binary_div;
+      if (!first && !commutative) break;
+      if (!available(other)) break;
+      std::vector<int64_t> os = shapeOf(other);
+      if (*alg == algorithm::binary_add && allow_sum && !isConstant(other) && os == shapeOf(cur)) {
+        item.ops.push_back(PostOp{PostOp::Kind::kSum, 0, 0, 0, 1.0f});
+        item.sum_addend = other;
+        allow_sum = false;
+      } else {
+        if (!isConstant(other) && ir::shapeNumel(os) == ir::shapeNumel(shapeOf(cur)))
+          break;  // full-size: use sum
+        item.ops.push_back(PostOp{PostOp::Kind::kBinary, int32_t(*alg), 0, 0, 1.0f});
+        item.operand = other;
+        item.operand_md = plainDesc(padLeft(os, shapeOf(cur).size()));
+      }
+    } else {
+      break;
+    }
+    num_ops += item.ops.size();
+    if (num_ops > kMaxPostOps) break;
+    cur = node.outputs[0];
+    chain.push_back(std::move(item));
+  }
+  return chain;
+}
+
+// Finds the longest prefix of `chain` (at least `fixed` items) oneDNN implements as
+// post-ops of `step`; leaves the step with those post-ops and returns the prefix length.
+size_t FunctionLowering::fitChain(Step& step, const std::vector<ChainItem>& chain, size_t fixed,
+                                  dnnl::primitive_desc_base& pd) {
+  const Step base = step;
+  for (size_t k = chain.size() + 1; k-- > fixed;) {
+    step = base;
+    for (size_t i = 0; i < k; ++i)
+      for (const PostOp& op : chain[i].ops) {
+        if (op.kind == PostOp::Kind::kBinary)
+          step.args.push_back(Arg{DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(step.post_ops.size())) | DNNL_ARG_SRC_1,
+                                  ArgSource::kBuffer, 0, chain[i].operand_md, false});
+        step.post_ops.push_back(op);
+      }
+    try {
+      pd = makePrimitiveDesc(step, cpuEngine());
+      return k;
+    } catch (const dnnl::error&) {
+      if (k == fixed) throw;
+    }
+  }
+  return fixed;
+}
+
+// Common tail of anchors: consumes the fused nodes, binds post-op operands and the
+// destination (in place over a dead residual when the layouts agree), emits the step.
+void FunctionLowering::finishAnchor(Step& step, size_t pos, std::vector<ChainItem>& chain,
+                                    ValueId anchor_out) {
+  step.label = labelOf(pos, chain);
+  consume(pos);
+  for (const ChainItem& c : chain)
+    if (c.pos != pos) consumeItem(c);
+  // Post-op operands, in post-op order.
+  size_t op_index = 0;
+  ValueId addend = ir::kNoValue;
+  for (const ChainItem& c : chain)
+    for (const PostOp& op : c.ops) {
+      int key = DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(op_index)) | DNNL_ARG_SRC_1;
+      if (op.kind == PostOp::Kind::kBinary) {
+        Arg* a = step.find(key);
+        if (isConstant(c.operand)) {
+          if (c.operand_scale != 1.0f) {
+            std::vector<float> scaled(constData(c.operand),
+                                      constData(c.operand) + ir::shapeNumel(shapeOf(c.operand)));
+            for (float& x : scaled) x *= c.operand_scale;
+            *a = mb_.embed(key, scaled.data(), a->md, {constOf(c.operand)});
+          } else {
+            *a = constantArg(key, c.operand, a->md);
+          }
+        } else {
+          a->index = plain(c.operand).buffer;
+        }
+      }
+      if (op.kind == PostOp::Kind::kSum) addend = c.sum_addend;
+      ++op_index;
+    }
+  Arg* dst = step.find(DNNL_ARG_DST);
+  const memory::desc dst_md = dst->md;
+  uint32_t dst_buffer = 0;
+  if (addend != ir::kNoValue) {
+    std::set<uint64_t> reads;
+    for (const Arg& a : step.args)
+      if (a.source == ArgSource::kBuffer && a.key != DNNL_ARG_DST) reads.insert(a.index);
+    // Row-major bytes are the same whatever dims describe them (a folded MatMul's 2-D dst).
+    auto fits = [&](const memory::desc& md) {
+      return sameDesc(md, dst_md) ||
+             (isPlainDense(md) && isPlainDense(dst_md) && numElements(md) == numElements(dst_md));
+    };
+    bool in_place = false;
+    for (const Loc& l : locs_.at(addend))
+      if (fits(l.md) && bufferDead(l.buffer) && !reads.count(l.buffer)) {
+        dst_buffer = l.buffer;
+        in_place = true;
+        break;
+      }
+    if (!in_place) {
+      Loc from = primary(addend);
+      if (isPlainDense(from.md) && isPlainDense(dst_md) && numElements(from.md) == numElements(dst_md))
+        from.md = plainDesc(dimsOf(dst_md));
+      dst_buffer = emitReorder(from, dst_md, "residual copy: " + g_.value(addend).name).buffer;
+    }
+  } else {
+    dst_buffer = newBuffer(dst_md);
+  }
+  dst->index = dst_buffer;
+  ValueId final_value = chain.empty() ? anchor_out : nodeAt(chain.back().pos).outputs[0];
+  place(final_value, Loc{dst_buffer, dst_md});
+  fn_.steps.push_back(std::move(step));
+}
+
+}  // namespace partita::dnnl_backend

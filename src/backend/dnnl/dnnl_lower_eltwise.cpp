@@ -1,0 +1,171 @@
+// Lowering of the elementwise ops: eltwise steps (in place when nothing reads the
+// input afterwards; SiLU as swish, Gelu as gelu_erf), binary steps with their post-op
+// chains, PRelu.
+#include "backend/dnnl/dnnl_function_lowering.h"
+
+#include <utility>
+
+#include "backend/dnnl/dnnl_module.h"
+#include "backend/dnnl/dnnl_primitive.h"
+#include "partita/error.h"
+
+namespace partita::dnnl_backend {
+
+using dnnl::algorithm;
+using ir::ValueId;
+
+void FunctionLowering::lowerEltwise(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  std::optional<std::vector<EltwiseOp>> ops = decodeEltwise(g_, node, nullptr);
+  if (!ops && node.op_type == "Erf")
+    throw Error(ErrorCode::kUnsupported,
+                "dnnl backend: Erf '" + node.name +
+                    "' is taken only inside a Gelu; its pattern was split (by --allow/--deny?)");
+  if (!ops) internal("eltwise '" + node.name + "' not supported");
+  std::vector<ChainItem> fused;
+  // Sigmoid(x) * x: one swish over x.
+  if (node.op_type == "Sigmoid")
+    if (auto silu = siluAfter(node.inputs[0]); silu && silu->first == pos) {
+      ops = std::vector<EltwiseOp>{{algorithm::eltwise_swish, 1.0f, 0.0f}};
+      ChainItem item;
+      item.pos = silu->second;
+      fused.push_back(item);
+    }
+  emitEltwise(node.inputs[0], *ops, pos, fused);
+}
+
+// Eltwise steps over `x` computing the node at `pos` and the nodes `fused` after it,
+// in place when nothing reads `x` afterwards (oneDNN eltwise allows src == dst).
+void FunctionLowering::emitEltwise(ValueId x, const std::vector<EltwiseOp>& ops, size_t pos,
+                                   const std::vector<ChainItem>& fused) {
+  const std::string label = labelOf(pos, fused);
+  const ValueId out = fused.empty() ? nodeAt(pos).outputs[0] : nodeAt(fused.back().pos).outputs[0];
+  const Loc src = primary(x);
+  consume(pos);
+  for (const ChainItem& c : fused) consumeItem(c);
+  uint32_t dst = bufferDead(src.buffer) ? src.buffer : newBuffer(src.md);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Step step;
+    step.kind = StepKind::kEltwise;
+    step.label = label;
+    step.alg = int32_t(ops[i].alg);
+    step.alpha = ops[i].alpha;
+    step.beta = ops[i].beta;
+    step.args.push_back(bufferArg(DNNL_ARG_SRC, i == 0 ? src.buffer : dst, src.md));
+    step.args.push_back(bufferArg(DNNL_ARG_DST, dst, src.md));
+    makePrimitiveDesc(step, cpuEngine());
+    fn_.steps.push_back(std::move(step));
+  }
+  place(out, Loc{dst, src.md});
+}
+
+void FunctionLowering::lowerBinary(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const algorithm alg = decoded(decodeBinary(g_, node, nullptr), pos);
+  // The Div that starts a Gelu: one gelu_erf over its input.
+  if (node.op_type == "Div")
+    if (auto gelu = geluAfter(node.inputs[0]); gelu && gelu->first[0] == pos) {
+      ChainItem item;
+      item.pos = gelu->second;
+      item.extra.assign(gelu->first.begin() + 1, gelu->first.end());  // Erf, Add, Mul
+      emitEltwise(node.inputs[0], {{algorithm::eltwise_gelu_erf, 0, 0}}, pos, {item});
+      return;
+    }
+  const ValueId out = node.outputs[0];
+  const std::vector<int64_t> y = shapeOf(out);
+  ValueId a = node.inputs[0], b = node.inputs[1];
+  if (padLeft(shapeOf(a), y.size()) != y) std::swap(a, b);  // decodeBinary allowed this only when commutative
+  const bool b_full = padLeft(shapeOf(b), y.size()) == y;
+
+  // Layouts: the first operand as it is; a full-size second operand in the same
+  // layout, a broadcast one row-major. If oneDNN declines, everything row-major.
+  auto build = [&](bool force_plain, Step& step) {
+    step = Step{};
+    step.kind = StepKind::kBinary;
+    step.alg = int32_t(alg);
+    memory::desc src0_md;
+    if (isConstant(a)) {
+      src0_md = plainDesc(y);
+    } else {
+      src0_md = force_plain ? plainDesc(y) : primary(a).md;
+      if (dimsOf(src0_md) != plainDesc(y).dims()) src0_md = plainDesc(y);
+    }
+    memory::desc src1_md = plainDesc(padLeft(shapeOf(b), y.size()));
+    if (b_full && !isConstant(b)) src1_md = src0_md;
+    step.args.push_back(Arg{DNNL_ARG_SRC_0, ArgSource::kBuffer, 0, src0_md, false});
+    step.args.push_back(Arg{DNNL_ARG_SRC_1, ArgSource::kBuffer, 0, src1_md, false});
+    step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, src0_md, false});
+  };
+  Step step;
+  std::vector<ChainItem> chain = collectChain(out, false, false);
+  dnnl::primitive_desc_base pd;
+  size_t k = 0;
+  try {
+    build(false, step);
+    k = fitChain(step, chain, 0, pd);
+  } catch (const dnnl::error&) {
+    build(true, step);
+    k = fitChain(step, chain, 0, pd);
+  }
+  chain.resize(k);
+  step.label = labelOf(pos, chain);
+
+  Arg* s0 = step.find(DNNL_ARG_SRC_0);
+  Arg* s1 = step.find(DNNL_ARG_SRC_1);
+  if (isConstant(a))
+    *s0 = constantArg(DNNL_ARG_SRC_0, a, s0->md);
+  else
+    s0->index = isPlainDense(s0->md) ? plain(a).buffer : get(a, s0->md).buffer;
+  if (isConstant(b))
+    *s1 = constantArg(DNNL_ARG_SRC_1, b, s1->md);
+  else
+    s1->index = isPlainDense(s1->md) ? plain(b).buffer : get(b, s1->md).buffer;
+  consume(pos);
+  for (const ChainItem& c : chain) consumeItem(c);
+  Arg* dst = step.find(DNNL_ARG_DST);
+  // In place over the first operand when nothing reads it afterwards.
+  uint32_t d = (s0->source == ArgSource::kBuffer && bufferDead(uint32_t(s0->index)) &&
+                !(s1->source == ArgSource::kBuffer && s1->index == s0->index))
+                   ? uint32_t(s0->index)
+                   : newBuffer(dst->md);
+  dst->index = d;
+  ValueId final_value = chain.empty() ? out : nodeAt(chain.back().pos).outputs[0];
+  place(final_value, Loc{d, dst->md});
+  fn_.steps.push_back(std::move(step));
+}
+
+void FunctionLowering::lowerPrelu(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  if (!decodePrelu(g_, node, nullptr)) internal("PRelu '" + node.name + "' not supported");
+  const ValueId x = node.inputs[0], slope = node.inputs[1], out = node.outputs[0];
+  const std::vector<int64_t> xs = shapeOf(x);
+  const memory::desc w_md = plainDesc(padLeft(shapeOf(slope), xs.size()));
+  auto build = [&](const Loc& src, Step& step) {
+    step = Step{};
+    step.kind = StepKind::kPrelu;
+    step.label = labelOf(pos, {});
+    step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
+    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, w_md, false});
+    step.args.push_back(bufferArg(DNNL_ARG_DST, 0, src.md));
+  };
+  Step step;
+  Loc src = primary(x);
+  if (dimsOf(src.md) != plainDesc(xs).dims()) src = plain(x);
+  build(src, step);
+  try {
+    makePrimitiveDesc(step, cpuEngine());
+  } catch (const dnnl::error&) {
+    src = plain(x);
+    src.md = plainDesc(xs);
+    build(src, step);
+    makePrimitiveDesc(step, cpuEngine());
+  }
+  *step.find(DNNL_ARG_WEIGHTS) = constantArg(DNNL_ARG_WEIGHTS, slope, w_md);
+  consume(pos);
+  uint32_t dst = newBuffer(src.md);
+  step.find(DNNL_ARG_DST)->index = dst;
+  fn_.steps.push_back(std::move(step));
+  place(out, Loc{dst, src.md});
+}
+
+}  // namespace partita::dnnl_backend

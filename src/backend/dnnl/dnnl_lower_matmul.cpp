@@ -1,0 +1,131 @@
+// Lowering of MatMul and Gemm into one oneDNN matmul: a batch of rows against one
+// matrix folded into one GEMM, Gemm's C as bias, sum or binary post-op, alpha and beta
+// applied to constants at compile time.
+#include "backend/dnnl/dnnl_function_lowering.h"
+
+#include "backend/dnnl/dnnl_primitive.h"
+
+namespace partita::dnnl_backend {
+
+using dnnl::algorithm;
+using ir::ValueId;
+
+void FunctionLowering::lowerMatMul(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  MatMulSpec spec = decoded(decodeMatMul(g_, node, nullptr), pos);
+  const ValueId a = node.inputs[0], b = node.inputs[1], out = node.outputs[0];
+  // A batch of rows against one matrix: fold the batch into M (same bytes; one large
+  // GEMM instead of many thin ones, e.g. [128,1,256] x [256,768]).
+  const std::vector<int64_t> full_dst = spec.dst_dims;
+  bool collapsed = false;
+  if (!spec.is_gemm && spec.dst_dims.size() > 2) {
+    const size_t r = spec.dst_dims.size();
+    bool b_single = true;
+    for (size_t i = 0; i + 2 < r; ++i) b_single &= spec.b_dims[i] == 1;
+    if (b_single) {
+      const int64_t k = spec.a_dims[r - 1], n = spec.dst_dims[r - 1];
+      const int64_t rows = ir::shapeNumel(spec.dst_dims) / n;
+      spec.a_dims = {rows, k};
+      spec.b_dims = {k, n};
+      spec.dst_dims = {rows, n};
+      collapsed = true;
+    }
+  }
+  auto operandDesc = [&](const std::vector<int64_t>& dims, bool transposed) {
+    if (!transposed) return plainDesc(dims);
+    // Stored as [cols, rows]: swap the last two strides.
+    return withStrides(dims, {1, dims[0]});
+  };
+  const memory::desc a_md = operandDesc(spec.a_dims, spec.trans_a);
+  const memory::desc b_md = operandDesc(spec.b_dims, spec.trans_b);
+
+  Step step;
+  step.kind = StepKind::kMatMul;
+  step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, a_md, false});
+  const bool const_b = isConstant(b);
+  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, const_b ? ArgSource::kConstant : ArgSource::kBuffer, 0,
+                          const_b ? anyDesc(spec.b_dims) : b_md, const_b});
+  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, plainDesc(spec.dst_dims), false});
+
+  // Gemm's C: a bias when it is a row vector, else a sum or binary post-op.
+  std::vector<ChainItem> chain;
+  bool c_is_bias = false;
+  if (spec.is_gemm && node.hasInput(2)) {
+    ValueId c = node.inputs[2];
+    std::vector<int64_t> cs = padLeft(shapeOf(c), 2);
+    ChainItem item;
+    item.pos = pos;
+    if (isConstant(c) && cs[0] == 1 && cs[1] == spec.dst_dims[1]) {
+      c_is_bias = true;
+      step.args.push_back(Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, plainDesc(cs), false});
+    } else if (!isConstant(c) && cs == spec.dst_dims) {
+      item.ops.push_back(PostOp{PostOp::Kind::kSum, 0, 0, 0, spec.beta});
+      item.sum_addend = c;
+      chain.push_back(item);
+    } else {
+      item.ops.push_back(PostOp{PostOp::Kind::kBinary, int32_t(algorithm::binary_add), 0, 0, 1.0f});
+      item.operand = c;
+      item.operand_md = plainDesc(cs);
+      item.operand_scale = spec.beta;
+      chain.push_back(item);
+    }
+  }
+  const size_t fixed = chain.size();
+  bool has_sum = fixed && chain[0].sum_addend != ir::kNoValue;
+  std::vector<ChainItem> more = collectChain(out, !has_sum, true);
+  if (collapsed) {
+    // Post-op operands in the folded 2-D shape: a scalar, a row, or the full output.
+    const int64_t n = spec.dst_dims[1];
+    for (size_t i = 0; i < more.size(); ++i) {
+      if (more[i].operand == ir::kNoValue) continue;
+      std::vector<int64_t> os = padLeft(shapeOf(more[i].operand), full_dst.size());
+      bool row = true;
+      for (size_t d = 0; d + 1 < os.size(); ++d) row &= os[d] == 1;
+      if (row && (os.back() == n || os.back() == 1)) {
+        more[i].operand_md = plainDesc({1, os.back()});
+      } else if (os == full_dst) {
+        more[i].operand_md = plainDesc(spec.dst_dims);
+      } else {
+        more.resize(i);
+        break;
+      }
+    }
+  }
+  chain.insert(chain.end(), more.begin(), more.end());
+  dnnl::primitive_desc_base pd;
+  size_t k = fitChain(step, chain, fixed, pd);
+  chain.resize(k);
+  recordChosenLayouts(step, pd);
+
+  step.find(DNNL_ARG_SRC)->index = plain(a).buffer;
+  Arg* w = step.find(DNNL_ARG_WEIGHTS);
+  if (const_b) {
+    const ir::ConstId b_id = constOf(b);
+    if (spec.alpha != 1.0f) {
+      std::vector<float> scaled(constData(b), constData(b) + ir::shapeNumel(shapeOf(b)));
+      for (float& v : scaled) v *= spec.alpha;
+      w->index = mb_.derive(b_id, b_md, scaled.data(), w->md, false);
+    } else if (sameDesc(w->md, b_md) && isPlainDense(b_md)) {
+      *w = mb_.borrow(DNNL_ARG_WEIGHTS, b_id, b_md);
+      w->chosen = true;
+    } else {
+      w->index = mb_.derive(b_id, b_md, constData(b), w->md, true);
+    }
+  } else {
+    w->index = plain(b).buffer;
+  }
+  if (c_is_bias) {
+    ValueId c = node.inputs[2];
+    Arg* bias = step.find(DNNL_ARG_BIAS);
+    if (spec.beta == 1.0f) {
+      *bias = mb_.borrow(DNNL_ARG_BIAS, constOf(c), bias->md);
+    } else {
+      std::vector<float> scaled(constData(c), constData(c) + ir::shapeNumel(shapeOf(c)));
+      for (float& v : scaled) v *= spec.beta;
+      *bias = mb_.embed(DNNL_ARG_BIAS, scaled.data(), bias->md, {constOf(c)});
+    }
+  }
+  finishAnchor(step, pos, chain, out);
+}
+
+}  // namespace partita::dnnl_backend

@@ -1,0 +1,131 @@
+// Lowering of the ops that normalise or reduce along axes: softmax and logsoftmax,
+// layer normalization (the op, and the ten-node pattern exporters write before opset
+// 17), inference batch normalization, reductions.
+#include "backend/dnnl/dnnl_function_lowering.h"
+
+#include "backend/dnnl/dnnl_module.h"
+#include "backend/dnnl/dnnl_primitive.h"
+
+namespace partita::dnnl_backend {
+
+using ir::ValueId;
+
+void FunctionLowering::lowerSoftmax(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const SoftmaxSpec spec = decoded(decodeSoftmax(g_, node, nullptr), pos);
+  const ValueId x = node.inputs[0], out = node.outputs[0];
+  const Loc src = plain(x);
+  const memory::desc md = plainDesc(spec.dims);
+  Step step;
+  step.kind = spec.log ? StepKind::kLogSoftmax : StepKind::kSoftmax;
+  step.label = labelOf(pos, {});
+  step.axis = spec.axis;
+  step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, md));
+  consume(pos);
+  emitToNewBuffer(std::move(step), md, out);
+}
+
+void FunctionLowering::lowerLayerNorm(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const NormSpec spec = decoded(decodeLayerNorm(g_, node, nullptr), pos);
+  const ValueId x = node.inputs[0], out = node.outputs[0];
+  const Loc src = plain(x);
+  const memory::desc md = plainDesc(spec.dims);
+  const memory::desc param_md = plainDesc({spec.dims[1]});
+  Step step;
+  step.kind = StepKind::kLayerNorm;
+  step.label = labelOf(pos, {});
+  step.epsilon = spec.epsilon;
+  step.flags = uint32_t(dnnl::normalization_flags::use_scale);
+  step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, md));
+  step.args.push_back(mb_.borrow(DNNL_ARG_SCALE, constOf(node.inputs[1]), param_md));
+  if (node.hasInput(2)) {
+    step.flags |= uint32_t(dnnl::normalization_flags::use_shift);
+    step.args.push_back(mb_.borrow(DNNL_ARG_SHIFT, constOf(node.inputs[2]), param_md));
+  }
+  consume(pos);
+  emitToNewBuffer(std::move(step), md, out);
+}
+
+void FunctionLowering::lowerBatchNorm(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const NormSpec spec = decoded(decodeBatchNorm(g_, node, nullptr), pos);
+  const ValueId x = node.inputs[0], out = node.outputs[0];
+  const memory::desc param_md = plainDesc({spec.dims[1]});
+  auto build = [&](const Loc& src, Step& step) {
+    step = Step{};
+    step.kind = StepKind::kBatchNorm;
+    step.label = labelOf(pos, {});
+    step.epsilon = spec.epsilon;
+    step.flags = uint32_t(dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+                          dnnl::normalization_flags::use_shift);
+    step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
+    step.args.push_back(bufferArg(DNNL_ARG_DST, 0, src.md));
+  };
+  Step step;
+  Loc src = primary(x);
+  build(src, step);
+  try {
+    makePrimitiveDesc(step, cpuEngine());
+  } catch (const dnnl::error&) {
+    src = plain(x);
+    build(src, step);
+    makePrimitiveDesc(step, cpuEngine());
+  }
+  step.args.push_back(mb_.borrow(DNNL_ARG_SCALE, constOf(node.inputs[1]), param_md));
+  step.args.push_back(mb_.borrow(DNNL_ARG_SHIFT, constOf(node.inputs[2]), param_md));
+  step.args.push_back(mb_.borrow(DNNL_ARG_MEAN, constOf(node.inputs[3]), param_md));
+  step.args.push_back(mb_.borrow(DNNL_ARG_VARIANCE, constOf(node.inputs[4]), param_md));
+  consume(pos);
+  uint32_t dst = bufferDead(src.buffer) ? src.buffer : newBuffer(src.md);
+  step.find(DNNL_ARG_DST)->index = dst;
+  fn_.steps.push_back(std::move(step));
+  place(out, Loc{dst, src.md});
+}
+
+void FunctionLowering::lowerReduce(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  if (std::optional<LayerNormMatch> ln = matchLayerNorm(g_, r_.nodes[pos])) {
+    std::vector<size_t> parts;
+    for (ir::NodeId id : ln->nodes) {
+      auto it = pos_of_.find(id);
+      if (it == pos_of_.end() || (done_[it->second] && it->second != pos)) break;
+      parts.push_back(it->second);
+    }
+    if (parts.size() == ln->nodes.size()) {
+      lowerLayerNormPattern(*ln, parts);
+      return;
+    }
+  }
+  const ReduceSpec spec = decoded(decodeReduce(g_, node, nullptr), pos);
+  const ValueId x = node.inputs[0], out = node.outputs[0];
+  const Loc src = plain(x);
+  Step step;
+  step.kind = StepKind::kReduction;
+  step.label = labelOf(pos, {});
+  step.alg = int32_t(spec.alg);
+  step.alpha = spec.p;
+  step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, plainDesc(spec.src_dims)));
+  consume(pos);
+  emitToNewBuffer(std::move(step), plainDesc(spec.dst_dims), out);
+}
+
+// A LayerNormalization written out in ten nodes: one oneDNN layer normalization.
+void FunctionLowering::lowerLayerNormPattern(const LayerNormMatch& ln, const std::vector<size_t>& parts) {
+  const Loc src = plain(ln.x);
+  const memory::desc md = plainDesc({ln.outer, ln.inner});
+  const memory::desc param_md = plainDesc({ln.inner});
+  Step step;
+  step.kind = StepKind::kLayerNorm;
+  step.label = labelOf(parts.front(), {});
+  for (size_t i = 1; i < parts.size(); ++i) step.label += "+" + nodeAt(parts[i]).name;
+  step.epsilon = ln.epsilon;
+  step.flags = uint32_t(dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift);
+  step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, md));
+  step.args.push_back(mb_.borrow(DNNL_ARG_SCALE, constOf(ln.gamma), param_md));
+  step.args.push_back(mb_.borrow(DNNL_ARG_SHIFT, constOf(ln.beta), param_md));
+  for (size_t p : parts) consume(p);
+  emitToNewBuffer(std::move(step), md, ln.y);
+}
+
+}  // namespace partita::dnnl_backend
