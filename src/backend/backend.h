@@ -47,6 +47,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
   virtual bool supports(const ir::Graph& g, ir::NodeId node) const = 0;
+  // Why supports() refuses `node`, for error messages (e.g. "input 0 has a symbolic
+  // shape"); empty when the backend does not say.
+  virtual std::string whyNot(const ir::Graph& g, ir::NodeId node) const { return {}; }
   // Composite patterns fused inside a region, e.g. "Conv+Add+Relu".
   virtual std::vector<std::string> patterns() const { return {}; }
   // Compiles `regions` (function i = regions[i]) of `g`, which it only reads. Each

@@ -133,6 +133,39 @@ struct Partitioner {
     }
   }
 
+  // The one check that every node left on the host has a host kernel (an infer-only
+  // op needs a backend): Error(kUnsupported) listing each missing op with its nodes
+  // and why each enabled backend refused the first of them.
+  void checkHostKernels() const {
+    std::map<std::string, std::vector<ir::NodeId>> missing;  // op -> nodes
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if ((backend_of.empty() || backend_of[i] == kHost) && !hostRuns(g.nodes[i]))
+        missing[opName(g.nodes[i])].push_back(ir::NodeId(i));
+    if (missing.empty()) return;
+    std::string msg = "no host kernel for ";
+    bool first = true;
+    for (const auto& [op, nodes] : missing) {
+      msg += (first ? "" : "; ") + op + " (node";
+      msg += nodes.size() > 1 ? "s " : " ";
+      for (size_t i = 0; i < nodes.size() && i < 3; ++i) msg += (i ? ", '" : "'") + g.nodes[size_t(nodes[i])].name + "'";
+      if (nodes.size() > 3) msg += ", +" + std::to_string(nodes.size() - 3) + " more";
+      msg += ")";
+      first = false;
+    }
+    if (backends.empty()) {
+      msg += ", and no external backend is enabled (see --backends)";
+    } else {
+      const ir::NodeId example = missing.begin()->second.front();
+      msg += ", and no enabled backend took it";
+      for (size_t b = 0; b < backends.size(); ++b) {
+        std::string why = allowed(b, g.nodes[size_t(example)]) ? backends[b]->whyNot(g, example)
+                                                               : "excluded by the op allow/deny lists";
+        msg += " (" + std::string(backends[b]->name()) + ": " + (why.empty() ? "refused" : why) + ")";
+      }
+    }
+    throw Error(ErrorCode::kUnsupported, msg);
+  }
+
   Region describeRegion(const std::vector<ir::NodeId>& nodes, int r) const {
     Region region;
     region.nodes = nodes;
@@ -172,11 +205,9 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
     p.backends.push_back(std::move(b));
   }
   PartitionResult result;
-  if (p.backends.empty()) {
-    checkHostKernels(g, options);
-    return result;
-  }
-  p.formRegions();
+  if (!p.backends.empty()) p.formRegions();
+  p.checkHostKernels();
+  if (p.backends.empty()) return result;
 
   // Compile each backend's regions into one module; function index = order.
   std::vector<int> module_of_region(p.region_nodes.size(), -1), function_of_region(p.region_nodes.size(), -1),
@@ -285,31 +316,7 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
     for (ir::ValueId out : g.nodes[i].outputs)
       if (out != ir::kNoValue) g.value(out).producer = ir::NodeId(i);
   g.verify();
-  checkHostKernels(g, options);
   return result;
-}
-
-void checkHostKernels(const ir::Graph& g, const PartitionOptions& options) {
-  std::map<std::string, std::vector<std::string>> missing;  // op -> node names
-  for (const ir::Node& n : g.nodes)
-    if (!runtime::isCallNode(n) && !hostRuns(n)) missing[opName(n)].push_back(n.name);
-  if (missing.empty()) return;
-  std::string msg = "no host kernel for ";
-  bool first = true;
-  for (const auto& [op, nodes] : missing) {
-    msg += (first ? "" : "; ") + op + " (node";
-    msg += nodes.size() > 1 ? "s " : " ";
-    for (size_t i = 0; i < nodes.size() && i < 3; ++i) msg += (i ? ", '" : "'") + nodes[i] + "'";
-    if (nodes.size() > 3) msg += ", +" + std::to_string(nodes.size() - 3) + " more";
-    msg += ")";
-    first = false;
-  }
-  std::string enabled;
-  for (const std::string& b : options.backends)
-    if (b != "host") enabled += (enabled.empty() ? "" : ", ") + b;
-  msg += enabled.empty() ? ", and no external backend is enabled (see --backends)"
-                         : ", and no enabled backend (" + enabled + ") took it";
-  throw Error(ErrorCode::kUnsupported, msg);
 }
 
 }  // namespace partita::backend

@@ -37,12 +37,9 @@ struct PartitionResult {
 };
 
 // Rewrites `g` in place. Throws Error(kInvalidArgument) for an unknown backend name,
-// and Error(kUnsupported) (checkHostKernels) when a node left on the host has no host
-// kernel: an op only an external backend runs that no enabled backend took.
+// and Error(kUnsupported) before any backend compiles when a node left on the host has
+// no host kernel (an infer-only op no enabled backend took), naming the op, its nodes
+// and each backend's reason: the one host-kernel check of the compiler.
 PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options);
-
-// The one check that every node outside a region has a host kernel; lists each
-// missing op with its nodes.
-void checkHostKernels(const ir::Graph& g, const PartitionOptions& options);
 
 }  // namespace partita::backend

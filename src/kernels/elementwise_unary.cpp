@@ -148,6 +148,10 @@ void registerUnaryOps(OpRegistry& r) {
   r.add("IsInf", {inferPredicate, runIsInf});
   r.add("Not", {inferPredicate, runNot});
   r.add("Clip", {inferClip, runClip});
+  // ONNX Runtime's contrib Gelu (0.5 x (1 + erf(x / sqrt 2)), found in models its
+  // optimizer saved) is infer-only: the dnnl backend runs it as one gelu_erf; the host
+  // runs PyTorch's five-node export of the same function instead.
+  r.add("Gelu", {inferUnary, nullptr}, "com.microsoft");
 }
 
 }  // namespace partita::kernels::elementwise

@@ -15,6 +15,11 @@ class DnnlBackend final : public Backend {
     return dnnl_backend::supportsNode(g, g.nodes[size_t(node)]);
   }
 
+  std::string whyNot(const ir::Graph& g, ir::NodeId node) const override {
+    std::string why;
+    return dnnl_backend::supportsNode(g, g.nodes[size_t(node)], &why) ? std::string() : why;
+  }
+
   std::vector<std::string> patterns() const override {
     return {"Conv+BatchNormalization (folded into derived weights)",
             "Conv|ConvTranspose|MatMul|Gemm+<activation>...",

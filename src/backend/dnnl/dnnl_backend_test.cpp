@@ -806,4 +806,43 @@ TEST(DnnlPartition, MinRegionSizeSendsSmallRegionsHome) {
 }
 
 }  // namespace
+// ONNX Runtime's contrib Gelu has no host kernel (infer-only): the dnnl backend runs it
+// as one gelu_erf, equal to the host's run of the five-node export; without an
+// external backend, partitioning refuses it by name.
+TEST(DnnlInferOnly, ContribGeluRunsOnDnnlOnly) {
+  auto graph = [](bool contrib) {
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", {4, 16});
+    ir::ValueId h = b.node("MatMul", {x, b.constant("w", {16, 8}, randomFloats(128, 1))});
+    ir::ValueId y;
+    if (contrib) {
+      y = b.node("Gelu", {h}, {}, 1, "gelu");
+      b.g.nodes.back().domain = "com.microsoft";
+    } else {
+      ir::ValueId e = b.node("Erf", {b.node("Div", {h, b.constant("sqrt2", {}, {1.4142135f})})});
+      ir::ValueId m = b.node("Mul", {h, b.node("Add", {e, b.constant("one", {}, {1.0f})})});
+      y = b.node("Mul", {m, b.constant("half", {}, {0.5f})});
+    }
+    b.output(b.node("Relu", {y}));
+    return b.g;
+  };
+  Compiled ref = testing::compile(graph(false), {"host"});
+  Compiled d = testing::compile(graph(true), {"dnnl"});
+  ASSERT_EQ(d.parts.regions.size(), 1u);
+  EXPECT_EQ(d.parts.regions[0].ops, (std::vector<std::string>{"MatMul", "com.microsoft.Gelu", "Relu"}));
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*ref.graph, 7);
+  EXPECT_LE(testing::closeness(d.run(in).at(0), ref.run(in).at(0)), 1.0);
+  // A region of the contrib op alone stays on dnnl even below the minimum region size.
+  Compiled small = testing::compile(graph(true), {"dnnl"}, 10);
+  EXPECT_EQ(small.parts.regions.size(), 1u);
+  try {
+    testing::compile(graph(true), {"host"});
+    ADD_FAILURE() << "the host accepted an op it has no kernel for";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_EQ(std::string(e.what()),
+              "no host kernel for com.microsoft.Gelu (node 'gelu'), and no external backend is enabled (see --backends)");
+  }
+}
+
 }  // namespace partita::dnnl_backend

@@ -7,6 +7,7 @@
 namespace partita::dnnl_backend {
 
 OpClass classify(const ir::Node& n) {
+  if (isContribGelu(n)) return OpClass::kEltwise;
   if (!n.domain.empty() && n.domain != "ai.onnx") return OpClass::kNone;
   const std::string& op = n.op_type;
   if (op == "Conv" || op == "ConvTranspose") return OpClass::kConv;

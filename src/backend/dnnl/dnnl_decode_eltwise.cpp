@@ -27,6 +27,7 @@ std::optional<std::vector<EltwiseOp>> decodeEltwise(const ir::Graph& g, const ir
   } else if (n.inputs.size() > 1) {
     return no(why, "unexpected extra inputs");
   }
+  if (isContribGelu(n)) return one(algorithm::eltwise_gelu_erf);
   if (op == "Relu") return one(algorithm::eltwise_relu);
   if (op == "LeakyRelu") return one(algorithm::eltwise_relu, a.getFloat("alpha", 0.01f));
   if (op == "Elu") return one(algorithm::eltwise_elu, a.getFloat("alpha", 1.0f));

@@ -22,6 +22,9 @@ using backend::isConstant;
 
 inline constexpr size_t kMaxRank = DNNL_MAX_NDIMS;
 
+// ONNX Runtime's contrib Gelu (com.microsoft), which the host registers infer-only.
+inline bool isContribGelu(const ir::Node& n) { return n.domain == "com.microsoft" && n.op_type == "Gelu"; }
+
 // A refusal: says `msg` through `why` (when asked) and returns nullopt / false.
 std::nullopt_t no(std::string* why, const std::string& msg);
 bool noBool(std::string* why, const std::string& msg);
