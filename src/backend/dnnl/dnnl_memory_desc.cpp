@@ -115,6 +115,11 @@ std::string formatTag(const memory::desc& md) {
   return s;
 }
 
+std::string layoutTag(const memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  return std::string("dnnl:") + typeName(d.data_type) + ":" + formatTag(md) + ":" + joined(d.dims, d.ndims);
+}
+
 std::string layoutString(const memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
   std::string s = std::string("dnnl:") + typeName(d.data_type) + ":" + formatTag(md);

@@ -40,8 +40,12 @@ bool sameDesc(const memory::desc& a, const memory::desc& b);
 std::string formatTag(const memory::desc& md);
 // Fully describes a blocked layout: dims, padded dims, offsets, strides and inner
 // blocks, e.g. "dnnl:f32:ABcd16b16a:dims=64,3,7,7:padded=64,16,7,7:strides=...".
-// Stored as the layout of derived constants; the loader compares it verbatim.
+// For messages and compile-time keys.
 std::string layoutString(const memory::desc& md);
+// The compact tag stored as the layout of derived constants: data type, format tag
+// and logical dims, e.g. "dnnl:f32:Acdb16a:20,3,3,3". The module blob holds the full
+// descriptor; the loader checks the tag and the byte count against it.
+std::string layoutTag(const memory::desc& md);
 
 // Encoding used in module blobs. Only blocked or `any` descriptors without extra
 // flags are written (anything else throws Error(kInternal)); reading validates ranks,

@@ -92,9 +92,9 @@ void checkConstant(const runtime::ModuleLoadContext& ctx,
     if (!isPlainDense(md))
       invalid(where + ": constant " + std::to_string(id) + " is row-major but the primitive reads layout " +
               layoutString(md));
-  } else if (layout != layoutString(md)) {
+  } else if (layout != layoutTag(md)) {
     invalid(where + ": constant " + std::to_string(id) + " has layout '" + layout +
-            "' but the primitive reads '" + layoutString(md) + "'");
+            "' but the primitive reads '" + layoutTag(md) + "' (" + layoutString(md) + ")");
   }
 }
 

@@ -21,8 +21,8 @@ Arg ModuleBuilder::embed(int key, const void* data, const memory::desc& md,
 
 ir::ConstId ModuleBuilder::derive(ir::ConstId source, const memory::desc& from, const void* data,
                                   const memory::desc& to, bool same_values_as_source) {
-  const std::string layout = layoutString(to);
-  const std::pair<ir::ConstId, std::string> key{source, layout + "|" + layoutString(from)};
+  const std::string layout = layoutTag(to);
+  const std::pair<ir::ConstId, std::string> key{source, layoutString(to) + "|" + layoutString(from)};
   if (same_values_as_source) {
     auto it = derived_.find(key);
     if (it != derived_.end()) return it->second;
@@ -38,7 +38,9 @@ ir::ConstId ModuleBuilder::derive(ir::ConstId source, const memory::desc& from, 
   std::vector<int64_t> shape(to.data.padded_dims, to.data.padded_dims + to.data.ndims);
   if (size_t(ir::shapeNumel(shape)) * sizeof(float) != bytes.size())
     shape = {int64_t(bytes.size() / sizeof(float))};
-  std::string name = g_.constants.get(source).name + ".dnnl." + formatTag(to);
+  // The source's name: the manifest's string table then stores it once, and the
+  // layout column tells the two apart.
+  std::string name = g_.constants.get(source).name;
   ir::ConstId id = uses_.derive(source, std::move(name), ir::DType::kFloat32, std::move(shape),
                                 Bytes::fromVector(std::move(bytes)), layout);
   if (same_values_as_source) derived_[key] = id;

@@ -389,6 +389,7 @@ TEST(DnnlMemoryDesc, LayoutStringsAndEncoding) {
             "dnnl:f32:Acdb16a:dims=20,3,3,3:padded=32,3,3,3:offsets=0,0,0,0:offset0=0:strides=432,16,144,48:"
             "blocks=16:"
             "block_dims=0");
+  EXPECT_EQ(layoutTag(blocked), "dnnl:f32:Acdb16a:20,3,3,3");
   EXPECT_TRUE(isPlainDense(plainDesc({2, 1, 3})));
   EXPECT_EQ(plainDesc({}).dims(), memory::dims{1});
   BlobWriter w;
