@@ -2,16 +2,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 
+#include "base/temp_dir_testing.h"
 #include "partita/error.h"
 
 namespace partita::artifact {
@@ -24,23 +22,9 @@ using ::testing::HasSubstr;
 // temporary folder (no real device file is ever a target).
 class AtomicFileTargets : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "partita_atomic_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::add);
-    fs::remove_all(dir_);
-  }
-  std::string path(const std::string& rel) const { return (dir_ / rel).string(); }
-  void write(const std::string& rel, const std::string& bytes) { std::ofstream(path(rel), std::ios::binary) << bytes; }
-  std::string read(const std::string& rel) const {
-    std::ifstream in(path(rel), std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+  std::string path(const std::string& rel) const { return tmp_.path(rel); }
+  void write(const std::string& rel, const std::string& bytes) { tmp_.write(rel, bytes); }
+  std::string read(const std::string& rel) const { return tmp_.read(rel); }
   static void writeAll(const std::string& target, const std::string& bytes, std::vector<SourceFile> keep = {}) {
     AtomicFile f(target, std::move(keep));
     f.writeAt(0, bytes.data(), bytes.size());
@@ -57,12 +41,9 @@ class AtomicFileTargets : public ::testing::Test {
     return "";
   }
   // Only the named entries are in the folder: no temporary left behind.
-  void expectOnly(std::set<std::string> names) {
-    std::set<std::string> have;
-    for (const auto& e : fs::directory_iterator(dir_)) have.insert(e.path().filename().string());
-    EXPECT_EQ(have, names);
-  }
-  fs::path dir_;
+  void expectOnly(const std::set<std::string>& names) { EXPECT_EQ(tmp_.list(), names); }
+  partita::testing::TempDir tmp_{"partita_atomic"};
+  const fs::path& dir_ = tmp_.root();
 };
 
 TEST_F(AtomicFileTargets, WritesANewFileAndReplacesAWritableOne) {

@@ -2,17 +2,16 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "base/checked_int.h"
 #include "base/mapped_file.h"
+#include "base/temp_dir_testing.h"
 #include "partita/error.h"
 
 namespace partita {
@@ -25,17 +24,12 @@ using ::testing::HasSubstr;
 class SafeOpen : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "partita_safe_open_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
     fs::create_directories(dir_ / "root" / "sub");
-    fs::create_directories(dir_ / "other");
-    write("root/data.bin", "inside!!");
-    write("other/secret.bin", "outside");
+    tmp_.write("root/data.bin", "inside!!");
+    tmp_.write("other/secret.bin", "outside");
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& rel) const { return (dir_ / rel).string(); }
-  void write(const std::string& rel, const std::string& bytes) { std::ofstream(path(rel), std::ios::binary) << bytes; }
+  std::string path(const std::string& rel) const { return tmp_.path(rel); }
+  void write(const std::string& rel, const std::string& bytes) { tmp_.write(rel, bytes); }
   std::string root() const { return path("root"); }
   // The message of the Error that opening `rel` beneath root/ throws ("" when it opens).
   std::string refusal(const std::string& rel, std::vector<std::string> roots = {}) {
@@ -48,7 +42,8 @@ class SafeOpen : public ::testing::Test {
     }
     return "";
   }
-  fs::path dir_;
+  partita::testing::TempDir tmp_{"partita_safe_open"};
+  const fs::path& dir_ = tmp_.root();
 };
 
 TEST_F(SafeOpen, OpensARegularFileWithItsSizeAndIdentity) {

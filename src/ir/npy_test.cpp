@@ -2,14 +2,13 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
+#include "base/temp_dir_testing.h"
 #include "partita/error.h"
 
 namespace partita {
@@ -20,13 +19,7 @@ using ::testing::HasSubstr;
 
 class Npy : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "partita_npy_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& rel) const { return (dir_ / rel).string(); }
+  std::string path(const std::string& rel) const { return tmp_.path(rel); }
 
   // A version-1 .npy with this header dict and `data_bytes` bytes of data.
   std::string file(const std::string& dict, size_t data_bytes) {
@@ -38,9 +31,7 @@ class Npy : public ::testing::Test {
     bytes += char(header.size() >> 8);
     bytes += header;
     bytes.append(data_bytes, '\x01');
-    std::string p = path("t.npy");
-    std::ofstream(p, std::ios::binary) << bytes;
-    return p;
+    return tmp_.write("t.npy", bytes);
   }
   static std::string header(const std::string& shape, const std::string& descr = "<f4") {
     return "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
@@ -54,7 +45,8 @@ class Npy : public ::testing::Test {
     }
     return "";
   }
-  fs::path dir_;
+  partita::testing::TempDir tmp_{"partita_npy"};
+  const fs::path& dir_ = tmp_.root();
 };
 
 TEST_F(Npy, RoundTrips) {
