@@ -2,8 +2,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <sstream>
 
+#include "base/checked_int.h"
 #include "compiler/backends.h"
 #include "backend/backend.h"
 #include "partita/npy.h"
@@ -25,17 +28,28 @@ std::map<std::string, std::vector<int64_t>> parseShapes(const std::vector<std::s
     auto eq = spec.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
       throw Error(ErrorCode::kInvalidArgument, "--shape expects NAME=DxDxD, got '" + spec + "'");
+    const std::string name = spec.substr(0, eq);
+    if (out.count(name)) throw Error(ErrorCode::kInvalidArgument, "--shape gives input '" + name + "' twice");
     std::vector<int64_t> dims;
-    std::stringstream ss(spec.substr(eq + 1));
-    std::string item;
-    while (std::getline(ss, item, 'x')) {
-      char* end = nullptr;
-      long long v = std::strtoll(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || v < 0)
-        throw Error(ErrorCode::kInvalidArgument, "--shape: bad dimension '" + item + "' in '" + spec + "'");
-      dims.push_back(v);
+    uint64_t numel = 1;
+    size_t start = eq + 1;
+    while (true) {  // every 'x' separates two dims: "4x" and "4xx3" have an empty one
+      size_t x = spec.find('x', start);
+      std::string item = spec.substr(start, x == std::string::npos ? std::string::npos : x - start);
+      std::optional<int64_t> v = parseDecimal(item);
+      if (!v || *v == 0)
+        throw Error(ErrorCode::kInvalidArgument, "--shape " + name + ": dimension '" + item + "' in '" + spec +
+                                                     "' is not a positive decimal integer (at most 2^63-1)");
+      std::optional<uint64_t> n = mulAtMost(numel, uint64_t(*v), kMaxInputTensorBytes);
+      if (!n)
+        throw Error(ErrorCode::kInvalidArgument,
+                    "--shape " + name + ": '" + spec.substr(eq + 1) + "' has more than 2^40 elements");
+      numel = *n;
+      dims.push_back(*v);
+      if (x == std::string::npos) break;
+      start = x + 1;
     }
-    out[spec.substr(0, eq)] = dims;
+    out[name] = dims;
   }
   return out;
 }
@@ -51,6 +65,9 @@ void CompileFlags::add(CLI::App* cmd) {
   cmd->add_option("--deny", deny, "Never these ops for a backend: BACKEND=Op1,Op2; repeatable");
   cmd->add_option("--min-region-size", min_region_size, "Smaller regions stay on the host (default 1)");
   cmd->add_option("--shape", shapes, "Fix a symbolic input shape: NAME=1x3x224x224; repeatable");
+  cmd->add_option("--external-data-root", external_data_root,
+                  "Also trust this folder for ONNX external data: a location may lead (through symlinks) to a "
+                  "file beneath it, not only beneath the model's folder (e.g. a cache's blob folder)");
 }
 
 namespace {
@@ -87,6 +104,12 @@ CompileOptions CompileFlags::options() const {
   parseOpLists(allow, "--allow", o.allow_ops);
   parseOpLists(deny, "--deny", o.deny_ops);
   o.min_region_size = min_region_size;
+  if (!external_data_root.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(external_data_root, ec))
+      throw Error(ErrorCode::kInvalidArgument, "--external-data-root '" + external_data_root + "' is not a folder");
+    o.external_data_root = external_data_root;
+  }
   return o;
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "base/atomic_file.h"
+#include "base/safe_open.h"
 #include "compiler/artifact_writer.h"
 #include "compiler/partition.h"
 #include "partita/model.h"
@@ -34,6 +36,12 @@ std::string defaultOutput(const std::string& model) {
 
 void compileCommand(const CompileArgs& args) {
   const std::string output = args.output.empty() ? defaultOutput(args.model) : args.output;
+  // Refuse a target the writer would refuse before spending the compile on it (the
+  // writer checks again, with the external-data files the import read).
+  std::vector<SourceFile> keep;
+  FileId model_id;
+  if (fileIdOf(args.model, model_id)) keep.push_back({model_id, "the input model '" + args.model + "'"});
+  artifact::checkReplaceable(output, keep);
   // oneDNN chooses weight layouts (stored in the artifact) for the thread count it
   // will run at; a loader at another count keeps them, possibly on slower code.
   CompileOptions options = args.flags.options();
@@ -41,7 +49,7 @@ void compileCommand(const CompileArgs& args) {
   CompiledGraph compiled = compileGraph(args.model, options);
   const ir::Graph& graph = compiled.graph;
   const backend::PartitionResult& parts = compiled.parts;
-  artifact::LinkReport r = artifact::writeArtifact(graph, parts.modules, output);
+  artifact::LinkReport r = artifact::writeArtifact(graph, parts.modules, output, compiled.sources);
   if (args.quiet) return;
   std::printf("wrote %s: %llu bytes\n", output.c_str(), (unsigned long long)r.file_bytes);
   std::printf("  weights  %llu bytes in %zu constants, %llu distinct in %zu tensors (repeats: %llu bytes)\n",

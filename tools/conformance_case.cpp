@@ -13,6 +13,7 @@
 #include "kernels/op_util.h"
 #include "partita/error.h"
 #include "runtime/executor.h"
+#include "tools/run_common.h"
 
 namespace partita::cli {
 
@@ -251,10 +252,8 @@ CaseResult runCaseCatching(const Case& c, const CompileOptions& compile) {
     return {e.code() == ErrorCode::kUnsupported ? Status::kUnsupported : Status::kError,
             e.code() == ErrorCode::kUnsupported ? e.what()
                                                 : std::string(errorCodeName(e.code())) + ": " + e.what()};
-  } catch (const std::bad_alloc&) {
-    return {Status::kError, "out of memory"};
-  } catch (const std::exception& e) {
-    return {Status::kError, std::string("exception: ") + e.what()};
+  } catch (...) {
+    return {Status::kError, describeCurrentException()};
   }
 }
 

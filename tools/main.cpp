@@ -3,6 +3,7 @@
 
 #include "partita/error.h"
 #include "tools/cli.h"
+#include "tools/run_common.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"partita: compile ONNX models into one artifact and run them"};
@@ -16,11 +17,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const partita::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "error: %s\n", partita::cli::describeCurrentException().c_str());
     return 1;
   }
   return 0;

@@ -251,6 +251,7 @@ void writeTextFile(const std::string& path, const std::string& text) {
     file.writeAt(0, text.data(), text.size());
     file.commit();
   } catch (const Error& e) {
+    if (e.code() != ErrorCode::kIo) throw;  // a refused target: the message names it and the rule
     throw Error(ErrorCode::kIo, "cannot write '" + path + "' (" + e.what() + ")");
   }
 }

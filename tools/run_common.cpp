@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <new>
+#include <stdexcept>
 #include <random>
 
 #include "partita/npy.h"
@@ -80,7 +82,9 @@ void runModel(const RunOptions& args, const std::function<std::shared_ptr<const 
     auto eq = spec.find('=');
     if (eq == std::string::npos || eq == 0)
       throw Error(ErrorCode::kInvalidArgument, "--input expects NAME=PATH, got '" + spec + "'");
-    given[spec.substr(0, eq)] = spec.substr(eq + 1);
+    if (eq + 1 == spec.size()) throw Error(ErrorCode::kInvalidArgument, "--input " + spec + " names no file");
+    if (!given.emplace(spec.substr(0, eq), spec.substr(eq + 1)).second)
+      throw Error(ErrorCode::kInvalidArgument, "--input gives input '" + spec.substr(0, eq) + "' twice");
   }
   Session session(model);
   std::vector<Tensor> held;
@@ -165,6 +169,29 @@ std::string summarize(const Tensor& t) {
     s += buf;
   }
   return s + (v.size() > 5 ? ", ...]" : "]");
+}
+
+std::string describeCurrentException() {
+  try {
+    throw;
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::bad_alloc&) {
+    return "out of memory: something needs more memory than this machine gives (a model, input file or "
+           "--shape may describe a far larger tensor than intended)";
+  } catch (const std::length_error&) {
+    return "a size is larger than this machine can hold (a model, input file or --shape may describe an "
+           "impossibly large tensor)";
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::string s = "file system error";
+    if (!e.path1().empty()) s += " on '" + e.path1().string() + "'";
+    return s + ": " + e.code().message();
+  } catch (const std::out_of_range&) {
+    return "internal error: an index was out of range (the input reached a path that does not check it; "
+           "please report it with the input)";
+  } catch (...) {
+    return "internal error: an unexpected failure (please report it with the input)";
+  }
 }
 
 std::string safeFileName(const std::string& name) {

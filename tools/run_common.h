@@ -36,6 +36,11 @@ void runModel(const RunOptions& options, const std::function<std::shared_ptr<con
 // " min=.. max=.. mean=.. first=[..]" for printing.
 std::string summarize(const Tensor& t);
 
+// The message for the exception being handled (call inside a catch block): a
+// partita::Error's own; std::bad_alloc, std::length_error, std::out_of_range and the
+// rest as partita messages, never the standard library's text.
+std::string describeCurrentException();
+
 // A name usable as a file name (path separators and odd characters replaced).
 std::string safeFileName(const std::string& name);
 

@@ -21,6 +21,10 @@ struct CompileOptions {
   // The thread count runs will use: oneDNN chooses its weight layouts (stored in an
   // artifact) for it, and a model compiled in memory runs at it.
   int threads = 2;
+  // External data (ONNX tensors kept in other files) must resolve -- symlinks followed --
+  // to a regular file beneath the model's real folder; a folder named here is trusted
+  // too (e.g. a cache's blob store that the model's folder links into).
+  std::string external_data_root;
 };
 
 // Imports and optimizes an ONNX model and returns it ready to run, without writing

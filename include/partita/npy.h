@@ -9,8 +9,12 @@
 
 namespace partita {
 
+// Reads only a regular file (a FIFO or device is refused, not waited on); the header's
+// shape must be plain integers and describe exactly the bytes that follow it, at most
+// 2^40 of them.
 Tensor readNpy(const std::string& path);
-// Writes atomically enough for outputs: a temp file in the same directory, then rename.
+// Writes atomically (base/atomic_file.h): the file appears complete or not at all, and
+// an existing target that is not a writable regular file is refused.
 void writeNpy(const std::string& path, const TensorView& t);
 
 }  // namespace partita

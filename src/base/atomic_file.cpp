@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <fcntl.h>
@@ -36,6 +37,36 @@ std::string uniqueTempName(const std::string& path) {
          std::to_string(counter.fetch_add(1));
 }
 
+[[noreturn]] void refuse(const std::string& path, const std::string& why) {
+  throw Error(ErrorCode::kInvalidArgument, "refusing to write '" + path + "': " + why);
+}
+
+}  // namespace
+
+void checkReplaceable(const std::string& path, const std::vector<SourceFile>& keep) {
+  struct stat entry {};
+  if (::lstat(path.c_str(), &entry) != 0) return;  // nothing there (or unreachable: creating will say)
+  if (!S_ISREG(entry.st_mode) && !S_ISLNK(entry.st_mode))
+    refuse(path, std::string("it is ") + fileKindName(entry.st_mode) + ", not a regular file (partita replaces only regular files)");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;  // a dangling symlink: the link is replaced
+  if (!S_ISREG(st.st_mode))
+    refuse(path, std::string("it is a symlink to ") + fileKindName(st.st_mode) +
+                     ", not to a regular file (partita replaces only regular files)");
+  const FileId id{uint64_t(st.st_dev), uint64_t(st.st_ino)};
+  for (const SourceFile& f : keep)
+    if (f.id == id) refuse(path, "it is " + f.what + " (the same file), which is being read");
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+  if ((st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) == 0)
+    refuse(path, std::string("it is write-protected (mode ") + mode + "); remove it or make it writable first");
+  // For root access() always says yes; for anyone else it reads the bits that apply.
+  if (::geteuid() != 0 && ::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) != 0)
+    refuse(path, std::string("you have no write permission on it (mode ") + mode + ")");
+}
+
+namespace {
+
 bool isZero(const std::byte* p, size_t n) {
   for (size_t i = 0; i < n; i += 8) {
     uint64_t w;
@@ -47,8 +78,10 @@ bool isZero(const std::byte* p, size_t n) {
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), dir_(dirOf(path_)) {
+AtomicFile::AtomicFile(std::string path, std::vector<SourceFile> keep)
+    : path_(std::move(path)), keep_(std::move(keep)), dir_(dirOf(path_)) {
   if (path_.empty() || path_.back() == '/') throw Error(ErrorCode::kIo, "'" + path_ + "' is not a file name");
+  checkReplaceable(path_, keep_);
   fd_ = ::open(dir_.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
   if (fd_ >= 0) return;
   int err = errno;
@@ -115,6 +148,7 @@ void AtomicFile::setSize(uint64_t size) {
 
 void AtomicFile::commit() {
   if (::fsync(fd_) != 0) ioError("cannot flush '" + path_ + "'", errno);
+  checkReplaceable(path_, keep_);  // again: the target may have changed since construction
   if (temp_name_.empty()) {
     // Give the unnamed file a name: directly at `path` when nothing is there (atomic,
     // and nothing to clean up), else a temporary name that rename() then moves over.

@@ -3,10 +3,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "partita/error.h"
 
@@ -22,31 +19,16 @@ struct Mapping {
 };
 }  // namespace
 
-Bytes mapFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(ErrorCode::kIo, "cannot open '" + path + "': " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    throw Error(ErrorCode::kIo, "cannot stat '" + path + "': " + std::strerror(e));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    throw Error(ErrorCode::kIo, "'" + path + "' is a directory, not a file");
-  }
+Bytes mapFile(const std::string& path) { return mapFile(openRegularFile(path)); }
+
+Bytes mapFile(const OpenedFile& file) {
   auto m = std::make_shared<Mapping>();
-  m->size = size_t(st.st_size);
+  m->size = size_t(file.size());
   if (m->size > 0) {
-    void* addr = ::mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) {
-      int e = errno;
-      ::close(fd);
-      throw Error(ErrorCode::kIo, "cannot map '" + path + "': " + std::strerror(e));
-    }
+    void* addr = ::mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+    if (addr == MAP_FAILED) throw Error(ErrorCode::kIo, "cannot map '" + file.path() + "': " + std::strerror(errno));
     m->addr = addr;
   }
-  ::close(fd);
   Bytes b;
   b.data = static_cast<const std::byte*>(m->addr);
   b.size = m->size;

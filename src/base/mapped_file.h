@@ -5,11 +5,15 @@
 #include <string>
 
 #include "base/bytes.h"
+#include "base/safe_open.h"
 
 namespace partita {
 
-// Maps `path` read-only. Throws Error(kIo) naming the path when it cannot.
+// Maps `path` read-only. It must be a regular file (base/safe_open.h: a FIFO or device
+// is refused without blocking). Throws Error(kIo) naming the path when it cannot.
 // An empty file yields empty Bytes.
 Bytes mapFile(const std::string& path);
+// Maps a file opened with openRegularFile (its size at open).
+Bytes mapFile(const OpenedFile& file);
 
 }  // namespace partita

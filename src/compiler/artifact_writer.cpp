@@ -201,7 +201,7 @@ LinkReport writeArtifact(const ir::Graph& graph, const std::string& path) {
 }
 
 LinkReport writeArtifact(const ir::Graph& graph, const std::vector<backend::ModuleImage>& modules,
-                         const std::string& path) {
+                         const std::string& path, const std::vector<SourceFile>& keep) {
   graph.verify();
   checkCalls(graph, modules);
   const ir::ConstantPool& pool = graph.constants;
@@ -333,7 +333,7 @@ LinkReport writeArtifact(const ir::Graph& graph, const std::vector<backend::Modu
   ws = {SectionKind::kWeights, uint32_t(weights_align), alignUp(pos, weights_align), weights_size, 0};
   const uint64_t file_size = ws.offset + ws.size;
 
-  AtomicFile file(path);
+  AtomicFile file(path, keep);
   for (size_t m = 0; m < modules.size(); ++m)
     if (!modules[m].blob.empty())
       file.writeAt(sections[1 + m].offset, modules[m].blob.data(), modules[m].blob.size());

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/safe_open.h"
 #include "runtime/format.h"
 #include "runtime/link_report.h"
 #include "ir/graph.h"
@@ -29,9 +30,11 @@ namespace partita::artifact {
 // Throws Error(kUnsupported) listing the ops with no host kernel (nothing is written),
 // Error(kInternal) for an inconsistent graph or module (e.g. a use of a constant
 // nobody provides), Error(kIo) when the file system fails (no partial file is left,
-// an existing file at `path` is untouched).
+// an existing file at `path` is untouched), Error(kInvalidArgument) when `path` is
+// not a file AtomicFile may replace -- not a regular file, write-protected, or one of
+// `keep` (the model and external-data files the graph was read from).
 LinkReport writeArtifact(const ir::Graph& graph, const std::vector<backend::ModuleImage>& modules,
-                         const std::string& path);
+                         const std::string& path, const std::vector<SourceFile>& keep = {});
 // The same with no external modules.
 LinkReport writeArtifact(const ir::Graph& graph, const std::string& path);
 

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "base/safe_open.h"
 #include "compiler/partition.h"
 #include "ir/graph.h"
 #include "partita/compiler.h"
@@ -13,6 +15,7 @@ namespace partita {
 struct CompiledGraph {
   ir::Graph graph;                  // main graph; regions replaced by partita.Call nodes
   backend::PartitionResult parts;   // the external modules and their regions
+  std::vector<SourceFile> sources;  // the model file and its external-data files
 };
 
 CompiledGraph compileGraph(const std::string& onnx_path, const CompileOptions& options);

@@ -24,8 +24,12 @@ backend::PartitionOptions partitionOptions(const CompileOptions& options) {
 CompiledGraph compileGraph(const std::string& onnx_path, const CompileOptions& options) {
   frontend::ImportOptions import;
   import.input_shapes = options.input_shapes;
+  import.external_data_root = options.external_data_root;
+  std::vector<SourceFile> sources;
+  import.sources = &sources;
   runtime::checkThreads(options.threads);
-  CompiledGraph c{frontend::importOnnx(onnx_path, import), {}};
+  CompiledGraph c{frontend::importOnnx(onnx_path, import), {}, {}};
+  c.sources = std::move(sources);
   passes::optimize(c.graph);
   // Backends tune to the thread count runs will use (oneDNN's weight layouts): this
   // thread's OpenMP team size is what they read.

@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
         });
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "error: %s\n", partita::cli::describeCurrentException().c_str());
     return 1;
   }
   return 0;

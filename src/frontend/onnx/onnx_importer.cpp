@@ -74,7 +74,9 @@ struct UnsupportedUse {
 class Importer {
  public:
   Importer(std::string path, const ImportOptions& options)
-      : path_(std::move(path)), options_(options), tensors_(std::filesystem::path(path_).parent_path()) {}
+      : path_(std::move(path)),
+        options_(options),
+        tensors_(std::filesystem::path(path_).parent_path(), options.external_data_root) {}
 
   ir::Graph run() {
     loadModel();
@@ -89,6 +91,10 @@ class Importer {
     addOutputs();
     applyInputShapes();
     reportUnsupported();
+    if (options_.sources) {
+      options_.sources->push_back(model_file_);
+      for (const SourceFile& f : tensors_.files()) options_.sources->push_back(f);
+    }
     return std::move(graph_);
   }
 
@@ -96,7 +102,9 @@ class Importer {
   std::string where() const { return path_ + ": "; }
 
   void loadModel() {
-    Bytes file = mapFile(path_);
+    OpenedFile opened = openRegularFile(path_);
+    model_file_ = {opened.id(), "the input model '" + path_ + "'"};
+    Bytes file = mapFile(opened);
     if (file.size == 0) invalid(path_ + ": not a valid ONNX model: the file is empty");
     if (file.size > size_t(INT_MAX))
       unsupported(path_ +
@@ -471,6 +479,7 @@ class Importer {
   const ImportOptions& options_;
   onnx::ModelProto model_;
   TensorReader tensors_;
+  SourceFile model_file_;
   ir::Graph graph_;
   std::map<std::string, int> opsets_;  // domain ("" = default) -> version
   int legacy_opset_ = 0;               // the opset (1..6) of an old model being imported as opset 7

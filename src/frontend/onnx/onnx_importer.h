@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/safe_open.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 
@@ -21,6 +22,12 @@ struct ImportOptions {
   std::map<std::string, std::vector<int64_t>> input_shapes;
   // The ops the model may use; nullptr means kernels::OpRegistry::global().
   const kernels::OpRegistry* ops = nullptr;
+  // External data must resolve to a regular file beneath the model's real folder, or
+  // beneath this folder when it is not empty (docs/security.md).
+  std::string external_data_root;
+  // When set, receives the model file and every external-data file the import read
+  // (a writer must not replace them).
+  std::vector<SourceFile>* sources = nullptr;
 };
 
 // Throws Error(kIo) when the file cannot be read, Error(kInvalidModel) naming the

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
@@ -301,6 +302,106 @@ TEST_F(OnnxImporterTest, ExternalDataOutOfRangeIsAClearError) {
   t->mutable_external_data(0)->set_value("missing.bin");
   EXPECT_EQ(codeOf([&] { import(m); }, &msg), ErrorCode::kIo);
   EXPECT_THAT(msg, HasSubstr("missing.bin"));
+}
+
+// codeOf's answer when nothing was thrown.
+constexpr ErrorCode kImported = ErrorCode::kInternal;
+
+// An initializer w: float32[4] stored externally with these key/value entries.
+onnx::ModelProto externalModel(const std::vector<std::pair<std::string, std::string>>& entries) {
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  auto* op = m.add_opset_import();
+  op->set_version(13);
+  auto* t = m.mutable_graph()->add_initializer();
+  t->set_name("w");
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_dims(4);
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (const auto& [k, v] : entries) {
+    auto* e = t->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  auto* out = m.mutable_graph()->add_output();
+  out->set_name("w");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  return m;
+}
+
+TEST_F(OnnxImporterTest, ExternalDataKeysAreParsedStrictly) {
+  writeBytes("weights.bin", std::string(32, '\0'));
+  std::string msg;
+  auto refused = [&](std::vector<std::pair<std::string, std::string>> kv) {
+    return codeOf([&] { import(externalModel(kv)); }, &msg);
+  };
+  EXPECT_EQ(refused({{"location", "weights.bin"}, {"offset", "16"}}), kImported);
+  for (const char* bad : {"16xyz", "-5", "+16", " 16", "0x10", "99999999999999999999", ""}) {
+    EXPECT_EQ(refused({{"location", "weights.bin"}, {"offset", bad}}), ErrorCode::kInvalidModel) << bad;
+    EXPECT_THAT(msg, HasSubstr("external data offset '" + std::string(bad) + "' is not a non-negative decimal integer"));
+    EXPECT_EQ(refused({{"location", "weights.bin"}, {"length", bad}}), ErrorCode::kInvalidModel) << bad;
+    EXPECT_THAT(msg, HasSubstr("external data length '" + std::string(bad) + "'"));
+  }
+  EXPECT_EQ(refused({{"location", "weights.bin"}, {"offset", "9223372036854775807"}, {"length", "16"}}),
+            ErrorCode::kInvalidModel);
+  EXPECT_THAT(msg, HasSubstr("offset 9223372036854775807 is past the end of 'weights.bin' (32 bytes)"));
+  EXPECT_EQ(refused({{"location", "weights.bin"}, {"offset", "8"}, {"length", "9223372036854775807"}}),
+            ErrorCode::kInvalidModel);
+  EXPECT_THAT(msg, HasSubstr("is outside 'weights.bin' (32 bytes)"));
+  EXPECT_EQ(refused({{"location", "weights.bin"}, {"offset", "8"}, {"length", "8"}}), ErrorCode::kInvalidModel);
+  EXPECT_THAT(msg, HasSubstr("needs 16 bytes but its external data in 'weights.bin' has 8"));
+  EXPECT_EQ(refused({{"location", "weights.bin"}, {"offset", "16"}, {"offset", "0"}}), ErrorCode::kInvalidModel);
+  EXPECT_THAT(msg, HasSubstr("external data key 'offset' is given twice"));
+  EXPECT_EQ(refused({{"location", "weights.bin"}, {"basepath", "/etc"}}), ErrorCode::kInvalidModel);
+  EXPECT_THAT(msg, HasSubstr("unknown key 'basepath'"));
+  EXPECT_EQ(refused({{"location", "weights.bin"}, {"offset", "16"}, {"checksum", "abc"}}), kImported);
+}
+
+TEST_F(OnnxImporterTest, ExternalDataMustStayBeneathTheModelsFolder) {
+  fs::create_directories(dir_ / "m" / "sub");
+  fs::create_directories(dir_ / "blobs");
+  writeBytes("blobs/secret.bin", std::string(16, 's'));
+  writeBytes("m/w.bin", std::string(16, 'w'));
+  fs::create_symlink("../../blobs/secret.bin", dir_ / "m/sub/out.bin");
+  fs::create_symlink("../w.bin", dir_ / "m/sub/in.bin");
+  fs::create_symlink("../blobs", dir_ / "m/blobdir");
+  ASSERT_EQ(::mkfifo((dir_ / "m/pipe.bin").c_str(), 0644), 0);
+  std::string msg;
+  auto importAt = [&](const std::string& location, const std::string& root = "") {
+    ImportOptions o = opts();
+    o.external_data_root = root;
+    return codeOf([&] { importOnnx(write(externalModel({{"location", location}}), "m/model.onnx"), o); }, &msg);
+  };
+  EXPECT_EQ(importAt("sub/in.bin"), kImported);  // a symlink inside the folder: fine
+  for (const char* loc : {"sub/out.bin", "blobdir/secret.bin"}) {
+    EXPECT_EQ(importAt(loc), ErrorCode::kIo) << loc;
+    EXPECT_THAT(msg, HasSubstr("initializer 'w': external data '" + std::string(loc) + "'"));
+    EXPECT_THAT(msg, HasSubstr("resolves to '" + fs::canonical(dir_ / "blobs/secret.bin").string() + "'"));
+    EXPECT_THAT(msg, HasSubstr("--external-data-root"));
+    // A trusted root lets it through.
+    EXPECT_EQ(importAt(loc, (dir_ / "blobs").string()), kImported) << msg;
+  }
+  EXPECT_EQ(importAt("pipe.bin"), ErrorCode::kIo);
+  EXPECT_THAT(msg, HasSubstr("is a FIFO, not a regular file"));
+  EXPECT_EQ(importAt("sub"), ErrorCode::kIo);
+  EXPECT_THAT(msg, HasSubstr("is a directory, not a regular file"));
+}
+
+TEST_F(OnnxImporterTest, ReportsTheFilesItRead) {
+  writeBytes("w.bin", std::string(16, 'w'));
+  std::vector<SourceFile> sources;
+  ImportOptions o = opts();
+  o.sources = &sources;
+  std::string model = write(externalModel({{"location", "w.bin"}}));
+  importOnnx(model, o);
+  ASSERT_EQ(sources.size(), 2u);
+  FileId model_id, data_id;
+  ASSERT_TRUE(fileIdOf(model, model_id));
+  ASSERT_TRUE(fileIdOf((dir_ / "w.bin").string(), data_id));
+  EXPECT_EQ(sources[0].id, model_id);
+  EXPECT_THAT(sources[0].what, HasSubstr("the input model"));
+  EXPECT_EQ(sources[1].id, data_id);
+  EXPECT_THAT(sources[1].what, HasSubstr("external data 'w.bin'"));
 }
 
 TEST_F(OnnxImporterTest, ConstantNodesBecomeConstants) {

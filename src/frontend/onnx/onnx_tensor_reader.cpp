@@ -5,8 +5,11 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <optional>
+#include <set>
 #include <utility>
 
+#include "base/checked_int.h"
 #include "base/mapped_file.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/tensor.h"
@@ -86,40 +89,68 @@ TensorReader::Result TensorReader::read(onnx::TensorProto& t, const std::string&
   return r;
 }
 
+const Bytes& TensorReader::externalFile(const std::string& location, const std::string& what) {
+  auto it = files_.find(location);
+  if (it != files_.end()) return it->second;
+  std::string file;
+  try {
+    if (roots_.empty()) {
+      roots_.push_back(realPath(base_dir_.empty() ? "." : base_dir_.string()));
+      if (!trusted_root_.empty()) roots_.push_back(realPath(trusted_root_));
+    }
+    file = roots_[0] + "/" + location;
+    OpenedFile opened = openRegularFile(
+        file, roots_,
+        trusted_root_.empty() ? "; if the data is kept elsewhere on purpose, name that folder with "
+                                "--external-data-root DIR (CompileOptions::external_data_root)"
+                              : "");
+    sources_.push_back({opened.id(), "external data '" + location + "' of the model"});
+    return files_.emplace(location, mapFile(opened)).first->second;
+  } catch (const Error& e) {
+    throw Error(e.code(), what + ": external data '" + location + "': " + e.what());
+  }
+}
+
 Bytes TensorReader::readExternal(const onnx::TensorProto& t, const std::string& what, size_t nbytes) {
+  // ONNX's keys (onnx/docs/ExternalData.md); the checksum is not verified.
   std::string location;
-  int64_t offset = 0, length = -1;
+  std::optional<int64_t> offset, length;
+  std::set<std::string> seen;
   for (const auto& kv : t.external_data()) {
-    try {
-      if (kv.key() == "location") {
-        location = kv.value();
-      } else if (kv.key() == "offset") {
-        offset = std::stoll(kv.value());
-      } else if (kv.key() == "length") {
-        length = std::stoll(kv.value());
-      }
-    } catch (const std::exception&) {
-      invalid(what + ": external data " + kv.key() + " '" + kv.value() + "' is not a number");
+    const std::string& key = kv.key();
+    if (!seen.insert(key).second) invalid(what + ": external data key '" + key + "' is given twice");
+    if (key == "location") {
+      location = kv.value();
+    } else if (key == "offset" || key == "length") {
+      std::optional<int64_t> v = parseDecimal(kv.value());
+      if (!v)
+        invalid(what + ": external data " + key + " '" + kv.value() +
+                "' is not a non-negative decimal integer (digits only, at most 2^63-1)");
+      (key == "offset" ? offset : length) = v;
+    } else if (key != "checksum") {
+      invalid(what + ": external data has an unknown key '" + key +
+              "' (ONNX defines location, offset, length and checksum)");
     }
   }
   if (location.empty()) invalid(what + " has external data without a location");
   std::filesystem::path rel(location);
-  if (!isLexicallyInside(rel))
+  if (!isLexicallyInside(rel) || location.find('\0') != std::string::npos)
     invalid(what + ": external data location '" + location +
-            "' must be a relative path inside the model's directory");
-  if (offset < 0) invalid(what + ": external data offset " + std::to_string(offset) + " is negative");
-  std::string file = (base_dir_ / rel).string();
-  auto it = files_.find(file);
-  if (it == files_.end()) it = files_.emplace(file, mapFile(file)).first;
-  const Bytes& whole = it->second;
-  size_t len = length < 0 ? (size_t(offset) <= whole.size ? whole.size - size_t(offset) : 0) : size_t(length);
-  if (size_t(offset) > whole.size || len > whole.size - size_t(offset))
-    invalid(what + ": external data range [" + std::to_string(offset) + ", " + std::to_string(offset) + "+" +
-            std::to_string(len) + ") is outside '" + file + "' (" + std::to_string(whole.size) + " bytes)");
+            "' must be a relative path inside the model's directory (no '..', not absolute)");
+  const Bytes& whole = externalFile(location, what);
+  const uint64_t size = whole.size;
+  const uint64_t off = uint64_t(offset.value_or(0));
+  if (off > size)
+    invalid(what + ": external data offset " + std::to_string(off) + " is past the end of '" + location + "' (" +
+            std::to_string(size) + " bytes)");
+  const uint64_t len = length ? uint64_t(*length) : size - off;
+  if (len > size - off)
+    invalid(what + ": external data range [" + std::to_string(off) + ", " + std::to_string(off) + "+" +
+            std::to_string(len) + ") is outside '" + location + "' (" + std::to_string(size) + " bytes)");
   if (len != nbytes)
-    invalid(what + " needs " + std::to_string(nbytes) + " bytes but its external data in '" + file +
+    invalid(what + " needs " + std::to_string(nbytes) + " bytes but its external data in '" + location +
             "' has " + std::to_string(len));
-  return whole.slice(size_t(offset), len);
+  return whole.slice(size_t(off), size_t(len));
 }
 
 Bytes TensorReader::readTyped(const onnx::TensorProto& t, ir::DType dtype, int64_t numel,

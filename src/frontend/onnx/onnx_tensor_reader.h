@@ -4,8 +4,9 @@
 // message without protobuf's default size limits.
 //
 // Raw data is moved out of the protobuf, not copied; external data (ONNX's
-// location/offset/length entries, which must name a file inside the model's directory)
-// is mapped once per file and sliced; typed fields (float_data, int32_data, ...) are
+// location/offset/length entries: a relative location without "..", whose real path
+// must be a regular file beneath the model's real folder or a trusted root; offset and
+// length plain decimal integers inside the file) is mapped once per file and sliced; typed fields (float_data, int32_data, ...) are
 // converted. Malformed tensors throw Error(kInvalidModel), string/complex/segmented ones
 // Error(kUnsupported). One reader per import; not thread-safe.
 #pragma once
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "base/bytes.h"
+#include "base/safe_open.h"
 #include "ir/dtype.h"
 #include "partita/error.h"
 
@@ -47,7 +49,11 @@ bool parseMessage(Message& m, const Bytes& bytes) {
 // once each; raw bytes are moved out of the protobuf, not copied.
 class TensorReader {
  public:
-  explicit TensorReader(std::filesystem::path base_dir) : base_dir_(std::move(base_dir)) {}
+  // `base_dir`: the folder external-data locations are relative to (the model's). Its
+  // real path is the root they must resolve beneath; `trusted_root`, when not empty,
+  // is a second one (e.g. a cache's blob folder the data links into).
+  explicit TensorReader(std::filesystem::path base_dir, std::string trusted_root = {})
+      : base_dir_(std::move(base_dir)), trusted_root_(std::move(trusted_root)) {}
 
   struct Result {
     ir::DType dtype = ir::DType::kUndefined;
@@ -58,12 +64,20 @@ class TensorReader {
   // `what` names the tensor in error messages ("initializer 'w'").
   Result read(onnx::TensorProto& t, const std::string& what);
 
+  // The external-data files read so far.
+  const std::vector<SourceFile>& files() const { return sources_; }
+
  private:
   Bytes readExternal(const onnx::TensorProto& t, const std::string& what, size_t nbytes);
   static Bytes readTyped(const onnx::TensorProto& t, ir::DType dtype, int64_t numel, const std::string& what);
 
+  const Bytes& externalFile(const std::string& location, const std::string& what);
+
   std::filesystem::path base_dir_;
-  std::map<std::string, Bytes> files_;
+  std::string trusted_root_;
+  std::vector<std::string> roots_;      // real paths; resolved at the first external tensor
+  std::map<std::string, Bytes> files_;  // location -> mapped file
+  std::vector<SourceFile> sources_;
 };
 
 }  // namespace partita::frontend::onnx_import
