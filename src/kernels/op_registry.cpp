@@ -1,5 +1,10 @@
 #include "kernels/op_registry.h"
 
+#include <limits>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
 #include "partita/error.h"
 
 namespace partita::kernels {
@@ -46,12 +51,49 @@ std::vector<std::string> OpRegistry::opTypes() const {
   return out;
 }
 
+namespace {
+struct Arity {
+  const char* op;
+  int since, min_in, max_in, min_out, max_out;
+};
+constexpr Arity kArity[] = {
+#include "kernels/op_arity.inc"
+};
+}  // namespace
+
+void checkArity(const ir::Node& node) {
+  if (!node.domain.empty() && node.domain != "ai.onnx") return;
+  const Arity* found = nullptr;  // the newest version at or below the node's opset
+  static const std::unordered_map<std::string_view, std::vector<const Arity*>> by_op = [] {
+    std::unordered_map<std::string_view, std::vector<const Arity*>> m;
+    for (const Arity& a : kArity) m[a.op].push_back(&a);
+    return m;
+  }();
+  auto it = by_op.find(node.op_type);
+  if (it == by_op.end()) return;
+  for (const Arity* a : it->second)
+    if (a->since <= node.opset && (!found || a->since > found->since)) found = a;
+  if (!found) return;
+  auto count = [&](std::string what, size_t n, int lo, int hi) {
+    if (n == 1) what.pop_back();  // "1 input"
+    if (int64_t(n) >= lo && int64_t(n) <= hi) return;
+    std::string range = lo == hi ? std::to_string(lo)
+                        : hi == std::numeric_limits<int>::max() ? "at least " + std::to_string(lo)
+                                                                 : std::to_string(lo) + " to " + std::to_string(hi);
+    throw Error(ErrorCode::kInvalidModel, describe(node) + ": has " + std::to_string(n) + " " + what + ", opset " +
+                                              std::to_string(node.opset) + " allows " + range);
+  };
+  count("inputs", node.inputs.size(), found->min_in, found->max_in);
+  count("outputs", node.outputs.size(), found->min_out, found->max_out);
+}
+
 std::vector<ir::TensorType> inferNode(const ir::Node& node, const std::vector<ir::TensorType>& inputs,
                                       const std::vector<const ir::Tensor*>& values,
                                       const ConstResolver* constants) {
   const OpDef* def = OpRegistry::global().find(node.domain, node.op_type);
   if (!def)
     throw Error(ErrorCode::kUnsupported, "unsupported op " + node.op_type + " (node '" + node.name + "')");
+  checkArity(node);
   InferContext ctx{node, inputs, values, std::vector<ir::TensorType>(node.outputs.size()), constants};
   def->infer(ctx);
   return std::move(ctx.outputs);

@@ -41,7 +41,10 @@ struct InferContext {
 
   size_t numInputs() const { return inputs.size(); }
   bool hasInput(size_t i) const { return i < inputs.size() && inputs[i].dtype != ir::DType::kUndefined; }
-  const ir::TensorType& input(size_t i) const { return inputs.at(i); }
+  const ir::TensorType& input(size_t i) const {
+    if (i >= inputs.size()) fail("input " + std::to_string(i) + " is missing");
+    return inputs[i];
+  }
   const ir::Tensor* value(size_t i) const { return i < values.size() ? values[i] : nullptr; }
   int opset() const { return node.opset; }
   const ir::AttributeMap& attrs() const { return node.attrs; }
@@ -94,7 +97,15 @@ void registerElementwiseOps(OpRegistry& r);  // ops_elementwise.cpp: unary, bina
 void registerReduceOps(OpRegistry& r);       // ops_reduce.cpp: Reduce*, ArgMax/ArgMin, softmax family
 void registerShapeOps(OpRegistry& r);        // ops_shape.cpp: reshape, transpose, slice, gather, ...
 
-// Runs inference for `node` on input types (and known values). Returns output types.
+// Checks the node's input and output counts against its ONNX schema at the node's
+// opset (op_arity.inc, generated from ONNX's schemas); ops outside the default
+// domain or newer than the table are left to their inference functions.
+// Error(kInvalidModel) naming the node otherwise.
+void checkArity(const ir::Node& node);
+
+// Checks arity, then runs inference for `node` on input types (and known values).
+// Returns output types. The one validation of a node: the importer's shape inference
+// and the loader (runtime::validateGraph) both come through here.
 std::vector<ir::TensorType> inferNode(const ir::Node& node, const std::vector<ir::TensorType>& inputs,
                                       const std::vector<const ir::Tensor*>& values,
                                       const ConstResolver* constants);

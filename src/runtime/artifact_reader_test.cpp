@@ -2,6 +2,7 @@
 // what is wrong, and never a crash.
 #include "runtime/artifact_reader.h"
 #include "runtime/executor_kinds.h"
+#include "runtime/graph_executor.h"
 
 #include <algorithm>
 #include <cstring>
@@ -509,4 +510,48 @@ TEST(ArtifactReader, MissingFileIsAnIoError) {
 }
 
 }  // namespace
+// The loader checks a graph as the importer does (runtime::validateGraph): a linker
+// that was handed a bad graph, or an edited manifest, is refused before anything runs.
+namespace {
+std::string loadError(const ir::Graph& g) {
+  Buffer b = artifactBytes(g, {});
+  try {
+    Artifact a = readArtifact(testing::bytesOf(b), "x.pta");
+    runtime::GraphExecutor exec(a.graph, a.store);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArtifact) << e.what();
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(ArtifactLoadValidation, NodesAreCheckedAsTheImporterChecksThem) {
+  auto f32 = [](std::vector<int64_t> s) { return ir::TensorType::of(ir::DType::kFloat32, s); };
+  {  // a Transpose perm out of range
+    ir::Graph g;
+    ir::ValueId x = g.addValue("x", f32({2, 3}));
+    g.inputs.push_back(x);
+    g.outputs.push_back(testing::addNode(g, "Transpose", "t", {x}, f32({3, 2})));
+    g.nodes.back().attrs.setInts("perm", {1, 5});
+    EXPECT_EQ(loadError(g), "the graph does not check: Transpose node 't': perm is not a permutation");
+  }
+  {  // a node whose output is recorded bigger than it is
+    ir::Graph g = testing::mlpGraph(4, 4, 4);
+    g.value(g.nodes[2].outputs[0]).type = f32({2, 4096});
+    EXPECT_EQ(loadError(g), "Relu node 'relu': output 'relu' is recorded as float32[2,4096] but the node gives "
+                            "float32[2,4]");
+  }
+  {  // another dtype
+    ir::Graph g = testing::mlpGraph(4, 4, 4);
+    g.value(g.nodes[2].outputs[0]).type = ir::TensorType::of(ir::DType::kFloat64, {2, 4});
+    EXPECT_NE(loadError(g).find("is recorded as float64[2,4] but the node gives float32[2,4]"), std::string::npos);
+  }
+  {  // a node with an input too many for its schema
+    ir::Graph g = testing::mlpGraph(4, 4, 4);
+    g.nodes[2].inputs.push_back(g.inputs[0]);
+    EXPECT_EQ(loadError(g), "the graph does not check: Relu node 'relu': has 2 inputs, opset 13 allows 1");
+  }
+}
+
 }  // namespace partita::artifact

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include "kernels/op_util.h"
+#include "runtime/graph_validate.h"
 #include "partita/error.h"
 
 namespace partita::runtime {
@@ -17,15 +18,6 @@ std::vector<IoSpec> ioSpecs(const ir::Graph& g, const std::vector<ir::ValueId>& 
   return out;
 }
 
-// Tensor attributes (e.g. ConstantOfShape's value) read through the store.
-class StoreConstants final : public kernels::ConstResolver {
- public:
-  explicit StoreConstants(const ConstStore& store) : store_(store) {}
-  ir::Tensor constant(ir::ConstId id) const override { return store_.get(id); }
-
- private:
-  const ConstStore& store_;
-};
 }  // namespace
 
 GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared_ptr<const ConstStore> store,
@@ -44,6 +36,8 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
   for (size_t v = 0; v < nvalues; ++v)
     if (g.values[v].isConstant()) placement_[v] = Placement::kConstant;
 
+  // Every host node checked as the importer checks it, before anything runs.
+  const std::vector<bool> dynamic = validateGraph(g, *store_);
   steps_.resize(g.nodes.size());
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const ir::Node& node = g.nodes[n];
@@ -61,16 +55,10 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
                     "no host kernel for op " + node.op_type + " (node '" + node.name + "')");
       steps_[n].op = op;
     }
-    bool all_static = true;
     for (ir::ValueId in : node.inputs)
-      if (in != ir::kNoValue) {
-        last_use_[size_t(in)] = int32_t(n);
-        if (!g.typeOf(in).isStatic()) all_static = false;
-      }
-    for (ir::ValueId out : node.outputs)
-      if (out != ir::kNoValue && !g.typeOf(out).isStatic()) all_static = false;
-    steps_[n].dynamic = !all_static;
-    if (steps_[n].module && !all_static)
+      if (in != ir::kNoValue) last_use_[size_t(in)] = int32_t(n);
+    steps_[n].dynamic = dynamic[n];
+    if (steps_[n].module && dynamic[n])
       throw Error(ErrorCode::kUnsupported, "call node '" + node.name + "' has values of unknown shape");
   }
   for (ir::ValueId out : g.outputs) last_use_[size_t(out)] = int32_t(steps_.size());
@@ -155,6 +143,11 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
         if (!out_types[o].isStatic())
           throw Error(ErrorCode::kInternal, node.op_type + " node '" + node.name +
                                                 "': output shape unknown even with all inputs known");
+        const ir::TensorType& recorded = g.typeOf(out);
+        if (recorded.isStatic() && recorded.staticShape() != out_types[o].staticShape())
+          throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "': output '" +
+                                                       g.value(out).name + "' is " + out_types[o].str() +
+                                                       " but the model declares " + recorded.str());
         state.dynamic.emplace_back(out_types[o].dtype, out_types[o].staticShape());
         values[size_t(out)] = state.dynamic.back().view();
       }
