@@ -93,6 +93,29 @@ bool isPlainDense(const memory::desc& md) {
   return true;
 }
 
+uint64_t extentBytes(const memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked) return md.get_size();
+  // The last element any index reaches: offset0, plus (outer blocks - 1) * stride per
+  // dim, plus the inner block. Descriptors come from readDesc, so every value is
+  // bounded (dims and strides < 2^40, at most 12 dims): no overflow in 128 bits.
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  std::vector<int64_t> block(size_t(d.ndims), 1);
+  int64_t inner = 1;
+  for (int k = 0; k < b.inner_nblks; ++k) {
+    block[size_t(b.inner_idxs[k])] *= b.inner_blks[k];
+    inner *= b.inner_blks[k];
+  }
+  unsigned __int128 last = uint64_t(d.offset0) + uint64_t(inner - 1);
+  for (int i = 0; i < d.ndims; ++i) {
+    if (d.padded_dims[i] == 0) return 0;
+    const int64_t outer = (d.padded_dims[i] + block[size_t(i)] - 1) / block[size_t(i)];
+    last += (unsigned __int128)(outer - 1) * uint64_t(b.strides[i]);
+  }
+  const unsigned __int128 bytes = (last + 1) * dnnl_data_type_size(d.data_type);
+  return bytes > UINT64_MAX ? UINT64_MAX : uint64_t(bytes);
+}
+
 bool sameDesc(const memory::desc& a, const memory::desc& b) {
   return dnnl_memory_desc_equal(&a.data, &b.data) != 0;
 }
@@ -185,11 +208,11 @@ memory::desc readDesc(BlobReader& r) {
     if (d.padded_offsets[i] < 0 || d.padded_offsets[i] > d.padded_dims[i]) r.fail(what + "bad padded offset");
   }
   d.offset0 = r.i64();
-  if (d.offset0 < 0) r.fail(what + "negative offset");
+  if (d.offset0 < 0 || d.offset0 > (int64_t(1) << 40)) r.fail(what + "offset0 out of range");
   dnnl_blocking_desc_t& b = d.format_desc.blocking;
   for (int i = 0; i < ndims; ++i) {
     b.strides[i] = r.i64();
-    if (b.strides[i] < 0) r.fail(what + "negative stride");
+    if (b.strides[i] < 0 || b.strides[i] > (int64_t(1) << 40)) r.fail(what + "stride out of range");
   }
   b.inner_nblks = r.i32();
   if (b.inner_nblks < 0 || b.inner_nblks > DNNL_MAX_NDIMS) r.fail(what + "bad inner block count");

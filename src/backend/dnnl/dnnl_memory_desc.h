@@ -33,6 +33,11 @@ bool isPlainDense(const memory::desc& md);
 bool hasPadding(const memory::desc& md);
 int64_t numElements(const memory::desc& md);  // product of the logical dims
 
+// The bytes from a memory's handle that `md` may touch: offset0 plus the span of its
+// strides over the padded dims. (oneDNN's get_size() is 0 for a descriptor with a
+// non-zero offset0, a sub-memory view; checks against a buffer use this instead.)
+uint64_t extentBytes(const memory::desc& md);
+
 // Byte-for-byte identity of two descriptors (dims, type, layout).
 bool sameDesc(const memory::desc& a, const memory::desc& b);
 

@@ -85,9 +85,9 @@ void checkConstant(const runtime::ModuleLoadContext& ctx,
   const std::string& layout = ctx.store->layout(id);
   size_t bytes = ctx.store->bytes(id).size;
   if (t.dtype != ir::DType::kFloat32) invalid(where + ": constant " + std::to_string(id) + " is not float32");
-  if (bytes != md.get_size())
+  if (md.data.offset0 != 0 || bytes != md.get_size())
     invalid(where + ": constant " + std::to_string(id) + " has " + std::to_string(bytes) +
-            " bytes, the primitive reads " + std::to_string(md.get_size()));
+            " bytes, the primitive reads " + std::to_string(extentBytes(md)) + " from its start");
   if (layout.empty()) {
     if (!isPlainDense(md))
       invalid(where + ": constant " + std::to_string(id) + " is row-major but the primitive reads layout " +

@@ -390,6 +390,16 @@ TEST(DnnlMemoryDesc, LayoutStringsAndEncoding) {
             "blocks=16:"
             "block_dims=0");
   EXPECT_EQ(layoutTag(blocked), "dnnl:f32:Acdb16a:20,3,3,3");
+  // The extent a descriptor reaches from its handle, which oneDNN's get_size() does
+  // not give for a view with an offset (it says 0): a blob that claims a huge offset0
+  // is refused against its buffer instead of crashing inside a kernel.
+  EXPECT_EQ(extentBytes(blocked), blocked.get_size());
+  memory::desc whole(memory::dims{4, 6}, memory::data_type::f32, memory::format_tag::ab);
+  memory::desc view = whole.submemory_desc({4, 2}, {0, 1});
+  EXPECT_EQ(view.get_size(), 0u);
+  EXPECT_EQ(extentBytes(view), (1 + 3 * 6 + 1 + 1) * 4u);  // up to element [3, 2]
+  view.data.offset0 = int64_t(1) << 40;
+  EXPECT_GT(extentBytes(view), uint64_t(1) << 40);
   EXPECT_TRUE(isPlainDense(plainDesc({2, 1, 3})));
   EXPECT_EQ(plainDesc({}).dims(), memory::dims{1});
   BlobWriter w;

@@ -160,11 +160,11 @@ void validate(const Program& p, size_t blob_size) {
         const std::string at = where + " step " + std::to_string(s) + " (" + fn.steps[s].label + ")";
         if (a.source == ArgSource::kBuffer) {
           check(a.index < fn.buffers.size(), at + ": buffer index out of range");
-          check(a.md.get_size() <= fn.buffers[a.index].bytes, at + ": argument larger than its buffer");
+          check(extentBytes(a.md) <= fn.buffers[a.index].bytes, at + ": argument larger than its buffer");
         } else if (a.source == ArgSource::kConstant) {
           check(a.index < ir::kNoConst, at + ": constant id out of range");
         } else {
-          check(a.index <= p.embedded_size && a.md.get_size() <= p.embedded_size - a.index,
+          check(a.index <= p.embedded_size && extentBytes(a.md) <= p.embedded_size - a.index,
                 at + ": embedded argument outside the embedded data");
         }
       }
