@@ -3,8 +3,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
+#include "ir/limits.h"
 #include "ir/tensor.h"
 #include "partita/error.h"
 
@@ -86,6 +88,17 @@ ir::OwnedTensor readNpy(const std::string& path) {
     if (end == item.c_str() + a || v < 0) bad(path, "bad shape entry '" + item + "'");
     shape.push_back(v);
   }
+  // The size the header claims is checked against the file before anything is
+  // allocated for it: a header can claim any shape.
+  std::optional<uint64_t> bytes = ir::checkedNbytes(dtype, shape);
+  if (!bytes) bad(path, "shape " + ir::shapeStr(shape) + " has more bytes than 64 bits count");
+  const std::streamoff data_at = in.tellg();
+  in.seekg(0, std::ios::end);
+  const std::streamoff file_end = in.tellg();
+  in.seekg(data_at);
+  if (data_at < 0 || file_end < data_at || uint64_t(file_end - data_at) < *bytes)
+    bad(path, "data is shorter than its shape " + ir::shapeStr(shape) + " needs (" + std::to_string(*bytes) +
+                  " bytes)");
   ir::OwnedTensor t(dtype, shape);
   if (t.nbytes() && !in.read(static_cast<char*>(t.data()), std::streamsize(t.nbytes())))
     bad(path, "data is shorter than its shape " + ir::shapeStr(shape) + " needs");

@@ -1,6 +1,10 @@
 #include "ir/type.h"
 
+#include <optional>
 #include <sstream>
+
+#include "ir/limits.h"
+#include "partita/error.h"
 
 namespace partita::ir {
 
@@ -50,9 +54,11 @@ std::string TensorType::str() const {
 }
 
 int64_t shapeNumel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  std::optional<int64_t> n = checkedNumel(shape);
+  if (!n)
+    throw Error(ErrorCode::kInvalidArgument, "shape " + shapeStr(shape) +
+                                                 " has a negative dimension or more elements than 64 bits count");
+  return *n;
 }
 
 bool broadcastsInto(const std::vector<int64_t>& shape, const std::vector<int64_t>& out) {

@@ -36,6 +36,8 @@ struct TensorType {
   bool operator==(const TensorType&) const = default;
 };
 
+// Elements of a static shape; throws Error(kInvalidArgument) for a negative dimension
+// or a count over INT64_MAX (ir/limits.h has the non-throwing checkedNumel).
 int64_t shapeNumel(const std::vector<int64_t>& shape);
 // Numpy broadcasting in one direction: can `shape` be stretched to `out` (each of its
 // dimensions, aligned from the right, 1 or equal; its rank at most out's)?

@@ -227,19 +227,24 @@ MemoryPlan planMemory(const std::vector<BufferRequest>& requests) {
 
 namespace {
 constexpr size_t kHugePage = size_t(2) << 20;
+
+[[noreturn]] void outOfMemory(size_t bytes) {
+  throw Error(ErrorCode::kInvalidArgument,
+              "out of memory: cannot allocate an activation arena of " + std::to_string(bytes) + " bytes");
+}
 }  // namespace
 
 ArenaMemory::ArenaMemory(size_t bytes) : size_(std::max(alignUp(bytes), kArenaAlignment)) {
   if (size_ >= kHugePage) {
     void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
+    if (p == MAP_FAILED) outOfMemory(size_);
     madvise(p, size_, MADV_HUGEPAGE);  // advice only: without THP the arena works the same
     data_ = static_cast<std::byte*>(p);
     mapped_ = true;
     return;
   }
   data_ = static_cast<std::byte*>(std::aligned_alloc(kArenaAlignment, size_));
-  if (!data_) throw std::bad_alloc();
+  if (!data_) outOfMemory(size_);
   std::memset(data_, 0, size_);
 }
 

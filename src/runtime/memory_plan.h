@@ -38,7 +38,7 @@ MemoryPlan planMemory(const std::vector<BufferRequest>& requests);
 class ArenaMemory {
  public:
   ArenaMemory() = default;
-  explicit ArenaMemory(size_t bytes);  // throws std::bad_alloc
+  explicit ArenaMemory(size_t bytes);  // throws Error(kInvalidArgument) when out of memory
   ~ArenaMemory();
   ArenaMemory(ArenaMemory&& other) noexcept;
   ArenaMemory& operator=(ArenaMemory&& other) noexcept;
