@@ -334,25 +334,34 @@ std::vector<int64_t> resolveTransposed(const ir::Node& node, Window& win, const 
     if (oshape.size() != nd) failNode(node, "output_shape must have one value per spatial axis");
   }
   std::vector<int64_t> out(nd, -1);
+  const struct {
+    const ir::Node& node;
+    [[noreturn]] void fail(const std::string& msg) const { failNode(node, msg); }
+  } f{node};
   for (size_t i = 0; i < nd; ++i) {
     const int64_t s = win.strides[i];
     const int64_t ek = win.kernel[i] < 0 ? -1 : win.effectiveKernel(i);
     const bool same = win.auto_pad == AutoPad::kSameUpper || win.auto_pad == AutoPad::kSameLower;
     if (!oshape.empty() || same) {
-      int64_t o = !oshape.empty() ? oshape[i] : (in[i] < 0 ? -1 : in[i] * s);
+      int64_t o = !oshape.empty() ? oshape[i] : (in[i] < 0 ? -1 : mulDims(f, in[i], s));
       out[i] = o;
       if (o < 0 || in[i] < 0 || ek < 0) continue;
       // Negative totals (output_shape beyond the natural size) halve with flooring, as
       // ONNX's reference does: the extra output goes at the end.
-      const int64_t total = s * (in[i] - 1) + opad[i] + ek - o;
+      const int64_t total =
+          addDims(f, addDims(f, mulDims(f, s, std::max<int64_t>(in[i] - 1, 0)), opad[i]), ek) - o;
       const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
       win.pad_begin[i] = win.auto_pad == AutoPad::kSameUpper ? half : total - half;
       win.pad_end[i] = total - win.pad_begin[i];
       continue;
     }
     if (in[i] < 0 || ek < 0) continue;
-    out[i] = s * (in[i] - 1) + opad[i] + ek - win.pad_begin[i] - win.pad_end[i];
-    if (out[i] < 0) failNode(node, "negative output size on spatial axis " + std::to_string(i));
+    const int64_t grown = addDims(f, addDims(f, mulDims(f, s, std::max<int64_t>(in[i] - 1, 0)), opad[i]), ek);
+    out[i] = grown - addDims(f, win.pad_begin[i], win.pad_end[i]);
+    if (out[i] < 0)
+      failNode(node, "pads " + std::to_string(win.pad_begin[i]) + " and " + std::to_string(win.pad_end[i]) +
+                         " make the output size on spatial axis " + std::to_string(i) + " negative: " +
+                         std::to_string(out[i]));
   }
   return out;
 }
@@ -378,7 +387,7 @@ void inferConvTranspose(InferContext& c) {
   if (x.has_rank && w.has_rank && x.dims[1].isKnown() && w.dims[0].isKnown() &&
       x.dims[1].value != w.dims[0].value)
     c.fail("input channels do not match weights " + w.str());
-  ir::Dim m = (w.has_rank && w.dims[1].isKnown()) ? ir::Dim::known(w.dims[1].value * groups) : ir::Dim{};
+  ir::Dim m = (w.has_rank && w.dims[1].isKnown()) ? ir::Dim::known(mulDims(c, w.dims[1].value, groups)) : ir::Dim{};
   std::vector<int64_t> in = x.has_rank ? spatialDims(x) : std::vector<int64_t>(nd, -1);
   c.outputs[0] = makeType(x.dtype, x.has_rank ? x.dims[0] : ir::Dim{}, m, resolveTransposed(c.node, win, in));
 }
@@ -513,7 +522,7 @@ ir::TensorType inferConvOutput(InferContext& c, const ir::TensorType& x, const i
   ir::Dim m = w.has_rank ? w.dims[0] : ir::Dim{};
   if (m.isKnown() && m.value % groups != 0) c.fail("output channels are not divisible by group");
   if (x.has_rank && w.has_rank && x.dims[1].isKnown() && w.dims[1].isKnown() &&
-      x.dims[1].value != w.dims[1].value * groups)
+      (x.dims[1].value % groups != 0 || x.dims[1].value / groups != w.dims[1].value))
     c.fail("input channels " + std::to_string(x.dims[1].value) + " do not match weights " + w.str() +
            " with group " + std::to_string(groups));
   std::vector<int64_t> in = x.has_rank ? spatialDims(x) : std::vector<int64_t>(nd, -1);
@@ -538,7 +547,7 @@ ConvShape convShape(KernelContext& c, const ir::Tensor& x, const ir::Tensor& w) 
   s.c = x.shape[1];
   s.m = w.shape[0];
   s.groups = c.attrs().getInt("group", 1);
-  if (s.groups < 1 || s.c % s.groups != 0 || s.m % s.groups != 0 || w.shape[1] * s.groups != s.c)
+  if (s.groups < 1 || s.c % s.groups != 0 || s.m % s.groups != 0 || w.shape[1] != s.c / s.groups)
     c.fail("channels do not match: input " + ir::shapeStr(x.shape) + ", weights " + ir::shapeStr(w.shape) +
            ", group " + std::to_string(s.groups));
   s.cg = s.c / s.groups;

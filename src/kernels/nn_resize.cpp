@@ -168,10 +168,15 @@ std::vector<int64_t> outputSizes(const ir::Node& node, const ResizeSpec& s, cons
     failNode(node, "roi must have 2 values per input dimension");
   std::vector<int64_t> out(rank, -1);
   for (size_t i = 0; i < rank; ++i) {
-    if (t.scales[i] <= 0) failNode(node, "scales must be positive");
+    if (!(t.scales[i] > 0) || !std::isfinite(t.scales[i])) failNode(node, "scales must be positive and finite");
     if (in[i] < 0) continue;
     double extent = t.roi.empty() ? 1.0 : t.roi[rank + i] - t.roi[i];
-    out[i] = int64_t(std::floor(double(in[i]) * extent * t.scales[i]));
+    const double size = std::floor(double(in[i]) * extent * t.scales[i]);
+    // Converting a double at or past 2^63 (or NaN) to int64 is undefined: refuse first.
+    if (!(size < 0x1p62))
+      failNode(node, "scale " + std::to_string(t.scales[i]) + " makes dimension " + std::to_string(i) + " (" +
+                         std::to_string(in[i]) + ") larger than 64 bits count");
+    out[i] = std::max<int64_t>(int64_t(size), 0);
   }
   return out;
 }

@@ -11,7 +11,11 @@ std::string describe(const ir::Node& node) {
 }  // namespace
 
 void InferContext::fail(const std::string& msg) const {
-  throw Error(ErrorCode::kInvalidModel, describe(node) + ": " + msg);
+  std::string outputs;
+  if (graph)
+    for (ir::ValueId out : node.outputs)
+      if (out != ir::kNoValue) outputs += (outputs.empty() ? " (making '" : "', '") + graph->value(out).name;
+  throw Error(ErrorCode::kInvalidModel, describe(node) + (outputs.empty() ? "" : outputs + "')") + ": " + msg);
 }
 
 void KernelContext::fail(const std::string& msg) const {
@@ -48,12 +52,20 @@ std::vector<std::string> OpRegistry::opTypes() const {
 
 std::vector<ir::TensorType> inferNode(const ir::Node& node, const std::vector<ir::TensorType>& inputs,
                                       const std::vector<const ir::Tensor*>& values,
-                                      const ConstResolver* constants) {
+                                      const ConstResolver* constants, const ir::TensorLimits& limits,
+                                      const ir::Graph* graph) {
   const OpDef* def = OpRegistry::global().find(node.domain, node.op_type);
   if (!def)
     throw Error(ErrorCode::kUnsupported, "no host kernel for op " + node.op_type + " (node '" + node.name + "')");
-  InferContext ctx{node, inputs, values, std::vector<ir::TensorType>(node.outputs.size()), constants};
+  InferContext ctx{node, inputs, values, std::vector<ir::TensorType>(node.outputs.size()), constants, limits,
+                   graph};
   def->infer(ctx);
+  for (size_t o = 0; o < ctx.outputs.size(); ++o) {
+    std::string why = ir::limitViolation(ctx.outputs[o], limits);
+    if (why.empty()) continue;
+    // With the graph the message names the outputs already; say which one if several.
+    ctx.fail(graph && node.outputs.size() == 1 ? why : "output " + std::to_string(o) + ": " + why);
+  }
   return std::move(ctx.outputs);
 }
 

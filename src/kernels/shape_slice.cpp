@@ -84,17 +84,22 @@ std::vector<SliceAxis> planSlice(const Ctx& c, SliceParams p, const std::vector<
       a.len = -1;
       continue;
     }
+    if (d == 0) {  // nothing to slice (and the clamps below need d >= 1)
+      a.len = 0;
+      continue;
+    }
     int64_t s = p.starts[i], e = p.ends[i];
     if (s < 0) s += d;
     if (e < 0) e += d;
+    // Written so that no step, however large, overflows: ceil(span / |step|).
     if (a.step > 0) {
       s = std::clamp<int64_t>(s, 0, d);
       e = std::clamp<int64_t>(e, 0, d);
-      a.len = e > s ? (e - s + a.step - 1) / a.step : 0;
+      a.len = e > s ? (e - s - 1) / a.step + 1 : 0;
     } else {
       s = std::clamp<int64_t>(s, 0, d - 1);
       e = std::clamp<int64_t>(e, -1, d - 1);
-      a.len = s > e ? (s - e + (-a.step) - 1) / (-a.step) : 0;
+      a.len = s > e ? int64_t(uint64_t(s - e - 1) / (uint64_t(0) - uint64_t(a.step)) + 1) : 0;
     }
     a.start = a.len > 0 ? s : 0;
   }
@@ -158,7 +163,9 @@ void runSlice(KernelContext& c) {
   int64_t offset = 0;
   for (size_t k = 0; k < in.rank(); ++k) {
     shape[k] = plan[k].len;
-    src[k] = in_strides[k] * plan[k].step;
+    // With two or more elements |step| is below the dim, so the product fits; with one
+    // the stride is never used (and a huge step times the stride could overflow).
+    src[k] = plan[k].len > 1 ? in_strides[k] * plan[k].step : 0;
     offset += plan[k].start * in_strides[k];
   }
   if (shape != out.shape)
