@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/limits.h"
 #include "ir/tensor.h"
 
 namespace partita::kernels {
@@ -21,6 +22,9 @@ struct ImportOptions {
   std::map<std::string, std::vector<int64_t>> input_shapes;
   // The ops the model may use; nullptr means kernels::OpRegistry::global().
   const kernels::OpRegistry* ops = nullptr;
+  // Graph inputs (as declared or fixed by input_shapes) and constants must keep these:
+  // Error(kInvalidModel) or, for input_shapes, Error(kInvalidArgument) naming them.
+  ir::TensorLimits limits;
 };
 
 // Throws Error(kIo) when the file cannot be read, Error(kInvalidModel) naming the
