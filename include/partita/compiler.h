@@ -21,6 +21,10 @@ struct CompileOptions {
   // The thread count runs will use: oneDNN chooses its weight layouts (stored in an
   // artifact) for it, and a model compiled in memory runs at it.
   int threads = 2;
+  // The ranks and sizes the model's tensors may have: every declared, constant and
+  // inferred tensor is checked at compile time, and the data-dependent ones again at
+  // run time (TensorLimits: 2^40 bytes and rank 16 unless set).
+  TensorLimits limits;
 };
 
 // Imports and optimizes an ONNX model and returns it ready to run, without writing

@@ -8,7 +8,7 @@ namespace partita {
 
 std::shared_ptr<const Model> Model::load(const std::string& path, const LoadOptions& options) {
   runtime::checkThreads(options.threads);  // before mapping anything
-  const runtime::RunOptions run{options.threads};
+  const runtime::RunOptions run{options.threads, options.limits};
   artifact::Artifact a = artifact::openArtifact(path);
   auto modules = artifact::loadModules(a, api::builtinModuleKinds(), run.threads);
   return std::make_shared<Model>(std::make_shared<runtime::GraphExecutor>(a.graph, a.store, std::move(modules), run));

@@ -24,9 +24,12 @@ backend::PartitionOptions partitionOptions(const CompileOptions& options) {
 CompiledGraph compileGraph(const std::string& onnx_path, const CompileOptions& options) {
   frontend::ImportOptions import;
   import.input_shapes = options.input_shapes;
+  import.limits = options.limits;
   runtime::checkThreads(options.threads);
   CompiledGraph c{frontend::importOnnx(onnx_path, import), {}};
-  passes::optimize(c.graph);
+  passes::PipelineOptions pipeline;
+  pipeline.limits = options.limits;
+  passes::optimize(c.graph, pipeline);
   // Backends tune to the thread count runs will use (oneDNN's weight layouts): this
   // thread's OpenMP team size is what they read.
   omp_set_num_threads(options.threads);
@@ -45,7 +48,7 @@ std::shared_ptr<const Model> compileOnnx(const std::string& onnx_path, const Com
     modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));
   }
   auto executor = std::make_shared<runtime::GraphExecutor>(graph, store, std::move(modules),
-                                                           runtime::RunOptions{options.threads});
+                                                           runtime::RunOptions{options.threads, options.limits});
   return std::make_shared<Model>(executor);
 }
 

@@ -26,6 +26,21 @@ class StoreConstants final : public kernels::ConstResolver {
  private:
   const ConstStore& store_;
 };
+
+std::string madeBy(const ir::Graph& g, ir::ValueId v, const ir::Node& node) {
+  return "value '" + g.value(v).name + "' (made by " + node.op_type + " node '" + node.name + "')";
+}
+
+// Whether a value made at run time has the type the steps after it were compiled for:
+// its dtype, and its rank and known dims when the static type has them.
+bool fits(const ir::TensorType& actual, const ir::TensorType& compiled) {
+  if (compiled.dtype != ir::DType::kUndefined && actual.dtype != compiled.dtype) return false;
+  if (!compiled.has_rank) return true;
+  if (actual.rank() != compiled.rank()) return false;
+  for (size_t i = 0; i < compiled.rank(); ++i)
+    if (compiled.dims[i].isKnown() && actual.dims[i].value != compiled.dims[i].value) return false;
+  return true;
+}
 }  // namespace
 
 GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared_ptr<const ConstStore> store,
@@ -68,10 +83,16 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
         if (!g.typeOf(in).isStatic()) all_static = false;
       }
     for (ir::ValueId out : node.outputs)
-      if (out != ir::kNoValue && !g.typeOf(out).isStatic()) all_static = false;
-    steps_[n].dynamic = !all_static;
+      if (out != ir::kNoValue) {
+        if (!g.typeOf(out).isStatic()) all_static = false;
+        ir::checkLimits(g.typeOf(out), options.limits, ErrorCode::kInvalidModel, madeBy(g, out, node));
+      }
     if (steps_[n].module && !all_static)
       throw Error(ErrorCode::kUnsupported, "call node '" + node.name + "' has values of unknown shape");
+    // A static step's types are trusted only when its own inference gives them from
+    // its input types and constants: a type that came from a declaration (value_info)
+    // or from the file is otherwise checked at run time, as for a dynamic step.
+    steps_[n].dynamic = !all_static || (steps_[n].op && !inferenceConfirms(node));
   }
   for (ir::ValueId out : g.outputs) last_use_[size_t(out)] = int32_t(steps_.size());
 
@@ -93,6 +114,35 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
   }
   plan_ = planMemory(requests);
   for (size_t i = 0; i < planned.size(); ++i) offset_[size_t(planned[i])] = plan_.offsets[i];
+}
+
+bool GraphExecutor::inferenceConfirms(const ir::Node& node) const {
+  const ir::Graph& g = *graph_;
+  std::vector<ir::TensorType> in_types;
+  std::vector<const ir::Tensor*> in_values;
+  in_types.reserve(node.inputs.size());
+  in_values.reserve(node.inputs.size());
+  for (ir::ValueId in : node.inputs) {
+    in_types.push_back(in == ir::kNoValue ? ir::TensorType{} : g.typeOf(in));
+    const bool constant = in != ir::kNoValue && g.value(in).isConstant();
+    in_values.push_back(constant ? &store_->get(g.value(in).constant) : nullptr);
+  }
+  const StoreConstants constants(*store_);
+  std::vector<ir::TensorType> out_types =
+      kernels::inferNode(node, in_types, in_values, &constants, options().limits, &g);
+  bool confirmed = true;
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    ir::ValueId out = node.outputs[o];
+    if (out == ir::kNoValue) continue;
+    const ir::TensorType& inferred = out_types[o];
+    if (!inferred.isStatic()) {
+      confirmed = false;
+    } else if (inferred.dtype != g.typeOf(out).dtype || inferred.staticShape() != g.typeOf(out).staticShape()) {
+      throw Error(ErrorCode::kInvalidModel, madeBy(g, out, node) + " is typed " + g.typeOf(out).str() +
+                                                " but its inputs make " + inferred.str());
+    }
+  }
+  return confirmed;
 }
 
 std::unique_ptr<GraphExecutor::RunState> GraphExecutor::newRunState() const {
@@ -138,33 +188,12 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
 
   for (size_t n = 0; n < steps_.size(); ++n) {
     const ir::Node& node = g.nodes[n];
-    kernels::KernelContext ctx{node, &constants, {}, {}, options().threads};
-    ctx.inputs.reserve(node.inputs.size());
-    for (ir::ValueId in : node.inputs) ctx.inputs.push_back(in == ir::kNoValue ? ir::Tensor{} : values[size_t(in)]);
-    if (steps_[n].dynamic) {
-      std::vector<ir::TensorType> in_types;
-      std::vector<const ir::Tensor*> in_values;
-      for (const ir::Tensor& t : ctx.inputs) {
-        in_types.push_back(t.defined() ? ir::typeOf(t) : ir::TensorType{});
-        in_values.push_back(t.defined() ? &t : nullptr);
-      }
-      std::vector<ir::TensorType> out_types = kernels::inferNode(node, in_types, in_values, &constants);
-      for (size_t o = 0; o < node.outputs.size(); ++o) {
-        ir::ValueId out = node.outputs[o];
-        if (out == ir::kNoValue) continue;
-        if (!out_types[o].isStatic())
-          throw Error(ErrorCode::kInternal, node.op_type + " node '" + node.name +
-                                                "': output shape unknown even with all inputs known");
-        state.dynamic.emplace_back(out_types[o].dtype, out_types[o].staticShape());
-        values[size_t(out)] = state.dynamic.back().view();
-      }
+    try {
+      runStep(state, n, constants);
+    } catch (const std::bad_alloc&) {
+      // A kernel's scratch or a data-dependent value the machine cannot hold.
+      throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "': out of memory");
     }
-    ctx.outputs.reserve(node.outputs.size());
-    for (ir::ValueId out : node.outputs) ctx.outputs.push_back(out == ir::kNoValue ? ir::Tensor{} : values[size_t(out)]);
-    if (steps_[n].module)
-      steps_[n].module->run(steps_[n].function, ctx.inputs, ctx.outputs);
-    else
-      steps_[n].op->run(ctx);
   }
 
   std::vector<ir::OwnedTensor> outputs;
@@ -175,6 +204,45 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
     if (t.nbytes()) std::memcpy(outputs.back().data(), t.data, t.nbytes());
   }
   return outputs;
+}
+
+void GraphExecutor::runStep(RunState& state, size_t n, const kernels::ConstResolver& constants) const {
+  const ir::Graph& g = *graph_;
+  const ir::Node& node = g.nodes[n];
+  auto& values = state.values;
+  kernels::KernelContext ctx{node, &constants, {}, {}, options().threads};
+  ctx.inputs.reserve(node.inputs.size());
+  for (ir::ValueId in : node.inputs) ctx.inputs.push_back(in == ir::kNoValue ? ir::Tensor{} : values[size_t(in)]);
+  if (steps_[n].dynamic) {
+    std::vector<ir::TensorType> in_types;
+    std::vector<const ir::Tensor*> in_values;
+    for (const ir::Tensor& t : ctx.inputs) {
+      in_types.push_back(t.defined() ? ir::typeOf(t) : ir::TensorType{});
+      in_values.push_back(t.defined() ? &t : nullptr);
+    }
+    std::vector<ir::TensorType> out_types =
+        kernels::inferNode(node, in_types, in_values, &constants, options().limits, &g);
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      ir::ValueId out = node.outputs[o];
+      if (out == ir::kNoValue) continue;
+      if (!out_types[o].isStatic())
+        throw Error(ErrorCode::kInternal, madeBy(g, out, node) + ": shape unknown even with all inputs known");
+      // The steps after this one were compiled for the value's static type: what the
+      // data made must be that (a declared shape is never trusted).
+      if (!fits(out_types[o], g.typeOf(out)))
+        throw Error(ErrorCode::kInvalidArgument, madeBy(g, out, node) + " is " + out_types[o].str() +
+                                                     " at run time, but the model was compiled for " +
+                                                     g.typeOf(out).str());
+      state.dynamic.emplace_back(out_types[o].dtype, out_types[o].staticShape());
+      values[size_t(out)] = state.dynamic.back().view();
+    }
+  }
+  ctx.outputs.reserve(node.outputs.size());
+  for (ir::ValueId out : node.outputs) ctx.outputs.push_back(out == ir::kNoValue ? ir::Tensor{} : values[size_t(out)]);
+  if (steps_[n].module)
+    steps_[n].module->run(steps_[n].function, ctx.inputs, ctx.outputs);
+  else
+    steps_[n].op->run(ctx);
 }
 
 }  // namespace partita::runtime
