@@ -1,5 +1,6 @@
 #include "ir/type.h"
 
+#include <algorithm>
 #include <optional>
 #include <sstream>
 
@@ -42,13 +43,15 @@ std::string TensorType::str() const {
     return os.str();
   }
   os << '[';
-  for (size_t i = 0; i < dims.size(); ++i) {
+  const size_t shown = std::min(dims.size(), kMaxDimsShown);
+  for (size_t i = 0; i < shown; ++i) {
     if (i) os << ',';
     if (dims[i].isKnown())
       os << dims[i].value;
     else
       os << (dims[i].symbol.empty() ? "?" : dims[i].symbol);
   }
+  if (shown < dims.size()) os << ",... rank " << dims.size();
   os << ']';
   return os.str();
 }
@@ -72,7 +75,9 @@ bool broadcastsInto(const std::vector<int64_t>& shape, const std::vector<int64_t
 std::string shapeStr(const std::vector<int64_t>& shape) {
   std::ostringstream os;
   os << '[';
-  for (size_t i = 0; i < shape.size(); ++i) os << (i ? "," : "") << shape[i];
+  const size_t shown = std::min(shape.size(), kMaxDimsShown);
+  for (size_t i = 0; i < shown; ++i) os << (i ? "," : "") << shape[i];
+  if (shown < shape.size()) os << ",... rank " << shape.size();
   os << ']';
   return os.str();
 }

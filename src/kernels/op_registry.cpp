@@ -12,10 +12,17 @@ std::string describe(const ir::Node& node) {
 
 void InferContext::fail(const std::string& msg) const {
   std::string outputs;
+  size_t named = 0, more = 0;
   if (graph)
-    for (ir::ValueId out : node.outputs)
-      if (out != ir::kNoValue) outputs += (outputs.empty() ? " (making '" : "', '") + graph->value(out).name;
-  throw Error(ErrorCode::kInvalidModel, describe(node) + (outputs.empty() ? "" : outputs + "')") + ": " + msg);
+    for (ir::ValueId out : node.outputs) {
+      if (out == ir::kNoValue) continue;
+      if (named++ < 3)
+        outputs += (outputs.empty() ? " (making '" : "', '") + graph->value(out).name;
+      else
+        ++more;
+    }
+  if (!outputs.empty()) outputs += more ? "' and " + std::to_string(more) + " more)" : "')";
+  throw Error(ErrorCode::kInvalidModel, describe(node) + outputs + ": " + msg);
 }
 
 void KernelContext::fail(const std::string& msg) const {
@@ -59,6 +66,8 @@ std::vector<ir::TensorType> inferNode(const ir::Node& node, const std::vector<ir
     throw Error(ErrorCode::kUnsupported, "no host kernel for op " + node.op_type + " (node '" + node.name + "')");
   InferContext ctx{node, inputs, values, std::vector<ir::TensorType>(node.outputs.size()), constants, limits,
                    graph};
+  // Every op makes at least one output, and inference writes it first.
+  if (node.outputs.empty()) ctx.fail("has no outputs");
   def->infer(ctx);
   for (size_t o = 0; o < ctx.outputs.size(); ++o) {
     std::string why = ir::limitViolation(ctx.outputs[o], limits);

@@ -44,7 +44,11 @@ struct InferContext {
 
   size_t numInputs() const { return inputs.size(); }
   bool hasInput(size_t i) const { return i < inputs.size() && inputs[i].dtype != ir::DType::kUndefined; }
-  const ir::TensorType& input(size_t i) const { return inputs.at(i); }
+  // Input i's type; fails (naming the node) when the node has fewer inputs.
+  const ir::TensorType& input(size_t i) const {
+    if (i >= inputs.size()) fail("needs input " + std::to_string(i) + " but has " + std::to_string(inputs.size()));
+    return inputs[i];
+  }
   const ir::Tensor* value(size_t i) const { return i < values.size() ? values[i] : nullptr; }
   int opset() const { return node.opset; }
   const ir::AttributeMap& attrs() const { return node.attrs; }

@@ -63,6 +63,19 @@ constexpr int threadsUnlessTSan(int n) {
 #endif
 }
 
+// Fails the node unless it has between `min_inputs` and `max_inputs` inputs, the
+// first `min_inputs` present, and at least one output.
+inline void checkArity(const InferContext& c, size_t min_inputs, size_t max_inputs) {
+  if (c.numInputs() < min_inputs || c.numInputs() > max_inputs)
+    c.fail("expects " +
+           (min_inputs == max_inputs ? std::to_string(min_inputs)
+                                     : std::to_string(min_inputs) + " to " + std::to_string(max_inputs)) +
+           " inputs, got " + std::to_string(c.numInputs()));
+  for (size_t i = 0; i < min_inputs; ++i)
+    if (!c.hasInput(i)) c.fail("input " + std::to_string(i) + " is missing");
+  if (c.outputs.empty()) c.fail("has no output");
+}
+
 // Copies a type to every output and sets dtype; handy for shape-preserving ops.
 inline void sameAsInput(InferContext& c, size_t input = 0) {
   for (auto& o : c.outputs) o = c.input(input);

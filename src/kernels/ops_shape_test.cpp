@@ -704,6 +704,34 @@ TEST(ShapeCounts, SliceWithExtremeSteps) {
   EXPECT_EQ(run(makeNode("Slice", 13, 5), {&empty, &s2, &e2, &ax, &back})[0].shape(), (std::vector<int64_t>{0}));
 }
 
+TEST(ShapeCounts, MissingInputsAndOutputsAreErrorsNotCrashes) {
+  // Inference fails first, so the kernels (which read their inputs unchecked) never run.
+  OwnedTensor x = iota({2, 3});
+  for (const char* op : {"ReverseSequence", "InstanceNormalization", "LayerNormalization", "Concat"}) {
+    ir::Node n = makeNode(op, 17, std::string(op) == "Concat" ? 0 : 1);
+    n.attrs.setInt("axis", 0);
+    std::vector<TensorType> types(n.inputs.size(), ir::typeOf(x.view()));
+    EXPECT_THROW(infer(n, types), Error) << op;
+  }
+  ir::Node none = makeNode("Relu", 14, 1, 0);
+  EXPECT_NE(errorOf([&] { infer(none, {ir::typeOf(x.view())}); }).find("has no outputs"), std::string::npos);
+}
+
+TEST(ShapeCounts, MessagesAboutHostileShapesStayShort) {
+  ir::Graph g;
+  ir::Node n = makeNode("Split", 13, 0, 0);
+  n.name = "split";
+  n.inputs = {g.addValue("x", TensorType::of(DType::kFloat32, {3}))};
+  for (int i = 0; i < 5000; ++i) n.outputs.push_back(g.addValue("o" + std::to_string(i)));
+  std::string msg = errorOf([&] { inferNode(n, {g.typeOf(n.inputs[0])}, {nullptr}, nullptr, {}, &g); });
+  EXPECT_NE(msg.find("(making 'o0', 'o1', 'o2' and 4997 more)"), std::string::npos) << msg;
+  OwnedTensor ones = i64({1 << 20}, std::vector<int64_t>(1 << 20, 1));
+  msg = errorOf([&] { infer(makeNode("Reshape", 14, 2), {ir::typeOf(iota({2, 3}).view()), ir::typeOf(ones.view())},
+                            {nullptr, &ones.view()}); });
+  EXPECT_LT(msg.size(), 400u) << msg.substr(0, 400);
+  EXPECT_NE(msg.find("rank 1048576]"), std::string::npos);
+}
+
 TEST(ShapeIndices, GatherElementsIndicesWiderThanData) {
   OwnedTensor data = iota({2, 2});
   OwnedTensor wide = i64({2, 5}, std::vector<int64_t>(10, 0));

@@ -165,6 +165,7 @@ std::pair<int64_t, int64_t> sequenceAxes(const Ctx& c) {
 }
 
 void inferReverseSequence(InferContext& c) {
+  checkArity(c, 2, 2);  // the kernel reads sequence_lens
   sequenceAxes(c);
   const TensorType& in = c.input(0);
   if (in.has_rank && in.rank() < 2) c.fail("input must have rank 2 or more");

@@ -43,7 +43,7 @@ ir::TensorType mergeDeclared(const ir::TensorType& inferred, const ir::TensorTyp
 bool foldShapeOf(ir::Graph& g, ir::Node& node) {
   // Shape and Size of a statically shaped value are constants even when its data is not.
   if (node.domain != "" || (node.op_type != "Shape" && node.op_type != "Size")) return false;
-  if (!node.hasInput(0) || !g.typeOf(node.inputs[0]).isStatic()) return false;
+  if (!node.hasInput(0) || !node.hasOutput(0) || !g.typeOf(node.inputs[0]).isStatic()) return false;
   std::vector<int64_t> shape = g.typeOf(node.inputs[0]).staticShape();
   std::vector<int64_t> data;
   if (node.op_type == "Size") {
