@@ -11,9 +11,11 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "ir/limits.h"
 #include "kernels/nn_ops.h"
 #include "kernels/nn_window.h"
 #include "kernels/op_util.h"
@@ -454,9 +456,11 @@ void interpolate(const ir::Tensor& xt, ir::Tensor& yt, const std::vector<AxisTab
     double total = 0;
     for (size_t a : order) {
       sh[a] = tables[a].out;
-      int64_t inner = 1;
-      for (size_t d = a + 1; d < rank; ++d) inner *= sh[d];
-      total += double(ir::shapeNumel(sh)) * tables[a].taps * (inner == 1 ? 4.0 : 1.0);
+      bool innermost = true;  // inner size 1: scalar gathers
+      for (size_t d = a + 1; d < rank; ++d) innermost = innermost && sh[d] == 1;
+      double elements = 1;  // in double: an order never taken may pass through a huge shape
+      for (int64_t d : sh) elements *= double(d);
+      total += elements * tables[a].taps * (innermost ? 4.0 : 1.0);
     }
     return total;
   };
@@ -480,7 +484,9 @@ void interpolate(const ir::Tensor& xt, ir::Tensor& yt, const std::vector<AxisTab
     if (i + 1 == axes.size()) {
       dst = yt.as<T>();
     } else {
-      bufs[i % 2].reset(new T[size_t(ir::shapeNumel(shape))]);
+      std::optional<int64_t> n = ir::checkedNumel(shape);
+      if (!n) throw Error(ErrorCode::kInvalidArgument, "an intermediate " + ir::shapeStr(shape) + " is too large");
+      bufs[i % 2].reset(new T[size_t(*n)]);
       dst = bufs[i % 2].get();
     }
     interpolateAxis(src, dst, outer, inner, tables[a], extrapolation);

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include <omp.h>
 
@@ -136,7 +137,12 @@ void inferShapes(ir::Graph& g, const FoldOptions& options) {
       results.emplace_back(t.dtype, t.staticShape());
       ctx.outputs.push_back(results.back().view());
     }
-    op->run(ctx);
+    try {
+      op->run(ctx);
+    } catch (const std::bad_alloc&) {
+      throw Error(ErrorCode::kInvalidModel,
+                  node.op_type + " node '" + node.name + "': out of memory while folding it into a constant");
+    }
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       if (node.outputs[o] == ir::kNoValue) continue;
       ir::Value& out = g.value(node.outputs[o]);
