@@ -129,11 +129,7 @@ int serve(const Args& args) {
   if (!args.backends.empty()) options.backends = args.backends;
   auto t0 = Clock::now();
   std::shared_ptr<const partita::Model> model =
-      endsWith(args.model, ".onnx") ? partita::compileOnnx(args.model, options) : partita::Model::load(args.model, [&] {
-            partita::LoadOptions o;
-            o.threads = args.threads;
-            return o;
-          }());
+      endsWith(args.model, ".onnx") ? partita::compileOnnx(args.model, options) : partita::Model::load(args.model, {args.threads});
   double load_ms = msSince(t0);
 
   partita::Session session(model);

@@ -10,7 +10,6 @@
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/dtype.h"
 #include "partita/compiler.h"
-#include "tools/run_common.h"
 
 namespace partita::cli {
 
@@ -43,7 +42,7 @@ std::map<std::string, std::vector<int64_t>> parseShapes(const std::vector<std::s
 
 std::shared_ptr<const Model> loadAnyModel(const std::string& path, const CompileOptions& options) {
   if (endsWith(path, ".onnx")) return compileOnnx(path, options);
-  return Model::load(path, loadOptions(options.threads));
+  return Model::load(path, {options.threads});
 }
 
 void CompileFlags::add(CLI::App* cmd) {

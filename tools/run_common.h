@@ -24,13 +24,6 @@ struct RunOptions {
   bool quiet = false;
 };
 
-// Load options with `threads` and the default limits.
-inline LoadOptions loadOptions(int threads) {
-  LoadOptions o;
-  o.threads = threads;
-  return o;
-}
-
 // Adds --input, --output-dir, --repeat, --warmup, --seed, --threads, --quiet.
 void addRunOptions(CLI::App* cmd, RunOptions& options);
 

@@ -24,7 +24,7 @@ struct CompileOptions {
   // The ranks and sizes the model's tensors may have: every declared, constant and
   // inferred tensor is checked at compile time, and the data-dependent ones again at
   // run time (TensorLimits: 2^40 bytes and rank 16 unless set).
-  TensorLimits limits;
+  TensorLimits limits = {};
 };
 
 // Imports and optimizes an ONNX model and returns it ready to run, without writing

@@ -40,7 +40,7 @@ struct LoadOptions {
   // The ranks and sizes the model's tensors may have: its declared and planned types
   // are checked at load, data-dependent ones and inputs at every run (TensorLimits:
   // 2^40 bytes and rank 16 unless set).
-  TensorLimits limits;
+  TensorLimits limits = {};
 };
 
 class Model {

@@ -125,7 +125,7 @@ inline Compiled compile(ir::Graph g, const std::vector<std::string>& backends, s
     c.modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));
   }
   c.executor = std::make_shared<runtime::GraphExecutor>(c.graph, c.store, c.modules,
-                                                        runtime::RunOptions{kernels::threadsUnlessTSan(2), {}});
+                                                        runtime::RunOptions{kernels::threadsUnlessTSan(2)});
   return c;
 }
 

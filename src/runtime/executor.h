@@ -23,7 +23,7 @@ namespace partita::runtime {
 // two models in one process may run at different thread counts).
 struct RunOptions {
   int threads = 2;  // kernel threads (the OpenMP team of each run), 1 .. kMaxThreads
-  ir::TensorLimits limits;  // ranks and sizes of inputs and values (TensorLimits)
+  ir::TensorLimits limits = {};  // ranks and sizes of inputs and values (TensorLimits)
 };
 inline constexpr int kMaxThreads = 1024;
 

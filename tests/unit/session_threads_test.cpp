@@ -17,12 +17,6 @@
 namespace partita {
 namespace {
 
-LoadOptions withThreads(int threads) {
-  LoadOptions o;
-  o.threads = threads;
-  return o;
-}
-
 TEST(SessionThreads, ConcurrentSessionsShareOneModel) {
   const std::string onnx = PARTITA_SOURCE_DIR "/models/fashion/fashion_cnn.onnx";
   const std::string pta = (std::filesystem::temp_directory_path() /
@@ -30,7 +24,7 @@ TEST(SessionThreads, ConcurrentSessionsShareOneModel) {
   ir::Graph g = frontend::importOnnx(onnx);
   passes::optimize(g);
   artifact::writeArtifact(g, pta);
-  std::shared_ptr<const Model> model = Model::load(pta, withThreads(kernels::threadsUnlessTSan(2)));
+  std::shared_ptr<const Model> model = Model::load(pta, {kernels::threadsUnlessTSan(2)});
   Tensor images = readNpy(PARTITA_SOURCE_DIR "/models/fashion/test_images.npy");
 
   // Reference from one session, then four threads each with its own session.
@@ -69,8 +63,8 @@ TEST(SessionThreads, TwoModelsAtDifferentThreadCounts) {
   ir::Graph g = frontend::importOnnx(onnx);
   passes::optimize(g);
   artifact::writeArtifact(g, pta);
-  std::shared_ptr<const Model> one = Model::load(pta, withThreads(1));
-  std::shared_ptr<const Model> two = Model::load(pta, withThreads(kernels::threadsUnlessTSan(2)));
+  std::shared_ptr<const Model> one = Model::load(pta, {1});
+  std::shared_ptr<const Model> two = Model::load(pta, {kernels::threadsUnlessTSan(2)});
   EXPECT_EQ(one->threads(), 1);
   Tensor images = readNpy(PARTITA_SOURCE_DIR "/models/fashion/test_images.npy");
 
@@ -99,7 +93,7 @@ TEST(SessionThreads, TwoModelsAtDifferentThreadCounts) {
   EXPECT_EQ(bad_two, 0);
   for (int bad : {0, 1025}) {
     try {
-      Model::load(pta, withThreads(bad));
+      Model::load(pta, {bad});
       ADD_FAILURE() << "threads " << bad << " was accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
