@@ -25,6 +25,10 @@ struct CompileOptions {
   // to a regular file beneath the model's real folder; a folder named here is trusted
   // too (e.g. a cache's blob store that the model's folder links into).
   std::string external_data_root;
+  // The ranks and sizes the model's tensors may have: every declared, constant and
+  // inferred tensor is checked at compile time, and the data-dependent ones again at
+  // run time (TensorLimits: 2^40 bytes and rank 16 unless set).
+  TensorLimits limits = {};
 };
 
 // Imports and optimizes an ONNX model and returns it ready to run, without writing

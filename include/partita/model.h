@@ -37,6 +37,10 @@ struct IoInfo {
 // models loaded with different thread counts run side by side in one program.
 struct LoadOptions {
   int threads = 2;  // kernel threads of each run (an OpenMP team per run), >= 1
+  // The ranks and sizes the model's tensors may have: its declared and planned types
+  // are checked at load, data-dependent ones and inputs at every run (TensorLimits:
+  // 2^40 bytes and rank 16 unless set).
+  TensorLimits limits = {};
 };
 
 class Model {

@@ -14,7 +14,20 @@
 
 namespace partita {
 
+// The element count and byte size of a dense tensor. Throw Error(kInvalidArgument) for
+// a negative dimension or a count that overflows 64 bits.
 int64_t numelOf(const std::vector<int64_t>& shape);
+size_t nbytesOf(DType dtype, const std::vector<int64_t>& shape);
+
+// What a model may ask for: every tensor it describes (inputs, constants, values, the
+// outputs of data-dependent steps) has at most `max_rank` dimensions and at most
+// `max_bytes` bytes, counting a dimension of 0 as 1 (so the strides and offsets of
+// even an empty tensor fit). Set per model: CompileOptions::limits, LoadOptions::limits.
+// The defaults are far above any real model and far below 64-bit overflow.
+struct TensorLimits {
+  uint64_t max_bytes = uint64_t(1) << 40;  // 1 TiB
+  size_t max_rank = 16;
+};
 
 struct TensorView {
   DType dtype = DType::kUndefined;
@@ -24,7 +37,7 @@ struct TensorView {
   bool defined() const { return dtype != DType::kUndefined; }
   size_t rank() const { return shape.size(); }
   int64_t numel() const { return numelOf(shape); }
-  size_t nbytes() const { return size_t(numel()) * dtypeSize(dtype); }
+  size_t nbytes() const { return nbytesOf(dtype, shape); }
   int64_t dim(int i) const { return shape[size_t(i < 0 ? i + int(shape.size()) : i)]; }
 
   template <typename T>
@@ -34,7 +47,9 @@ struct TensorView {
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(DType dtype, std::vector<int64_t> shape);  // zero-filled
+  // Zero-filled. Throws Error(kInvalidArgument) for a shape whose size overflows 64
+  // bits and when the memory cannot be had.
+  Tensor(DType dtype, std::vector<int64_t> shape);
   Tensor(const Tensor& other);
   Tensor& operator=(const Tensor& other);
   Tensor(Tensor&&) noexcept = default;

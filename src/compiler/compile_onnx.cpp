@@ -25,12 +25,15 @@ CompiledGraph compileGraph(const std::string& onnx_path, const CompileOptions& o
   frontend::ImportOptions import;
   import.input_shapes = options.input_shapes;
   import.external_data_root = options.external_data_root;
+  import.limits = options.limits;
   std::vector<SourceFile> sources;
   import.sources = &sources;
   runtime::checkThreads(options.threads);
   CompiledGraph c{frontend::importOnnx(onnx_path, import), {}, {}};
   c.sources = std::move(sources);
-  passes::optimize(c.graph);
+  passes::PipelineOptions pipeline;
+  pipeline.limits = options.limits;
+  passes::optimize(c.graph, pipeline);
   // Backends tune to the thread count runs will use (oneDNN's weight layouts): this
   // thread's OpenMP team size is what they read.
   omp_set_num_threads(options.threads);
@@ -49,7 +52,7 @@ std::shared_ptr<const Model> compileOnnx(const std::string& onnx_path, const Com
     modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));
   }
   auto executor = std::make_shared<runtime::GraphExecutor>(graph, store, std::move(modules),
-                                                           runtime::RunOptions{options.threads});
+                                                           runtime::RunOptions{options.threads, options.limits});
   return std::make_shared<Model>(executor);
 }
 

@@ -1,6 +1,9 @@
 #include "ir/constant_pool.h"
 
 #include <cstring>
+#include <optional>
+
+#include "ir/limits.h"
 
 #include "partita/error.h"
 
@@ -8,7 +11,12 @@ namespace partita::ir {
 
 ConstId ConstantPool::add(std::string name, DType dtype, std::vector<int64_t> shape, Bytes bytes,
                           std::string layout) {
-  size_t expected = size_t(shapeNumel(shape)) * dtypeSize(dtype);
+  std::optional<uint64_t> checked = checkedNbytes(dtype, shape);
+  if (!checked)
+    throw Error(ErrorCode::kInvalidModel, "constant '" + name + "' has type " + std::string(dtypeName(dtype)) +
+                                              shapeStr(shape) +
+                                              ": a negative dimension or more bytes than 64 bits count");
+  const uint64_t expected = *checked;
   if (layout.empty() && bytes.size != expected)
     throw Error(ErrorCode::kInvalidModel, "constant '" + name + "' of type " +
                                               std::string(dtypeName(dtype)) + shapeStr(shape) +

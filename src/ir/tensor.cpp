@@ -2,22 +2,37 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <new>
+#include <optional>
+#include <string>
+
+#include "ir/limits.h"
+#include "partita/error.h"
 
 namespace partita {
 
 int64_t numelOf(const std::vector<int64_t>& shape) { return ir::shapeNumel(shape); }
+
+size_t nbytesOf(DType dtype, const std::vector<int64_t>& shape) {
+  std::optional<uint64_t> bytes = ir::checkedNbytes(dtype, shape);
+  if (!bytes)
+    throw Error(ErrorCode::kInvalidArgument, std::string(ir::dtypeName(dtype)) + ir::shapeStr(shape) +
+                                                 " has a negative dimension or more bytes than 64 bits count");
+  return size_t(*bytes);
+}
 
 void Tensor::Free::operator()(void* p) const { std::free(p); }
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> shape) {
   view_.dtype = dtype;
   view_.shape = std::move(shape);
-  size_t bytes = view_.nbytes();
-  size_t rounded = (bytes + 63) / 64 * 64;
-  if (rounded == 0) rounded = 64;
-  storage_.reset(std::aligned_alloc(64, rounded));
-  if (!storage_) throw std::bad_alloc();
+  const size_t bytes = view_.nbytes();
+  size_t rounded = bytes > SIZE_MAX - 63 ? 0 : (bytes + 63) / 64 * 64;
+  if (bytes == 0) rounded = 64;
+  if (rounded) storage_.reset(std::aligned_alloc(64, rounded));
+  if (!storage_)
+    throw Error(ErrorCode::kInvalidArgument, "out of memory: cannot allocate " + std::to_string(bytes) +
+                                                 " bytes for a tensor of type " + std::string(ir::dtypeName(dtype)) +
+                                                 ir::shapeStr(view_.shape));
   std::memset(storage_.get(), 0, rounded);
   view_.data = storage_.get();
 }

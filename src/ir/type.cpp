@@ -1,6 +1,11 @@
 #include "ir/type.h"
 
+#include <algorithm>
+#include <optional>
 #include <sstream>
+
+#include "ir/limits.h"
+#include "partita/error.h"
 
 namespace partita::ir {
 
@@ -38,21 +43,25 @@ std::string TensorType::str() const {
     return os.str();
   }
   os << '[';
-  for (size_t i = 0; i < dims.size(); ++i) {
+  const size_t shown = std::min(dims.size(), kMaxDimsShown);
+  for (size_t i = 0; i < shown; ++i) {
     if (i) os << ',';
     if (dims[i].isKnown())
       os << dims[i].value;
     else
       os << (dims[i].symbol.empty() ? "?" : dims[i].symbol);
   }
+  if (shown < dims.size()) os << ",... rank " << dims.size();
   os << ']';
   return os.str();
 }
 
 int64_t shapeNumel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  std::optional<int64_t> n = checkedNumel(shape);
+  if (!n)
+    throw Error(ErrorCode::kInvalidArgument, "shape " + shapeStr(shape) +
+                                                 " has a negative dimension or more elements than 64 bits count");
+  return *n;
 }
 
 bool broadcastsInto(const std::vector<int64_t>& shape, const std::vector<int64_t>& out) {
@@ -66,7 +75,9 @@ bool broadcastsInto(const std::vector<int64_t>& shape, const std::vector<int64_t
 std::string shapeStr(const std::vector<int64_t>& shape) {
   std::ostringstream os;
   os << '[';
-  for (size_t i = 0; i < shape.size(); ++i) os << (i ? "," : "") << shape[i];
+  const size_t shown = std::min(shape.size(), kMaxDimsShown);
+  for (size_t i = 0; i < shown; ++i) os << (i ? "," : "") << shape[i];
+  if (shown < shape.size()) os << ",... rank " << shape.size();
   os << ']';
   return os.str();
 }

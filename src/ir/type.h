@@ -36,10 +36,15 @@ struct TensorType {
   bool operator==(const TensorType&) const = default;
 };
 
+// Elements of a static shape; throws Error(kInvalidArgument) for a negative dimension
+// or a count over INT64_MAX (ir/limits.h has the non-throwing checkedNumel).
 int64_t shapeNumel(const std::vector<int64_t>& shape);
 // Numpy broadcasting in one direction: can `shape` be stretched to `out` (each of its
 // dimensions, aligned from the right, 1 or equal; its rank at most out's)?
 bool broadcastsInto(const std::vector<int64_t>& shape, const std::vector<int64_t>& out);
-std::string shapeStr(const std::vector<int64_t>& shape);  // "[1,3,224,224]"
+// "[1,3,224,224]"; past kMaxDimsShown dims "[1,1,...,... rank 1048576]", so a message
+// about a hostile shape stays short.
+std::string shapeStr(const std::vector<int64_t>& shape);
+inline constexpr size_t kMaxDimsShown = 32;
 
 }  // namespace partita::ir

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "kernels/op_registry.h"
+#include "kernels/op_util.h"
 #include "ir/tensor.h"
 #include "partita/error.h"
 
@@ -73,19 +74,6 @@ void visit(const KernelContext& c, ir::DType dt, Fn&& fn) {
       break;
   }
   unsupportedDType(c, dt);
-}
-
-// Fails the node unless it has between `min_inputs` and `max_inputs` inputs, the
-// first `min_inputs` present, and at least one output.
-inline void checkArity(const InferContext& c, size_t min_inputs, size_t max_inputs) {
-  if (c.numInputs() < min_inputs || c.numInputs() > max_inputs)
-    c.fail("expects " +
-           (min_inputs == max_inputs ? std::to_string(min_inputs)
-                                     : std::to_string(min_inputs) + " to " + std::to_string(max_inputs)) +
-           " inputs, got " + std::to_string(c.numInputs()));
-  for (size_t i = 0; i < min_inputs; ++i)
-    if (!c.hasInput(i)) c.fail("input " + std::to_string(i) + " is missing");
-  if (c.outputs.empty()) c.fail("has no output");
 }
 
 inline void requireSameDType(const KernelContext& c, const ir::Tensor& a, const ir::Tensor& b) {

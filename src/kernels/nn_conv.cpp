@@ -344,7 +344,7 @@ void inferConvTranspose(InferContext& c) {
   if (x.has_rank && w.has_rank && x.dims[1].isKnown() && w.dims[0].isKnown() &&
       x.dims[1].value != w.dims[0].value)
     c.fail("input channels do not match weights " + w.str());
-  ir::Dim m = (w.has_rank && w.dims[1].isKnown()) ? ir::Dim::known(w.dims[1].value * groups) : ir::Dim{};
+  ir::Dim m = (w.has_rank && w.dims[1].isKnown()) ? ir::Dim::known(mulDims(c, w.dims[1].value, groups)) : ir::Dim{};
   std::vector<int64_t> in = x.has_rank ? spatialDims(x) : std::vector<int64_t>(nd, -1);
   c.outputs[0] = makeType(x.dtype, x.has_rank ? x.dims[0] : ir::Dim{}, m, resolveTransposedWindow(c.node, win, in));
 }
@@ -479,7 +479,7 @@ ir::TensorType inferConvOutput(InferContext& c, const ir::TensorType& x, const i
   ir::Dim m = w.has_rank ? w.dims[0] : ir::Dim{};
   if (m.isKnown() && m.value % groups != 0) c.fail("output channels are not divisible by group");
   if (x.has_rank && w.has_rank && x.dims[1].isKnown() && w.dims[1].isKnown() &&
-      x.dims[1].value != w.dims[1].value * groups)
+      (x.dims[1].value % groups != 0 || x.dims[1].value / groups != w.dims[1].value))
     c.fail("input channels " + std::to_string(x.dims[1].value) + " do not match weights " + w.str() +
            " with group " + std::to_string(groups));
   std::vector<int64_t> in = x.has_rank ? spatialDims(x) : std::vector<int64_t>(nd, -1);
@@ -504,7 +504,7 @@ ConvShape convShape(KernelContext& c, const ir::Tensor& x, const ir::Tensor& w) 
   s.c = x.shape[1];
   s.m = w.shape[0];
   s.groups = c.attrs().getInt("group", 1);
-  if (s.groups < 1 || s.c % s.groups != 0 || s.m % s.groups != 0 || w.shape[1] * s.groups != s.c)
+  if (s.groups < 1 || s.c % s.groups != 0 || s.m % s.groups != 0 || w.shape[1] != s.c / s.groups)
     c.fail("channels do not match: input " + ir::shapeStr(x.shape) + ", weights " + ir::shapeStr(w.shape) +
            ", group " + std::to_string(s.groups));
   s.cg = s.c / s.groups;

@@ -217,6 +217,11 @@ void inferSameFloat(InferContext& c) {
   c.outputs[0] = x;
 }
 
+void inferInstanceNorm(InferContext& c) {
+  checkArity(c, 3, 3);  // the kernel reads scale and bias
+  inferSameFloat(c);
+}
+
 template <typename T>
 void instanceNormTyped(KernelContext& c) {
   const ir::Tensor& xt = c.inputs[0];
@@ -270,6 +275,7 @@ ir::DType stashType(const ir::Node& node) {
 }
 
 void inferLayerNorm(InferContext& c) {
+  checkArity(c, 2, 3);  // the kernel reads scale (and bias when given)
   const ir::TensorType& x = c.input(0);
   if (!floatLike(x.dtype)) c.fail("input must be a float tensor, got " + std::string(ir::dtypeName(x.dtype)));
   c.outputs[0] = x;
@@ -404,7 +410,7 @@ void runLrn(KernelContext& c) {
 
 void registerNormOps(OpRegistry& r) {
   r.add("BatchNormalization", {inferBatchNorm, runBatchNorm});
-  r.add("InstanceNormalization", {inferSameFloat, runInstanceNorm});
+  r.add("InstanceNormalization", {inferInstanceNorm, runInstanceNorm});
   r.add("LayerNormalization", {inferLayerNorm, runLayerNorm});
   r.add("LRN", {inferLrn, runLrn});
 }

@@ -11,9 +11,11 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "ir/limits.h"
 #include "kernels/nn_ops.h"
 #include "kernels/nn_window.h"
 #include "kernels/op_util.h"
@@ -168,10 +170,15 @@ std::vector<int64_t> outputSizes(const ir::Node& node, const ResizeSpec& s, cons
     failNode(node, "roi must have 2 values per input dimension");
   std::vector<int64_t> out(rank, -1);
   for (size_t i = 0; i < rank; ++i) {
-    if (t.scales[i] <= 0) failNode(node, "scales must be positive");
+    if (!(t.scales[i] > 0) || !std::isfinite(t.scales[i])) failNode(node, "scales must be positive and finite");
     if (in[i] < 0) continue;
     double extent = t.roi.empty() ? 1.0 : t.roi[rank + i] - t.roi[i];
-    out[i] = int64_t(std::floor(double(in[i]) * extent * t.scales[i]));
+    const double size = std::floor(double(in[i]) * extent * t.scales[i]);
+    // Converting a double at or past 2^63 (or NaN) to int64 is undefined: refuse first.
+    if (!(size < 0x1p62))
+      failNode(node, "scale " + std::to_string(t.scales[i]) + " makes dimension " + std::to_string(i) + " (" +
+                         std::to_string(in[i]) + ") larger than 64 bits count");
+    out[i] = std::max<int64_t>(int64_t(size), 0);
   }
   return out;
 }
@@ -449,9 +456,11 @@ void interpolate(const ir::Tensor& xt, ir::Tensor& yt, const std::vector<AxisTab
     double total = 0;
     for (size_t a : order) {
       sh[a] = tables[a].out;
-      int64_t inner = 1;
-      for (size_t d = a + 1; d < rank; ++d) inner *= sh[d];
-      total += double(ir::shapeNumel(sh)) * tables[a].taps * (inner == 1 ? 4.0 : 1.0);
+      bool innermost = true;  // inner size 1: scalar gathers
+      for (size_t d = a + 1; d < rank; ++d) innermost = innermost && sh[d] == 1;
+      double elements = 1;  // in double: an order never taken may pass through a huge shape
+      for (int64_t d : sh) elements *= double(d);
+      total += elements * tables[a].taps * (innermost ? 4.0 : 1.0);
     }
     return total;
   };
@@ -475,7 +484,9 @@ void interpolate(const ir::Tensor& xt, ir::Tensor& yt, const std::vector<AxisTab
     if (i + 1 == axes.size()) {
       dst = yt.as<T>();
     } else {
-      bufs[i % 2].reset(new T[size_t(ir::shapeNumel(shape))]);
+      std::optional<int64_t> n = ir::checkedNumel(shape);
+      if (!n) throw Error(ErrorCode::kInvalidArgument, "an intermediate " + ir::shapeStr(shape) + " is too large");
+      bufs[i % 2].reset(new T[size_t(*n)]);
       dst = bufs[i % 2].get();
     }
     interpolateAxis(src, dst, outer, inner, tables[a], extrapolation);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/op_util.h"
 #include "partita/error.h"
 
 namespace partita::kernels {
@@ -15,6 +16,12 @@ void unsupportedNode(const ir::Node& node, const std::string& msg) {
 }
 
 namespace {
+
+// mulDims/addDims (op_util.h) for code that has the node but no context.
+struct NodeFail {
+  const ir::Node& node;
+  [[noreturn]] void fail(const std::string& msg) const { failNode(node, msg); }
+};
 
 std::vector<int64_t> readSized(const ir::Node& node, const std::string& name, size_t n, int64_t def,
                                int64_t min_value) {
@@ -59,26 +66,32 @@ Window readWindow(const ir::Node& node, size_t nd, const std::vector<int64_t>& d
     std::fill(w.pad_end.begin(), w.pad_end.end(), 0);
   }
   w.ceil_mode = node.attrs.getInt("ceil_mode", 0) != 0;
+  // Every later sum and product of these stays inside int64 once the effective kernel
+  // (k - 1) * d + 1 does (pads are summed with checks where they are used).
+  const NodeFail f{node};
+  for (size_t i = 0; i < nd; ++i)
+    if (w.kernel[i] >= 1) addDims(f, mulDims(f, w.kernel[i] - 1, w.dilations[i]), 1);
   return w;
 }
 
 int64_t windowOutput(const ir::Node& node, Window& w, size_t i, int64_t in) {
   if (in < 0 || w.kernel[i] < 0) return -1;
+  const NodeFail f{node};
   const int64_t ek = w.effectiveKernel(i), s = w.strides[i];
   if (w.auto_pad == AutoPad::kSameUpper || w.auto_pad == AutoPad::kSameLower) {
-    int64_t out = (in + s - 1) / s;
-    int64_t total = std::max<int64_t>(0, (out - 1) * s + ek - in);
+    const int64_t out = in == 0 ? 0 : (in - 1) / s + 1;  // ceil(in / s) for any stride
+    const int64_t total = std::max<int64_t>(0, addDims(f, std::max<int64_t>(out - 1, 0) * s, ek) - in);
     w.pad_begin[i] = w.auto_pad == AutoPad::kSameUpper ? total / 2 : total - total / 2;
     w.pad_end[i] = total - w.pad_begin[i];
     return out;
   }
-  const int64_t span = in + w.pad_begin[i] + w.pad_end[i] - ek;
+  const int64_t padded = addDims(f, in, addDims(f, w.pad_begin[i], w.pad_end[i]));
+  const int64_t span = padded - ek;
   if (span < 0)
     failNode(node, "the window (" + std::to_string(ek) + ") is larger than the padded input (" +
-                       std::to_string(in + w.pad_begin[i] + w.pad_end[i]) + ") on spatial axis " +
-                       std::to_string(i));
+                       std::to_string(padded) + ") on spatial axis " + std::to_string(i));
   if (!w.ceil_mode) return span / s + 1;
-  int64_t out = (span + s - 1) / s + 1;
+  int64_t out = span / s + (span % s != 0) + 1;
   // A last window starting inside the end padding would see no input at all.
   if ((out - 1) * s >= in + w.pad_begin[i]) --out;
   return out;
@@ -105,25 +118,34 @@ std::vector<int64_t> resolveTransposedWindow(const ir::Node& node, Window& w, co
     if (oshape.size() != nd) failNode(node, "output_shape must have one value per spatial axis");
   }
   std::vector<int64_t> out(nd, -1);
+  const struct {
+    const ir::Node& node;
+    [[noreturn]] void fail(const std::string& msg) const { failNode(node, msg); }
+  } f{node};  // checked arithmetic (op_util.h) names the node
   for (size_t i = 0; i < nd; ++i) {
     const int64_t s = w.strides[i];
     const int64_t ek = w.kernel[i] < 0 ? -1 : w.effectiveKernel(i);
     const bool same = w.auto_pad == AutoPad::kSameUpper || w.auto_pad == AutoPad::kSameLower;
     if (!oshape.empty() || same) {
-      int64_t o = !oshape.empty() ? oshape[i] : (in[i] < 0 ? -1 : in[i] * s);
+      int64_t o = !oshape.empty() ? oshape[i] : (in[i] < 0 ? -1 : mulDims(f, in[i], s));
       out[i] = o;
       if (o < 0 || in[i] < 0 || ek < 0) continue;
       // Negative totals (output_shape beyond the natural size) halve with flooring, as
       // ONNX's reference does: the extra output goes at the end.
-      const int64_t total = s * (in[i] - 1) + opad[i] + ek - o;
+      const int64_t total =
+          addDims(f, addDims(f, mulDims(f, s, std::max<int64_t>(in[i] - 1, 0)), opad[i]), ek) - o;
       const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
       w.pad_begin[i] = w.auto_pad == AutoPad::kSameUpper ? half : total - half;
       w.pad_end[i] = total - w.pad_begin[i];
       continue;
     }
     if (in[i] < 0 || ek < 0) continue;
-    out[i] = s * (in[i] - 1) + opad[i] + ek - w.pad_begin[i] - w.pad_end[i];
-    if (out[i] < 0) failNode(node, "negative output size on spatial axis " + std::to_string(i));
+    const int64_t grown = addDims(f, addDims(f, mulDims(f, s, std::max<int64_t>(in[i] - 1, 0)), opad[i]), ek);
+    out[i] = grown - addDims(f, w.pad_begin[i], w.pad_end[i]);
+    if (out[i] < 0)
+      failNode(node, "pads " + std::to_string(w.pad_begin[i]) + " and " + std::to_string(w.pad_end[i]) +
+                         " make the output size on spatial axis " + std::to_string(i) + " negative: " +
+                         std::to_string(out[i]));
   }
   return out;
 }

@@ -16,7 +16,18 @@ std::string describe(const ir::Node& node) {
 }  // namespace
 
 void InferContext::fail(const std::string& msg) const {
-  throw Error(ErrorCode::kInvalidModel, describe(node) + ": " + msg);
+  std::string outputs;
+  size_t named = 0, more = 0;
+  if (graph)
+    for (ir::ValueId out : node.outputs) {
+      if (out == ir::kNoValue) continue;
+      if (named++ < 3)
+        outputs += (outputs.empty() ? " (making '" : "', '") + graph->value(out).name;
+      else
+        ++more;
+    }
+  if (!outputs.empty()) outputs += more ? "' and " + std::to_string(more) + " more)" : "')";
+  throw Error(ErrorCode::kInvalidModel, describe(node) + outputs + ": " + msg);
 }
 
 void KernelContext::fail(const std::string& msg) const {
@@ -89,13 +100,23 @@ void checkArity(const ir::Node& node) {
 
 std::vector<ir::TensorType> inferNode(const ir::Node& node, const std::vector<ir::TensorType>& inputs,
                                       const std::vector<const ir::Tensor*>& values,
-                                      const ConstResolver* constants) {
+                                      const ConstResolver* constants, const ir::TensorLimits& limits,
+                                      const ir::Graph* graph) {
   const OpDef* def = OpRegistry::global().find(node.domain, node.op_type);
   if (!def)
     throw Error(ErrorCode::kUnsupported, "unsupported op " + node.op_type + " (node '" + node.name + "')");
   checkArity(node);
-  InferContext ctx{node, inputs, values, std::vector<ir::TensorType>(node.outputs.size()), constants};
+  InferContext ctx{node, inputs, values, std::vector<ir::TensorType>(node.outputs.size()), constants, limits,
+                   graph};
+  // Every op makes at least one output, and inference writes it first.
+  if (node.outputs.empty()) ctx.fail("has no outputs");
   def->infer(ctx);
+  for (size_t o = 0; o < ctx.outputs.size(); ++o) {
+    std::string why = ir::limitViolation(ctx.outputs[o], limits);
+    if (why.empty()) continue;
+    // With the graph the message names the outputs already; say which one if several.
+    ctx.fail(graph && node.outputs.size() == 1 ? why : "output " + std::to_string(o) + ": " + why);
+  }
   return std::move(ctx.outputs);
 }
 

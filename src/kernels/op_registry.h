@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/limits.h"
 #include "ir/tensor.h"
 
 namespace partita::kernels {
@@ -38,17 +39,21 @@ struct InferContext {
   std::vector<const ir::Tensor*> values;    // the value of an input when known, else nullptr
   std::vector<ir::TensorType> outputs;      // to be filled, one per node output
   const ConstResolver* constants = nullptr; // for tensor attributes
+  ir::TensorLimits limits;                  // ranks and sizes the outputs may have
+  const ir::Graph* graph = nullptr;         // when known: messages name the outputs
 
   size_t numInputs() const { return inputs.size(); }
   bool hasInput(size_t i) const { return i < inputs.size() && inputs[i].dtype != ir::DType::kUndefined; }
+  // Input i's type; fails (naming the node) when the node has fewer inputs.
   const ir::TensorType& input(size_t i) const {
-    if (i >= inputs.size()) fail("input " + std::to_string(i) + " is missing");
+    if (i >= inputs.size()) fail("needs input " + std::to_string(i) + " but has " + std::to_string(inputs.size()));
     return inputs[i];
   }
   const ir::Tensor* value(size_t i) const { return i < values.size() ? values[i] : nullptr; }
   int opset() const { return node.opset; }
   const ir::AttributeMap& attrs() const { return node.attrs; }
-  // Throws Error(kInvalidModel) naming the node: "<op> node '<name>': <msg>".
+  // Throws Error(kInvalidModel) naming the node: "<op> node '<name>': <msg>", or with
+  // `graph` "<op> node '<name>' (making 'y'): <msg>".
   [[noreturn]] void fail(const std::string& msg) const;
 };
 
@@ -104,10 +109,13 @@ void registerShapeOps(OpRegistry& r);        // ops_shape.cpp: reshape, transpos
 void checkArity(const ir::Node& node);
 
 // Checks arity, then runs inference for `node` on input types (and known values).
-// Returns output types. The one validation of a node: the importer's shape inference
-// and the loader (runtime::validateGraph) both come through here.
+// Returns output types, each checked against `limits`: Error(kInvalidModel) naming the
+// node and the output (by its name in `graph` when given) for a rank or size over the
+// limits. The one validation of a node: the importer's shape inference and the loader
+// (runtime::validateGraph) both come through here.
 std::vector<ir::TensorType> inferNode(const ir::Node& node, const std::vector<ir::TensorType>& inputs,
                                       const std::vector<const ir::Tensor*>& values,
-                                      const ConstResolver* constants);
+                                      const ConstResolver* constants, const ir::TensorLimits& limits = {},
+                                      const ir::Graph* graph = nullptr);
 
 }  // namespace partita::kernels

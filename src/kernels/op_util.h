@@ -20,6 +20,24 @@ std::vector<int64_t> broadcastShapes(const std::vector<int64_t>& a, const std::v
 // Throws Error(kInvalidModel) naming `what` when out of range.
 int64_t normalizeAxis(int64_t axis, int64_t rank, const std::string& what, bool inclusive = false);
 
+// Dimension arithmetic of inference and kernels: a*b and a+b, failing through the
+// context (InferContext or KernelContext, so the message names the node) when the
+// result leaves int64. A model's dims and attribute values can be anything.
+template <typename Ctx>
+int64_t mulDims(const Ctx& c, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r))
+    c.fail(std::to_string(a) + " x " + std::to_string(b) + " overflows a 64-bit dimension");
+  return r;
+}
+template <typename Ctx>
+int64_t addDims(const Ctx& c, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r))
+    c.fail(std::to_string(a) + " + " + std::to_string(b) + " overflows a 64-bit dimension");
+  return r;
+}
+
 // Reads an int32/int64 tensor as int64 values.
 std::vector<int64_t> readInts(const ir::Tensor& t);
 // Reads a float-like tensor's first element as double (for scalar operands).
@@ -43,6 +61,19 @@ constexpr int threadsUnlessTSan(int n) {
 #else
   return n;
 #endif
+}
+
+// Fails the node unless it has between `min_inputs` and `max_inputs` inputs, the
+// first `min_inputs` present, and at least one output.
+inline void checkArity(const InferContext& c, size_t min_inputs, size_t max_inputs) {
+  if (c.numInputs() < min_inputs || c.numInputs() > max_inputs)
+    c.fail("expects " +
+           (min_inputs == max_inputs ? std::to_string(min_inputs)
+                                     : std::to_string(min_inputs) + " to " + std::to_string(max_inputs)) +
+           " inputs, got " + std::to_string(c.numInputs()));
+  for (size_t i = 0; i < min_inputs; ++i)
+    if (!c.hasInput(i)) c.fail("input " + std::to_string(i) + " is missing");
+  if (c.outputs.empty()) c.fail("has no output");
 }
 
 // Copies a type to every output and sets dtype; handy for shape-preserving ops.

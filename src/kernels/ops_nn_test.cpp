@@ -3,6 +3,8 @@
 // ONNX's reference code (pasted as literals), or with a naive loop in the test.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -542,6 +544,54 @@ TEST(ResizeOp, InferenceNeedsTheScalesValue) {
   OwnedTensor sv = floats({4}, {1, 1, 2, 2.5f});
   out = inferNode(node, {x, {}, s}, {nullptr, nullptr, &sv.view()}, nullptr);
   EXPECT_EQ(out[0].str(), "float32[1,3,8,10]");
+}
+
+TEST(ResizeOp, ScalesPastSixtyFourBitsAreErrors) {
+  ir::Node node;
+  node.op_type = "Resize";
+  node.name = "r";
+  node.opset = 13;
+  node.inputs = {0, ir::kNoValue, 2};
+  node.outputs = {3};
+  ir::TensorType x = ir::TensorType::of(DType::kFloat32, {1, 1, 4, 4});
+  ir::TensorType s = ir::TensorType::of(DType::kFloat32, {4});
+  for (float bad : {1e30f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    OwnedTensor sv = floats({4}, {1, 1, bad, 1});
+    EXPECT_THROW(inferNode(node, {x, {}, s}, {nullptr, nullptr, &sv.view()}, nullptr), Error) << bad;
+  }
+}
+
+TEST(WindowOps, HugePadsStridesAndDilationsNeverWrap) {
+  OwnedTensor x = floats({1, 1, 4}, std::vector<float>(4, 1.f));
+  ir::AttributeMap a;
+  a.setInts("kernel_shape", {2});
+  a.setInts("pads", {INT64_MAX - 2, 4});  // in + pads overflows
+  EXPECT_THROW(runOp("MaxPool", a, {&x}), Error);
+  ir::AttributeMap d;
+  d.setInts("kernel_shape", {3});
+  d.setInts("dilations", {int64_t(1) << 62});  // (k - 1) * d + 1 overflows
+  EXPECT_THROW(runOp("MaxPool", d, {&x}), Error);
+  ir::AttributeMap s;
+  s.setInts("kernel_shape", {2});
+  s.setInts("strides", {INT64_MAX});
+  s.setString("auto_pad", "SAME_UPPER");  // (in + s - 1) / s used to overflow
+  NodeRun r = runOp("MaxPool", s, {&x});
+  EXPECT_EQ(r.outputs[0].shape(), (std::vector<int64_t>{1, 1, 1}));
+  s.setString("auto_pad", "NOTSET");
+  s.setInt("ceil_mode", 1);  // a second window would start past the input
+  r = runOp("MaxPool", s, {&x});
+  EXPECT_EQ(r.outputs[0].shape(), (std::vector<int64_t>{1, 1, 1}));
+}
+
+TEST(WindowOps, ConvTransposePadsBelowZeroOutputAreErrors) {
+  OwnedTensor x = floats({1, 1, 2}, {1, 2});
+  OwnedTensor w = floats({1, 1, 1}, {1});
+  ir::AttributeMap a;
+  a.setInts("pads", {2, 1});  // output (2 - 1) + 1 - 3 = -1
+  EXPECT_THROW(runOp("ConvTranspose", a, {&x, &w}), Error);
+  ir::AttributeMap big;
+  big.setInts("strides", {INT64_MAX});  // s * (in - 1) overflows
+  EXPECT_THROW(runOp("ConvTranspose", big, {&x, &w}), Error);
 }
 
 TEST(ResizeOp, Opset10NearestRoundsUpWhenDownsampling) {

@@ -433,6 +433,31 @@ TEST(MatrixOps, OneHotWithNegativeIndicesAndAxis) {
   EXPECT_EQ(values<int64_t>(out[0]), (std::vector<int64_t>{0, 1, 1, 0}));
 }
 
+TEST(MatrixOps, OneHotHugeDepthAndIndices) {
+  OwnedTensor indices = i64({2}, {int64_t(1) << 62, -(int64_t(1) << 62)});
+  OwnedTensor huge = f32({}, {1e30f});
+  OwnedTensor vals = f32({2}, {0, 1});
+  EXPECT_THROW(run(makeNode("OneHot", 11, 3), {&indices, &huge, &vals}), Error);
+  OwnedTensor big = i64({}, {int64_t(1) << 62});
+  EXPECT_THROW(run(makeNode("OneHot", 11, 3), {&indices, &big, &vals}), Error);  // over the tensor limit
+  // Indices far out of range leave their rows all off.
+  OwnedTensor three = i64({}, {3});
+  auto out = run(makeNode("OneHot", 11, 3), {&indices, &three, &vals});
+  EXPECT_EQ(values<float>(out[0]), std::vector<float>(6, 0.f));
+}
+
+TEST(MatrixOps, EyeLikeWithExtremeOffsets) {
+  OwnedTensor x = f32({2, 3}, std::vector<float>(6, 7));
+  for (int64_t k : {INT64_MAX, INT64_MIN, int64_t(3), int64_t(-2)}) {
+    ir::Node n = makeNode("EyeLike", 9, 1);
+    n.attrs.setInt("k", k);
+    EXPECT_EQ(values<float>(run(n, {&x})[0]), std::vector<float>(6, 0.f)) << k;
+  }
+  ir::Node n = makeNode("EyeLike", 9, 1);
+  n.attrs.setInt("k", -1);
+  EXPECT_EQ(values<float>(run(n, {&x})[0]), (std::vector<float>{0, 0, 0, 1, 0, 0}));
+}
+
 TEST(MatrixOps, TriluUpperAndLowerWithK) {
   OwnedTensor x = i64({3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
   EXPECT_EQ(values<int64_t>(run(makeNode("Trilu", 14, 1), {&x})[0]),

@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/op_registry.h"
@@ -588,6 +589,187 @@ TEST(ShapeOps, ReverseSequence) {
   OwnedTensor y = iota({2, 3});
   OwnedTensor lens2 = i64({2}, {3, 2});
   EXPECT_EQ(values<float>(run(n, {&y, &lens2})[0]), (std::vector<float>{2, 1, 0, 4, 3, 5}));
+}
+
+// ---- counts, limits and indices (issue 10) ----------------------------------------
+
+constexpr int64_t kBig = int64_t(1) << 62;
+
+// The message of the Error `f` throws ("" when it throws none).
+template <typename F>
+std::string errorOf(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ShapeCounts, InferredOutputsKeepTheLimits) {
+  OwnedTensor s = i64({2}, {kBig, 4});
+  ir::Node n = makeNode("ConstantOfShape", 9, 1);
+  EXPECT_NE(errorOf([&] { infer(n, {ir::typeOf(s.view())}, {&s.view()}); }).find("more bytes than 64 bits"),
+            std::string::npos);
+  OwnedTensor big = i64({2}, {1 << 20, 1 << 20});  // 4 TiB of float32: counts fit, the limit does not
+  EXPECT_NE(errorOf([&] { infer(n, {ir::typeOf(big.view())}, {&big.view()}); }).find("TensorLimits::max_bytes"),
+            std::string::npos);
+  ir::TensorLimits roomy;
+  roomy.max_bytes = uint64_t(1) << 43;
+  EXPECT_EQ(inferNode(n, {ir::typeOf(big.view())}, {&big.view()}, nullptr, roomy)[0].str(),
+            "float32[1048576,1048576]");
+  // A shape input longer than the rank limit fails before anything is sized by it.
+  EXPECT_NE(errorOf([&] { infer(n, {TensorType::of(DType::kInt64, {kBig})}); }).find("max_rank"),
+            std::string::npos);
+  OwnedTensor deep = i64({17}, std::vector<int64_t>(17, 1));
+  EXPECT_NE(errorOf([&] { infer(n, {ir::typeOf(deep.view())}, {&deep.view()}); }).find("rank 17"),
+            std::string::npos);
+}
+
+TEST(ShapeCounts, ErrorsNameTheOutputWhenTheGraphIsKnown) {
+  ir::Graph g;
+  ir::ValueId x = g.addValue("x", TensorType::of(DType::kFloat32, {4}));
+  ir::ValueId r = g.addValue("r", TensorType::of(DType::kInt64, {1}));
+  ir::ValueId y = g.addValue("y");
+  ir::Node n = makeNode("Tile", 13, 0, 0);
+  n.name = "tile";
+  n.inputs = {x, r};
+  n.outputs = {y};
+  OwnedTensor reps = i64({1}, {kBig});
+  std::string msg = errorOf([&] {
+    inferNode(n, {g.typeOf(x), g.typeOf(r)}, {nullptr, &reps.view()}, nullptr, {}, &g);
+  });
+  EXPECT_NE(msg.find("Tile node 'tile' (making 'y')"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("overflows a 64-bit dimension"), std::string::npos) << msg;
+}
+
+TEST(ShapeCounts, DimensionArithmeticNeverWraps) {
+  // Tile: 4 x 2^62.
+  OwnedTensor x = iota({4}), reps = i64({1}, {kBig});
+  EXPECT_THROW(infer(makeNode("Tile", 13, 2), {ir::typeOf(x.view()), ir::typeOf(reps.view())},
+                     {nullptr, &reps.view()}),
+               Error);
+  // Reshape: an empty input "matching" [2^62, 4] once the count wraps to 0.
+  OwnedTensor empty(DType::kFloat32, {0});
+  OwnedTensor wrap = i64({2}, {kBig, 4});
+  EXPECT_NE(errorOf([&] { run(makeNode("Reshape", 14, 2), {&empty, &wrap}); }).find("cannot reshape"),
+            std::string::npos);
+  OwnedTensor minus = i64({3}, {kBig, 4, -1});
+  EXPECT_THROW(infer(makeNode("Reshape", 14, 2), {TensorType::of(DType::kFloat32, {8}), ir::typeOf(minus.view())},
+                     {nullptr, &minus.view()}),
+               Error);
+  // Pad: 2 + (2^63 - 2) + 1 and pads below zero.
+  OwnedTensor two = iota({2});
+  OwnedTensor huge = i64({2}, {INT64_MAX - 1, 1}), negative = i64({2}, {-2, -1});
+  EXPECT_NE(errorOf([&] { run(makeNode("Pad", 13, 2), {&two, &huge}); }).find("overflows"), std::string::npos);
+  EXPECT_NE(errorOf([&] { run(makeNode("Pad", 13, 2), {&two, &negative}); }).find("negative: -1"),
+            std::string::npos);
+  // Concat: known dims summing past int64.
+  ir::Node cat = makeNode("Concat", 13, 2);
+  cat.attrs.setInt("axis", 0);
+  EXPECT_THROW(infer(cat, {TensorType::of(DType::kUInt8, {INT64_MAX}), TensorType::of(DType::kUInt8, {1})}),
+               Error);
+  // Split sizes summing past int64.
+  ir::Node split = makeNode("Split", 11, 1, 2);
+  split.attrs.setInts("split", {INT64_MAX, 1});
+  EXPECT_THROW(infer(split, {TensorType::of(DType::kFloat32, {4})}), Error);
+  // DepthToSpace with a blocksize whose square overflows.
+  ir::Node d2s = makeNode("DepthToSpace", 13, 1);
+  d2s.attrs.setInt("blocksize", int64_t(1) << 32);
+  EXPECT_THROW(infer(d2s, {TensorType::of(DType::kFloat32, {1, 4, 2, 2})}), Error);
+}
+
+TEST(ShapeCounts, RangeLengthIn128Bits) {
+  OwnedTensor lo = i64({}, {INT64_MIN}), hi = i64({}, {INT64_MAX}), one = i64({}, {1});
+  EXPECT_NE(errorOf([&] { run(makeNode("Range", 11, 3), {&lo, &hi, &one}); }).find("more elements than 64 bits"),
+            std::string::npos);
+  OwnedTensor back = i64({}, {INT64_MIN});  // delta INT64_MIN: -delta overflows int64
+  OwnedTensor zero = i64({}, {0}), ten = i64({}, {10});
+  EXPECT_EQ(run(makeNode("Range", 11, 3), {&ten, &zero, &back})[0].shape(), (std::vector<int64_t>{1}));
+  OwnedTensor fs = f32({}, {0.f}), fl = f32({}, {1e30f}), fd = f32({}, {1e-30f});
+  EXPECT_THROW(run(makeNode("Range", 11, 3), {&fs, &fl, &fd}), Error);
+  OwnedTensor nan = f32({}, {std::numeric_limits<float>::quiet_NaN()});
+  EXPECT_THROW(run(makeNode("Range", 11, 3), {&fs, &nan, &fd}), Error);
+}
+
+TEST(ShapeCounts, SliceWithExtremeSteps) {
+  OwnedTensor x = iota({5});
+  OwnedTensor s = i64({1}, {1}), e = i64({1}, {INT64_MAX}), ax = i64({1}, {0}), st = i64({1}, {INT64_MAX});
+  auto out = run(makeNode("Slice", 13, 5), {&x, &s, &e, &ax, &st});
+  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{1}));
+  OwnedTensor s2 = i64({1}, {-1}), e2 = i64({1}, {INT64_MIN}), st2 = i64({1}, {INT64_MIN});
+  out = run(makeNode("Slice", 13, 5), {&x, &s2, &e2, &ax, &st2});
+  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{4}));
+  OwnedTensor empty(DType::kFloat32, {0}), back = i64({1}, {-1});
+  EXPECT_EQ(run(makeNode("Slice", 13, 5), {&empty, &s2, &e2, &ax, &back})[0].shape(), (std::vector<int64_t>{0}));
+}
+
+TEST(ShapeCounts, MissingInputsAndOutputsAreErrorsNotCrashes) {
+  // Inference fails first, so the kernels (which read their inputs unchecked) never run.
+  OwnedTensor x = iota({2, 3});
+  for (const char* op : {"ReverseSequence", "InstanceNormalization", "LayerNormalization", "Concat"}) {
+    ir::Node n = makeNode(op, 17, std::string(op) == "Concat" ? 0 : 1);
+    n.attrs.setInt("axis", 0);
+    std::vector<TensorType> types(n.inputs.size(), ir::typeOf(x.view()));
+    EXPECT_THROW(infer(n, types), Error) << op;
+  }
+  ir::Node none = makeNode("Relu", 14, 1, 0);
+  EXPECT_NE(errorOf([&] { infer(none, {ir::typeOf(x.view())}); }).find("has 0 outputs, opset 14 allows 1"), std::string::npos);
+}
+
+TEST(ShapeCounts, MessagesAboutHostileShapesStayShort) {
+  ir::Graph g;
+  ir::Node n = makeNode("Split", 13, 0, 0);
+  n.name = "split";
+  n.inputs = {g.addValue("x", TensorType::of(DType::kFloat32, {3}))};
+  for (int i = 0; i < 5000; ++i) n.outputs.push_back(g.addValue("o" + std::to_string(i)));
+  std::string msg = errorOf([&] { inferNode(n, {g.typeOf(n.inputs[0])}, {nullptr}, nullptr, {}, &g); });
+  EXPECT_NE(msg.find("(making 'o0', 'o1', 'o2' and 4997 more)"), std::string::npos) << msg;
+  OwnedTensor ones = i64({1 << 20}, std::vector<int64_t>(1 << 20, 1));
+  msg = errorOf([&] { infer(makeNode("Reshape", 14, 2), {ir::typeOf(iota({2, 3}).view()), ir::typeOf(ones.view())},
+                            {nullptr, &ones.view()}); });
+  EXPECT_LT(msg.size(), 400u) << msg.substr(0, 400);
+  EXPECT_NE(msg.find("rank 1048576]"), std::string::npos);
+}
+
+TEST(ShapeIndices, GatherElementsIndicesWiderThanData) {
+  OwnedTensor data = iota({2, 2});
+  OwnedTensor wide = i64({2, 5}, std::vector<int64_t>(10, 0));
+  ir::Node n = makeNode("GatherElements", 13, 2);
+  EXPECT_NE(errorOf([&] { run(n, {&data, &wide}); }).find("wider than data"), std::string::npos);
+  // Caught by inference too when both shapes are known.
+  EXPECT_THROW(infer(n, {ir::typeOf(data.view()), ir::typeOf(wide.view())}), Error);
+  // Narrower is fine (ONNX allows indices smaller than data on the other axes).
+  OwnedTensor narrow = i64({1, 1}, {1});
+  EXPECT_EQ(values<float>(run(n, {&data, &narrow})[0]), (std::vector<float>{2}));
+}
+
+TEST(ShapeIndices, ScatterChecksShapesAndDtypes) {
+  OwnedTensor data = iota({2, 2});
+  OwnedTensor idx = i64({2, 3}, std::vector<int64_t>(6, 0));
+  OwnedTensor upd = iota({2, 3});
+  ir::Node se = makeNode("ScatterElements", 13, 3);
+  EXPECT_NE(errorOf([&] { run(se, {&data, &idx, &upd}); }).find("wider than data"), std::string::npos);
+  // Updates of another dtype would be read as data's.
+  OwnedTensor idx2 = i64({1, 1}, {0});
+  OwnedTensor upd64 = make(DType::kInt64, {1, 1}, std::vector<int64_t>{7});
+  KernelContext ctx{se, nullptr, {data.view(), idx2.view(), upd64.view()}, {}, 1};
+  OwnedTensor out(DType::kFloat32, {2, 2});
+  ctx.outputs.push_back(out.view());
+  EXPECT_THROW(OpRegistry::global().find("", "ScatterElements")->run(ctx), Error);
+  // ScatterND into an output of another shape.
+  ir::Node snd = makeNode("ScatterND", 13, 3);
+  OwnedTensor nd_idx = i64({1, 1}, {1}), nd_upd = iota({1, 2});
+  OwnedTensor small(DType::kFloat32, {1, 2});
+  KernelContext nd{snd, nullptr, {data.view(), nd_idx.view(), nd_upd.view()}, {small.view()}, 1};
+  EXPECT_THROW(OpRegistry::global().find("", "ScatterND")->run(nd), Error);
+}
+
+TEST(ShapeIndices, GatherChecksTheOutputDtype) {
+  OwnedTensor data = iota({4}), idx = i64({2}, {0, 3});
+  OwnedTensor narrow(DType::kUInt8, {2});  // would take 8 bytes into 2
+  KernelContext ctx{makeNode("Gather", 13, 2), nullptr, {data.view(), idx.view()}, {narrow.view()}, 1};
+  EXPECT_THROW(OpRegistry::global().find("", "Gather")->run(ctx), Error);
 }
 
 TEST(StridedCopy, BroadcastFillAndNegativeStrides) {

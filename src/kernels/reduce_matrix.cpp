@@ -77,6 +77,8 @@ int64_t oneHotDepth(const ir::Tensor& depth) {
                 "depth must hold exactly one value, got shape " + ir::shapeStr(depth.shape));
   double d = readScalar(depth);
   if (!(d >= 1)) throw Error(ErrorCode::kInvalidModel, "depth must be positive, got " + std::to_string(d));
+  // Past 2^62 the cast would be undefined, and no tensor could have that dim anyway.
+  if (!(d < 0x1p62)) throw Error(ErrorCode::kInvalidModel, "depth " + std::to_string(d) + " is too large");
   return int64_t(d);
 }
 
@@ -115,12 +117,14 @@ void runOneHot(KernelContext& c) {
   for (int64_t i = 0; i < int64_t(indices.rank()); ++i)
     (i < axis ? s.outer : s.inner) *= indices.shape[size_t(i)];
   s.n = depth;
-  if (y.numel() != s.outer * s.n * s.inner)
+  if (y.numel() != mulDims(c, mulDims(c, s.outer, s.n), s.inner))
     c.fail("output shape " + ir::shapeStr(y.shape) + " does not match");
+  if (y.dtype != values.dtype) c.fail("the output's dtype does not match values'");
   std::vector<int64_t> idx(size_t(indices.numel()));
   for (size_t i = 0; i < idx.size(); ++i) {
     double v = readScalar(indices, int64_t(i));
-    idx[i] = std::isfinite(v) ? int64_t(v) : depth;  // non-finite: out of range, all off
+    // Non-finite or beyond any depth: out of range, so the row stays all off.
+    idx[i] = std::isfinite(v) && std::fabs(v) < 0x1p62 ? int64_t(v) : depth;
   }
   dispatchWidth(y.dtype, c.node.op_type, [&](auto w) {
     using W = typename decltype(w)::type;
@@ -202,10 +206,11 @@ void runEyeLike(KernelContext& c) {
     using W = typename decltype(w)::type;
     W* out = y.as<W>();
     std::fill(out, out + y.numel(), W(0));
-    for (int64_t i = 0; i < rows; ++i) {
-      int64_t j = i + k;
-      if (j >= 0 && j < cols) out[i * cols + j] = W(one);
-    }
+    // Rows whose diagonal entry i + k lies in [0, cols), without forming i + k for a
+    // k that would overflow.
+    const int64_t first = k >= 0 ? 0 : (k <= -rows ? rows : -k);
+    const int64_t last = k >= cols ? 0 : std::min(rows, cols - k);
+    for (int64_t i = first; i < last; ++i) out[i * cols + i + k] = W(one);
   });
 }
 

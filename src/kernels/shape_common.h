@@ -33,12 +33,18 @@ inline std::optional<std::vector<int64_t>> knownInts(const InferContext& c, size
   return readInts(*v);
 }
 
-// The length of a 1-D input when its type fixes it (the rank of an unknown shape value).
+// The length of a 1-D input when its type fixes it (the rank of an unknown shape value,
+// or a count of axes): fails when it is over the rank limit, before anything is sized
+// by it.
 inline std::optional<int64_t> staticLength(const InferContext& c, size_t i) {
   if (!c.hasInput(i)) return std::nullopt;
   const ir::TensorType& t = c.input(i);
-  if (t.has_rank && t.rank() == 1 && t.dims[0].isKnown()) return t.dims[0].value;
-  return std::nullopt;
+  if (!t.has_rank || t.rank() != 1 || !t.dims[0].isKnown()) return std::nullopt;
+  if (uint64_t(t.dims[0].value) > c.limits.max_rank)
+    c.fail("input " + std::to_string(i) + " has " + std::to_string(t.dims[0].value) +
+           " entries, more than the limit of " + std::to_string(c.limits.max_rank) +
+           " dimensions (TensorLimits::max_rank)");
+  return t.dims[0].value;
 }
 
 // Normalises `axis` (negative counts from the back) into [0, rank), or [0, rank] when

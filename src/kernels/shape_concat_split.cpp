@@ -53,7 +53,7 @@ void inferConcat(InferContext& c) {
       if (!dims[k].isKnown() && (t.dims[k].isKnown() || dims[k].symbol.empty())) dims[k] = t.dims[k];
     }
     if (t.dims[axis].isKnown())
-      total += t.dims[axis].value;
+      total = addDims(c, total, t.dims[axis].value);
     else
       total_known = false;
   }
@@ -113,7 +113,7 @@ std::optional<std::vector<int64_t>> splitSizes(const Ctx& c, size_t outputs, int
   int64_t sum = 0;
   for (int64_t s : sizes) {
     if (s < 0) c.fail("negative split size " + std::to_string(s));
-    sum += s;
+    sum = addDims(c, sum, s);
   }
   if (dim >= 0 && sum != dim)
     c.fail("split sizes add up to " + std::to_string(sum) + " but the axis has " + std::to_string(dim));

@@ -84,7 +84,7 @@ void inferTile(InferContext& c) {
     int64_t r = (*repeats)[i];
     if (r < 0) c.fail("negative repeat " + std::to_string(r));
     if (dims[i].isKnown() || r == 0)
-      dims[i] = Dim::known(dims[i].isKnown() ? dims[i].value * r : 0);
+      dims[i] = Dim::known(dims[i].isKnown() ? mulDims(c, dims[i].value, r) : 0);
     else if (r != 1)
       dims[i] = Dim{};
   }
@@ -99,7 +99,8 @@ void runTile(KernelContext& c) {
   // The output seen as [r0, d0, r1, d1, ...]: repeats read the input with stride 0.
   std::vector<int64_t> in_strides = stridesOf(in.shape), shape, src;
   for (size_t i = 0; i < in.rank(); ++i) {
-    if (out.shape[i] != in.shape[i] * repeats[i]) c.fail("output shape does not match the repeats");
+    if (repeats[i] < 0 || out.shape[i] != mulDims(c, in.shape[i], repeats[i]))
+      c.fail("output shape does not match the repeats");
     shape.insert(shape.end(), {repeats[i], in.shape[i]});
     src.insert(src.end(), {0, in_strides[i]});
   }

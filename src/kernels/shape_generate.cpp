@@ -1,6 +1,7 @@
 // Host ops that produce values from shapes or scalars: Shape (with opset 15's
 // start/end), Size, ConstantOfShape and Range.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -98,12 +99,20 @@ int64_t rangeLength(const Ctx& c, const ir::Tensor& start, const ir::Tensor& lim
     };
     const int64_t s = as_int(start), l = as_int(limit), d = as_int(delta);
     if (d == 0) c.fail("delta cannot be 0");
-    if (d > 0) return l > s ? (l - s + d - 1) / d : 0;
-    return s > l ? (s - l + (-d) - 1) / (-d) : 0;
+    // ceil((l - s) / d) in 128 bits: l - s and the rounding may leave int64.
+    const __int128 span = d > 0 ? __int128(l) - s : __int128(s) - l;
+    const __int128 step = d > 0 ? __int128(d) : -__int128(d);
+    const __int128 n = span > 0 ? (span + step - 1) / step : 0;
+    if (n > INT64_MAX) c.fail("Range(" + std::to_string(s) + ", " + std::to_string(l) + ", " + std::to_string(d) +
+                              ") has more elements than 64 bits count");
+    return int64_t(n);
   }
   const double s = readScalar(start), l = readScalar(limit), d = readScalar(delta);
   if (d == 0) c.fail("delta cannot be 0");
   const double n = std::ceil((l - s) / d);
+  if (std::isnan(n) || n >= 0x1p62)
+    c.fail("Range(" + std::to_string(s) + ", " + std::to_string(l) + ", " + std::to_string(d) + ") has " +
+           (std::isnan(n) ? std::string("no defined length") : "more elements than 64 bits count"));
   return n > 0 ? int64_t(n) : 0;
 }
 

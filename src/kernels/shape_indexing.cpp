@@ -88,7 +88,7 @@ void runGather(KernelContext& c) {
   for (size_t k = size_t(axis) + 1; k < data.rank(); ++k) inner *= data.shape[k];
   const int64_t dim = data.shape[size_t(axis)];
   const int64_t n = indices.numel();
-  if (out.numel() != outer * n * inner) c.fail("output shape does not match");
+  if (out.numel() != outer * n * inner || out.dtype != data.dtype) c.fail("output shape does not match");
   std::vector<int64_t> idx(static_cast<size_t>(n));
   IndexView view(indices);
   for (int64_t k = 0; k < n; ++k) idx[size_t(k)] = indexIn(c, view[k], dim);
@@ -119,9 +119,22 @@ void inferGatherElements(InferContext& c) {
   if (data.has_rank) {
     if (data.rank() != idx.rank())
       c.fail("data " + data.str() + " and indices " + idx.str() + " differ in rank");
-    axisIn(c, c.attrs().getInt("axis", 0), int64_t(data.rank()));
+    const size_t axis = size_t(axisIn(c, c.attrs().getInt("axis", 0), int64_t(data.rank())));
+    for (size_t k = 0; k < data.rank(); ++k)
+      if (k != axis && data.dims[k].isKnown() && idx.dims[k].isKnown() && idx.dims[k].value > data.dims[k].value)
+        c.fail("indices " + idx.str() + " are wider than data " + data.str() + " on dimension " + std::to_string(k));
   }
   c.outputs[0] = ranked(data.dtype, idx.dims);
+}
+
+// GatherElements and ScatterElements read (write) data at the indices' positions on
+// every dimension but the axis: the indices may not be wider there.
+template <typename Ctx>
+void requireWithin(const Ctx& c, const ir::Tensor& indices, const ir::Tensor& data, size_t axis) {
+  for (size_t k = 0; k < data.rank(); ++k)
+    if (k != axis && indices.shape[k] > data.shape[k])
+      c.fail("indices " + ir::shapeStr(indices.shape) + " are wider than data " + ir::shapeStr(data.shape) +
+             " on dimension " + std::to_string(k));
 }
 
 void runGatherElements(KernelContext& c) {
@@ -129,8 +142,10 @@ void runGatherElements(KernelContext& c) {
   const ir::Tensor& indices = c.inputs[1];
   const ir::Tensor& out = c.outputs[0];
   requireIndices(c, indices.dtype, "indices");
-  if (data.rank() != indices.rank() || out.shape != indices.shape) c.fail("shapes do not match");
+  if (data.rank() != indices.rank() || out.shape != indices.shape || out.dtype != data.dtype)
+    c.fail("shapes do not match");
   const size_t axis = size_t(axisIn(c, c.attrs().getInt("axis", 0), int64_t(data.rank())));
+  requireWithin(c, indices, data, axis);
   const std::vector<int64_t> ds = stridesOf(data.shape);
   const int64_t dim = data.shape[axis];
   const int64_t n = indices.numel();
@@ -180,6 +195,7 @@ void runGatherND(KernelContext& c) {
   if (q < 1 || b < 0 || b >= std::min(r, q)) c.fail("batch_dims is out of range");
   const int64_t m = indices.shape.back();
   if (m < 1 || m > r - b) c.fail("indices' last dimension is out of range");
+  if (out.dtype != data.dtype) c.fail("the output's dtype does not match the data's");
   int64_t batches = 1, tuples = 1, slice = 1;
   for (int64_t k = 0; k < b; ++k) {
     if (data.shape[size_t(k)] != indices.shape[size_t(k)])
@@ -272,6 +288,14 @@ void inferScatter(InferContext& c) {
   c.outputs[0] = c.input(0);
 }
 
+// Scatter outputs are a copy of data with updates written in: same dtypes, same shape.
+void requireSameAs(const KernelContext& c, const ir::Tensor& data, const ir::Tensor& updates, const ir::Tensor& out) {
+  if (updates.dtype != data.dtype || out.dtype != data.dtype)
+    c.fail("updates and the output must have the data's dtype " + std::string(ir::dtypeName(data.dtype)));
+  if (out.shape != data.shape)
+    c.fail("the output " + ir::shapeStr(out.shape) + " must have the data's shape " + ir::shapeStr(data.shape));
+}
+
 void runScatterElements(KernelContext& c) {
   const ir::Tensor& data = c.inputs[0];
   const ir::Tensor& indices = c.inputs[1];
@@ -283,6 +307,8 @@ void runScatterElements(KernelContext& c) {
     c.fail("indices " + ir::shapeStr(indices.shape) + " and updates " + ir::shapeStr(updates.shape) +
            " must have the same shape and the data's rank");
   const size_t axis = size_t(axisIn(c, c.attrs().getInt("axis", 0), int64_t(data.rank())));
+  requireSameAs(c, data, updates, out);
+  requireWithin(c, indices, data, axis);
   if (out.data != data.data && data.nbytes()) std::memcpy(out.data, data.data, data.nbytes());
   const std::vector<int64_t> os = stridesOf(data.shape);
   const int64_t es = int64_t(ir::dtypeSize(data.dtype));
@@ -291,11 +317,8 @@ void runScatterElements(KernelContext& c) {
   std::vector<int64_t> pos(indices.rank(), 0);
   for (int64_t i = 0; i < indices.numel(); ++i, nextIndex(pos, indices.shape)) {
     int64_t offset = 0;
-    for (size_t k = 0; k < pos.size(); ++k) {
-      if (k == axis) continue;
-      if (pos[k] >= data.shape[k]) c.fail("indices exceed the data's shape");
-      offset += pos[k] * os[k];
-    }
+    for (size_t k = 0; k < pos.size(); ++k)
+      if (k != axis) offset += pos[k] * os[k];
     offset += indexIn(c, idx[i], dim) * os[axis];
     reduceInto(bytesOf(out) + offset * es, bytesOf(updates) + i * es, 1, data.dtype, red);
   }
@@ -315,6 +338,7 @@ void runScatterND(KernelContext& c) {
   for (size_t d = size_t(k); d < data.rank(); ++d) slice *= data.shape[d];
   if (updates.numel() != tuples * slice)
     c.fail("updates have the wrong shape " + ir::shapeStr(updates.shape));
+  requireSameAs(c, data, updates, out);
   if (out.data != data.data && data.nbytes()) std::memcpy(out.data, data.data, data.nbytes());
   const std::vector<int64_t> ds = stridesOf(data.shape);
   const int64_t es = int64_t(ir::dtypeSize(data.dtype));
@@ -379,7 +403,7 @@ void runCompress(KernelContext& c) {
   }
   const std::vector<int64_t> pick = selected(cond, dim);
   const int64_t n = int64_t(pick.size());
-  if (out.numel() != outer * n * inner) c.fail("output shape does not match the condition");
+  if (out.numel() != outer * n * inner || out.dtype != in.dtype) c.fail("output shape does not match the condition");
   const int64_t row = inner * int64_t(ir::dtypeSize(in.dtype));
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < n; ++j)

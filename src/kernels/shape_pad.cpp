@@ -133,14 +133,17 @@ void inferPad(InferContext& c) {
   std::vector<int64_t> full = fullPads(c, *pads, axes ? &*axes : nullptr, rank);
   std::vector<Dim> dims = in.dims;
   for (size_t k = 0; k < dims.size(); ++k) {
-    const int64_t grow = full[k] + full[size_t(rank) + k];
+    const int64_t grow = addDims(c, full[k], full[size_t(rank) + k]);
     if (grow == 0) continue;
     if (!dims[k].isKnown()) {
       dims[k] = Dim{};
       continue;
     }
-    const int64_t d = dims[k].value + grow;
-    if (d < 0) c.fail("pads make dimension " + std::to_string(k) + " negative");
+    const int64_t d = addDims(c, dims[k].value, grow);
+    if (d < 0)
+      c.fail("pads " + std::to_string(full[k]) + " and " + std::to_string(full[size_t(rank) + k]) +
+             " make dimension " + std::to_string(k) + " (" + std::to_string(dims[k].value) + ") negative: " +
+             std::to_string(d));
     dims[k] = Dim::known(d);
   }
   c.outputs[0] = ranked(in.dtype, std::move(dims));
@@ -203,8 +206,8 @@ void runPad(KernelContext& c) {
   }
   std::vector<int64_t> full = fullPads(c, pads, axes ? &*axes : nullptr, rank);
   for (int64_t k = 0; k < rank; ++k) {
-    const int64_t want = in.shape[size_t(k)] + full[size_t(k)] + full[size_t(rank + k)];
-    if (out.shape[size_t(k)] != want) c.fail("output shape does not match the pads");
+    const int64_t want = addDims(c, in.shape[size_t(k)], addDims(c, full[size_t(k)], full[size_t(rank + k)]));
+    if (want < 0 || out.shape[size_t(k)] != want) c.fail("output shape does not match the pads");
   }
   if (out.numel() == 0) return;
   if (rank == 0) {

@@ -62,6 +62,7 @@ int64_t blockSize(const Ctx& c) {
   if (!c.attrs().has("blocksize")) c.fail("the blocksize attribute is required");
   int64_t b = c.attrs().getInt("blocksize", 0);
   if (b < 1) c.fail("blocksize must be positive");
+  mulDims(c, b, b);  // blocksize^2 is used everywhere: it must fit
   return b;
 }
 
@@ -81,7 +82,7 @@ void inferDepthToSpace(InferContext& c) {
     return;
   }
   if (in.rank() != 4) c.fail("input must have rank 4, got " + in.str());
-  auto scale = [](const Dim& d, int64_t f) { return d.isKnown() ? Dim::known(d.value * f) : Dim{}; };
+  auto scale = [&](const Dim& d, int64_t f) { return d.isKnown() ? Dim::known(mulDims(c, d.value, f)) : Dim{}; };
   Dim ch{};
   if (in.dims[1].isKnown()) {
     if (in.dims[1].value % (b * b))
@@ -97,7 +98,7 @@ void runDepthToSpace(KernelContext& c) {
   const int64_t b = blockSize(c);
   if (in.rank() != 4) c.fail("input must have rank 4");
   const int64_t n = in.shape[0], ch = in.shape[1] / (b * b), h = in.shape[2], w = in.shape[3];
-  if (out.shape != std::vector<int64_t>{n, ch, h * b, w * b}) c.fail("output shape does not match");
+  if (out.shape != std::vector<int64_t>{n, ch, mulDims(c, h, b), mulDims(c, w, b)}) c.fail("output shape does not match");
   // Output seen as [n, ch, h, b1, w, b2]; read from the input seen as
   // DCR: [n, b1, b2, ch, h, w] or CRD: [n, ch, b1, b2, h, w].
   const int64_t sw = 1, sh = w, plane = h * w;
@@ -128,7 +129,7 @@ void inferSpaceToDepth(InferContext& c) {
     if (d.value % b) c.fail("spatial size " + std::to_string(d.value) + " not divisible by blocksize");
     return Dim::known(d.value / b);
   };
-  Dim ch = in.dims[1].isKnown() ? Dim::known(in.dims[1].value * b * b) : Dim{};
+  Dim ch = in.dims[1].isKnown() ? Dim::known(mulDims(c, in.dims[1].value, b * b)) : Dim{};
   c.outputs[0] = ranked(in.dtype, {in.dims[0], ch, shrink(in.dims[2]), shrink(in.dims[3])});
 }
 
@@ -138,7 +139,7 @@ void runSpaceToDepth(KernelContext& c) {
   const int64_t b = blockSize(c);
   if (in.rank() != 4) c.fail("input must have rank 4");
   const int64_t n = in.shape[0], ch = in.shape[1], h = in.shape[2] / b, w = in.shape[3] / b;
-  if (out.shape != std::vector<int64_t>{n, ch * b * b, h, w}) c.fail("output shape does not match");
+  if (out.shape != std::vector<int64_t>{n, mulDims(c, ch, b * b), h, w}) c.fail("output shape does not match");
   // Output seen as [n, b1, b2, ch, h, w]; the input as [n, ch, h, b1, w, b2].
   const int64_t W = in.shape[3], plane = in.shape[2] * W;
   copyStridedToDense(bytesOf(out), bytesOf(in), {ch * plane, W, 1, plane, b * W, b}, {n, b, b, ch, h, w},
@@ -157,6 +158,7 @@ std::pair<int64_t, int64_t> sequenceAxes(const Ctx& c) {
 }
 
 void inferReverseSequence(InferContext& c) {
+  checkArity(c, 2, 2);  // the kernel reads sequence_lens
   sequenceAxes(c);
   const TensorType& in = c.input(0);
   if (in.has_rank && in.rank() < 2) c.fail("input must have rank 2 or more");

@@ -1,6 +1,7 @@
 // Host Reshape, Flatten, Squeeze and Unsqueeze: a new shape over the same bytes. Their
 // inference works out the output shape (symbolic dims are kept where they can be); their
 // kernel is one copy of the input's bytes (skipped when input and output share memory).
+#include <climits>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -32,13 +33,13 @@ void copyInput(KernelContext& c) {
 
 // The product of dims[begin, end): known when all are; one symbolic dim times ones keeps
 // its symbol; unknown otherwise.
-Dim productOf(const std::vector<Dim>& dims, size_t begin, size_t end) {
+Dim productOf(const InferContext& c, const std::vector<Dim>& dims, size_t begin, size_t end) {
   int64_t known = 1;
   const Dim* unknown = nullptr;
   int unknowns = 0;
   for (size_t i = begin; i < end; ++i) {
     if (dims[i].isKnown()) {
-      known *= dims[i].value;
+      known = mulDims(c, known, dims[i].value);
     } else {
       unknown = &dims[i];
       ++unknowns;
@@ -52,13 +53,13 @@ Dim productOf(const std::vector<Dim>& dims, size_t begin, size_t end) {
 
 // The size a -1 entry stands for when inference can tell, else an unknown dim: known
 // products divide, and symbols present on both sides cancel.
-Dim inferMinusOne(const TensorType& in, const std::vector<Dim>& out, size_t minus_one) {
+Dim inferMinusOne(const InferContext& c, const TensorType& in, const std::vector<Dim>& out, size_t minus_one) {
   if (!in.has_rank) return Dim{};
   int64_t in_known = 1, out_known = 1;
   std::multiset<std::string> symbols;
   for (const Dim& d : in.dims) {
     if (d.isKnown()) {
-      in_known *= d.value;
+      in_known = mulDims(c, in_known, d.value);
     } else {
       if (d.symbol.empty()) return Dim{};
       symbols.insert(d.symbol);
@@ -67,6 +68,9 @@ Dim inferMinusOne(const TensorType& in, const std::vector<Dim>& out, size_t minu
   for (size_t i = 0; i < out.size(); ++i) {
     if (i == minus_one) continue;
     if (out[i].isKnown()) {
+      // A product past int64 can never match the input's: say so rather than wrap.
+      if (out[i].value != 0 && out_known > INT64_MAX / out[i].value)
+        c.fail("the shape's entries multiply past 64 bits, so no input can be reshaped to it");
       out_known *= out[i].value;
       continue;
     }
@@ -112,7 +116,7 @@ void inferReshape(InferContext& c) {
     }
   }
   if (minus_one && has_zero) c.fail("with allowzero=1 the shape cannot hold both 0 and -1");
-  if (minus_one) dims[*minus_one] = inferMinusOne(in, dims, *minus_one);
+  if (minus_one) dims[*minus_one] = inferMinusOne(c, in, dims, *minus_one);
   const int64_t in_numel = in.numel();
   if (in_numel >= 0) {
     TensorType out = ranked(in.dtype, dims);
@@ -123,7 +127,10 @@ void inferReshape(InferContext& c) {
         others_known = others_known && (i == *minus_one || dims[i].isKnown());
       if (others_known) c.fail("cannot reshape " + in.str() + " to " + ir::shapeStr(*shape));
     }
-    if (out.isStatic() && out.numel() != in_numel) c.fail("cannot reshape " + in.str() + " to " + out.str());
+    if (out.isStatic()) {
+      std::optional<int64_t> out_numel = ir::checkedNumel(out.staticShape());
+      if (!out_numel || *out_numel != in_numel) c.fail("cannot reshape " + in.str() + " to " + out.str());
+    }
   }
   c.outputs[0] = ranked(in.dtype, std::move(dims));
 }
@@ -139,7 +146,7 @@ void inferFlatten(InferContext& c) {
   if (c.opset() < 11 && axis < 0) c.fail("negative axis needs opset 11");
   axis = axisIn(c, axis, rank, /*inclusive=*/true);
   c.outputs[0] =
-      ranked(in.dtype, {productOf(in.dims, 0, size_t(axis)), productOf(in.dims, size_t(axis), in.rank())});
+      ranked(in.dtype, {productOf(c, in.dims, 0, size_t(axis)), productOf(c, in.dims, size_t(axis), in.rank())});
 }
 
 // Squeeze/Unsqueeze axes: the attribute before opset 13, input 1 from 13. Returns

@@ -71,7 +71,9 @@ void runSlice(KernelContext& c) {
   int64_t offset = 0;
   for (size_t k = 0; k < in.rank(); ++k) {
     shape[k] = plan[k].len;
-    src[k] = in_strides[k] * plan[k].step;
+    // With two or more elements |step| is below the dim, so the product fits; with one
+    // the stride is never used (and a huge step times the stride could overflow).
+    src[k] = plan[k].len > 1 ? in_strides[k] * plan[k].step : 0;
     offset += plan[k].start * in_strides[k];
   }
   if (shape != out.shape)

@@ -84,17 +84,21 @@ std::vector<SliceAxis> planSlice(const Ctx& c, SliceParams p, const std::vector<
       a.len = -1;
       continue;
     }
+    if (d == 0) {  // nothing to slice (and the clamps below need d >= 1)
+      a.len = 0;
+      continue;
+    }
     int64_t s = p.starts[i], e = p.ends[i];
     if (s < 0) s += d;
     if (e < 0) e += d;
     if (a.step > 0) {
       s = std::clamp<int64_t>(s, 0, d);
       e = std::clamp<int64_t>(e, 0, d);
-      a.len = e > s ? (e - s + a.step - 1) / a.step : 0;
+      a.len = e > s ? (e - s - 1) / a.step + 1 : 0;  // ceil(span / step), for any step
     } else {
       s = std::clamp<int64_t>(s, 0, d - 1);
       e = std::clamp<int64_t>(e, -1, d - 1);
-      a.len = s > e ? (s - e + (-a.step) - 1) / (-a.step) : 0;
+      a.len = s > e ? int64_t(uint64_t(s - e - 1) / (uint64_t(0) - uint64_t(a.step)) + 1) : 0;
     }
     a.start = a.len > 0 ? s : 0;
   }

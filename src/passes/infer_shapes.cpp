@@ -1,8 +1,10 @@
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include <omp.h>
 
+#include "ir/limits.h"
 #include "kernels/op_registry.h"
 #include "kernels/op_util.h"
 #include "partita/error.h"
@@ -12,8 +14,19 @@ namespace partita::passes {
 
 namespace {
 
-// Keeps what the model declared where inference knows less (same rank only).
-ir::TensorType mergeDeclared(const ir::TensorType& inferred, const ir::TensorType& declared) {
+std::string producedBy(const ir::Value& v, const ir::Node& node) {
+  return "value '" + v.name + "' (made by " + node.op_type + " node '" + node.name + "')";
+}
+
+// The declared type of `v` as a hint to what inference found (passes.h has the rule):
+// a declared dtype must match; declared dims fill what inference does not know, and
+// are ignored where it does (and where the ranks differ).
+ir::TensorType mergeDeclared(const ir::TensorType& inferred, const ir::TensorType& declared, const ir::Value& v,
+                             const ir::Node& node) {
+  if (declared.dtype != ir::DType::kUndefined && inferred.dtype != ir::DType::kUndefined &&
+      declared.dtype != inferred.dtype)
+    throw Error(ErrorCode::kInvalidModel, producedBy(v, node) + " is declared " + declared.str() + " but is " +
+                                              inferred.str());
   if (declared.dtype == ir::DType::kUndefined || !declared.has_rank) return inferred;
   if (!inferred.has_rank) {
     ir::TensorType t = declared;
@@ -31,7 +44,7 @@ ir::TensorType mergeDeclared(const ir::TensorType& inferred, const ir::TensorTyp
 bool foldShapeOf(ir::Graph& g, ir::Node& node) {
   // Shape and Size of a statically shaped value are constants even when its data is not.
   if (node.domain != "" || (node.op_type != "Shape" && node.op_type != "Size")) return false;
-  if (!node.hasInput(0) || !g.typeOf(node.inputs[0]).isStatic()) return false;
+  if (!node.hasInput(0) || !node.hasOutput(0) || !g.typeOf(node.inputs[0]).isStatic()) return false;
   std::vector<int64_t> shape = g.typeOf(node.inputs[0]).staticShape();
   std::vector<int64_t> data;
   if (node.op_type == "Size") {
@@ -90,13 +103,15 @@ void inferShapes(ir::Graph& g, const FoldOptions& options) {
         all_const = false;
       }
     }
-    std::vector<ir::TensorType> out_types = kernels::inferNode(node, in_types, in_values, &resolver);
+    std::vector<ir::TensorType> out_types =
+        kernels::inferNode(node, in_types, in_values, &resolver, options.limits, &g);
     size_t out_bytes = 0;
     bool out_static = true;
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       if (node.outputs[o] == ir::kNoValue) continue;
       ir::Value& out = g.value(node.outputs[o]);
-      out.type = mergeDeclared(out_types[o], out.type);
+      out.type = mergeDeclared(out_types[o], out.type, out, node);
+      ir::checkLimits(out.type, options.limits, ErrorCode::kInvalidModel, producedBy(out, node));
       if (out.type.isStatic())
         out_bytes += size_t(out.type.numel()) * ir::dtypeSize(out.type.dtype);
       else
@@ -123,7 +138,12 @@ void inferShapes(ir::Graph& g, const FoldOptions& options) {
       results.emplace_back(t.dtype, t.staticShape());
       ctx.outputs.push_back(results.back().view());
     }
-    op->run(ctx);
+    try {
+      op->run(ctx);
+    } catch (const std::bad_alloc&) {
+      throw Error(ErrorCode::kInvalidModel,
+                  node.op_type + " node '" + node.name + "': out of memory while folding it into a constant");
+    }
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       if (node.outputs[o] == ir::kNoValue) continue;
       ir::Value& out = g.value(node.outputs[o]);

@@ -1,6 +1,12 @@
 // Graph passes, run in order by the compiler (src/passes/pipeline.cpp):
 //   inferShapes     every value gets a type; nodes whose inputs are all constant are
-//                   evaluated with the host kernels and become constants (folding)
+//                   evaluated with the host kernels and become constants (folding).
+//                   A declared type (value_info, graph outputs) is a hint: where
+//                   inference knows a dimension it wins over a conflicting declaration
+//                   (ONNX Runtime's default, lenient merge); where it does not, the
+//                   declaration fills the gap, and the executor checks it when the
+//                   value is made at run time. A declared dtype other than the
+//                   inferred one is an error naming the value (as in ONNX Runtime).
 //   eliminateDead   nodes and constants that no graph output depends on are dropped
 // Each pass leaves the graph verified (Graph::verify()).
 #pragma once
@@ -8,6 +14,7 @@
 #include <cstddef>
 
 #include "ir/graph.h"
+#include "ir/limits.h"
 
 namespace partita::passes {
 
@@ -15,6 +22,8 @@ struct FoldOptions {
   // Folding is skipped when a node's outputs would exceed this many bytes and are
   // larger than its inputs (e.g. Expand of a scalar to a big tensor).
   size_t max_growth_bytes = 1 << 20;
+  // Every inferred value must keep these (Error kInvalidModel naming value and node).
+  ir::TensorLimits limits;
 };
 
 void inferShapes(ir::Graph& g, const FoldOptions& options = {});

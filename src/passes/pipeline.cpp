@@ -8,6 +8,7 @@ void optimize(ir::Graph& g, const PipelineOptions& options) {
   g.verify();
   FoldOptions fold;
   if (!options.fold_constants) fold.max_growth_bytes = 0;
+  fold.limits = options.limits;
   inferShapes(g, fold);
   eliminateDead(g);
 }

@@ -2,11 +2,13 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "ir/limits.h"
 
 namespace partita::passes {
 
 struct PipelineOptions {
   bool fold_constants = true;
+  ir::TensorLimits limits;  // the sizes and ranks values may have (TensorLimits)
 };
 
 // Shape inference with constant folding, then dead-code elimination; verifies.

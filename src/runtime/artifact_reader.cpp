@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
+#include "ir/limits.h"
 #include "runtime/manifest.h"
 #include "base/mapped_file.h"
 #include "partita/error.h"
@@ -34,19 +36,6 @@ std::string range(uint64_t begin, uint64_t size) {
 }
 
 bool isPowerOfTwo(uint64_t v) { return v && (v & (v - 1)) == 0; }
-
-// numel * dtype size without overflow; false when it does not fit in 2^62.
-bool tensorBytes(const std::vector<int64_t>& shape, ir::DType dtype, uint64_t& out) {
-  constexpr uint64_t kLimit = uint64_t(1) << 62;
-  uint64_t n = ir::dtypeSize(dtype);
-  for (int64_t d : shape) {
-    if (d < 0) return false;
-    if (d != 0 && n > kLimit / uint64_t(d)) return false;
-    n *= uint64_t(d);
-  }
-  out = n;
-  return true;
-}
 
 void checkHeader(const Validator& v, const Bytes& file, Header& header) {
   const std::byte* p = file.data;
@@ -139,8 +128,9 @@ void checkConstants(const Validator& v, const Artifact& a) {
     if (c.id >= kMaxConstIds) v.fail(who + ": the id is out of range");
     if (i > 0 && a.constants[i - 1].id >= c.id) v.fail("the constant table is not in ascending id order at " + who);
     if (c.dtype == ir::DType::kUndefined) v.fail(who + " has no dtype");
-    uint64_t dense = 0;
-    if (!tensorBytes(c.shape, c.dtype, dense)) v.fail(who + " has an invalid shape " + ir::shapeStr(c.shape));
+    std::optional<uint64_t> checked = ir::checkedNbytes(c.dtype, c.shape);
+    if (!checked) v.fail(who + " has an invalid shape " + ir::shapeStr(c.shape));
+    const uint64_t dense = *checked;
     if (c.layout.empty() && dense != c.nbytes)
       v.fail(who + " of type " + std::string(ir::dtypeName(c.dtype)) + ir::shapeStr(c.shape) + " needs " +
              std::to_string(dense) + " bytes but its entry says " + std::to_string(c.nbytes));
@@ -236,8 +226,7 @@ std::shared_ptr<ir::Graph> buildGraph(const Validator& v, const Artifact& a, ir:
   };
   for (const ir::Value& val : graph.values) {
     if (val.isConstant()) checkRef(val.constant, "value '" + val.name + "'");
-    uint64_t bytes = 0;
-    if (val.type.isStatic() && !tensorBytes(val.type.staticShape(), val.type.dtype, bytes))
+    if (val.type.isStatic() && !ir::checkedNbytes(val.type.dtype, val.type.staticShape()))
       v.fail("value '" + val.name + "' has an impossible type " + val.type.str());
   }
   for (const ir::Node& n : graph.nodes) {

@@ -534,18 +534,18 @@ TEST(ArtifactLoadValidation, NodesAreCheckedAsTheImporterChecksThem) {
     g.inputs.push_back(x);
     g.outputs.push_back(testing::addNode(g, "Transpose", "t", {x}, f32({3, 2})));
     g.nodes.back().attrs.setInts("perm", {1, 5});
-    EXPECT_EQ(loadError(g), "the graph does not check: Transpose node 't': perm is not a permutation");
+    EXPECT_EQ(loadError(g), "the graph does not check: Transpose node 't' (making 't'): perm is not a permutation");
   }
   {  // a node whose output is recorded bigger than it is
     ir::Graph g = testing::mlpGraph(4, 4, 4);
     g.value(g.nodes[2].outputs[0]).type = f32({2, 4096});
-    EXPECT_EQ(loadError(g), "Relu node 'relu': output 'relu' is recorded as float32[2,4096] but the node gives "
+    EXPECT_EQ(loadError(g), "value 'relu' (made by Relu node 'relu') is typed float32[2,4096] but its inputs make "
                             "float32[2,4]");
   }
   {  // another dtype
     ir::Graph g = testing::mlpGraph(4, 4, 4);
     g.value(g.nodes[2].outputs[0]).type = ir::TensorType::of(ir::DType::kFloat64, {2, 4});
-    EXPECT_NE(loadError(g).find("is recorded as float64[2,4] but the node gives float32[2,4]"), std::string::npos);
+    EXPECT_NE(loadError(g).find("is typed float64[2,4] but its inputs make float32[2,4]"), std::string::npos);
   }
   {  // a node with an input too many for its schema
     ir::Graph g = testing::mlpGraph(4, 4, 4);

@@ -13,11 +13,16 @@ void checkThreads(int threads) {
 Executor::Executor(std::vector<IoSpec> inputs, std::vector<IoSpec> outputs, RunOptions options)
     : inputs_(std::move(inputs)), outputs_(std::move(outputs)), options_(options) {
   checkThreads(options_.threads);
+  for (const IoSpec& io : inputs_)
+    ir::checkLimits(io.type, options_.limits, ErrorCode::kInvalidModel, "input '" + io.name + "'");
+  for (const IoSpec& io : outputs_)
+    ir::checkLimits(io.type, options_.limits, ErrorCode::kInvalidModel, "output '" + io.name + "'");
 }
 
 void Executor::checkInput(size_t index, const ir::Tensor& t) const {
   const IoSpec& spec = inputs_.at(index);
   const ir::TensorType& want = spec.type;
+  ir::checkLimits(ir::typeOf(t), options_.limits, ErrorCode::kInvalidArgument, "input '" + spec.name + "'");
   if (t.dtype != want.dtype)
     throw Error(ErrorCode::kInvalidArgument, "input '" + spec.name + "' must be " + want.str() + " but got " +
                                                  std::string(ir::dtypeName(t.dtype)) + ir::shapeStr(t.shape));

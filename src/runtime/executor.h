@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/limits.h"
 #include "ir/tensor.h"
 #include "ir/type.h"
 
@@ -22,6 +23,7 @@ namespace partita::runtime {
 // two models in one process may run at different thread counts).
 struct RunOptions {
   int threads = 2;  // kernel threads (the OpenMP team of each run), 1 .. kMaxThreads
+  ir::TensorLimits limits = {};  // ranks and sizes of inputs and values (TensorLimits)
 };
 inline constexpr int kMaxThreads = 1024;
 
@@ -59,8 +61,8 @@ class Executor {
   // Bytes of activation memory each state plans ahead (by liveness).
   virtual size_t plannedActivationBytes() const = 0;
 
-  // Checks one input against the declared type of input `index`; throws
-  // Error(kInvalidArgument) naming it.
+  // Checks one input against the declared type of input `index` and the limits;
+  // throws Error(kInvalidArgument) naming it.
   void checkInput(size_t index, const ir::Tensor& t) const;
 
  protected:

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include <omp.h>
 
@@ -18,6 +19,20 @@ std::vector<IoSpec> ioSpecs(const ir::Graph& g, const std::vector<ir::ValueId>& 
   return out;
 }
 
+std::string madeBy(const ir::Graph& g, ir::ValueId v, const ir::Node& node) {
+  return "value '" + g.value(v).name + "' (made by " + node.op_type + " node '" + node.name + "')";
+}
+
+// Whether a value made at run time has the type the steps after it were compiled for:
+// its dtype, and its rank and known dims when the static type has them.
+bool fits(const ir::TensorType& actual, const ir::TensorType& compiled) {
+  if (compiled.dtype != ir::DType::kUndefined && actual.dtype != compiled.dtype) return false;
+  if (!compiled.has_rank) return true;
+  if (actual.rank() != compiled.rank()) return false;
+  for (size_t i = 0; i < compiled.rank(); ++i)
+    if (compiled.dims[i].isKnown() && actual.dims[i].value != compiled.dims[i].value) return false;
+  return true;
+}
 }  // namespace
 
 GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared_ptr<const ConstStore> store,
@@ -37,7 +52,7 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
     if (g.values[v].isConstant()) placement_[v] = Placement::kConstant;
 
   // Every host node checked as the importer checks it, before anything runs.
-  const std::vector<bool> dynamic = validateGraph(g, *store_);
+  const std::vector<bool> dynamic = validateGraph(g, *store_, options.limits);
   steps_.resize(g.nodes.size());
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const ir::Node& node = g.nodes[n];
@@ -57,6 +72,9 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
     }
     for (ir::ValueId in : node.inputs)
       if (in != ir::kNoValue) last_use_[size_t(in)] = int32_t(n);
+    // Dynamic when an input or output has no static shape, or when the step's own
+    // inference does not give the static type recorded for it (validateGraph): then
+    // its outputs are checked at run time against what the later steps were built for.
     steps_[n].dynamic = dynamic[n];
     if (steps_[n].module && dynamic[n])
       throw Error(ErrorCode::kUnsupported, "call node '" + node.name + "' has values of unknown shape");
@@ -126,38 +144,12 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
 
   for (size_t n = 0; n < steps_.size(); ++n) {
     const ir::Node& node = g.nodes[n];
-    kernels::KernelContext ctx{node, &constants, {}, {}, options().threads};
-    ctx.inputs.reserve(node.inputs.size());
-    for (ir::ValueId in : node.inputs) ctx.inputs.push_back(in == ir::kNoValue ? ir::Tensor{} : values[size_t(in)]);
-    if (steps_[n].dynamic) {
-      std::vector<ir::TensorType> in_types;
-      std::vector<const ir::Tensor*> in_values;
-      for (const ir::Tensor& t : ctx.inputs) {
-        in_types.push_back(t.defined() ? ir::typeOf(t) : ir::TensorType{});
-        in_values.push_back(t.defined() ? &t : nullptr);
-      }
-      std::vector<ir::TensorType> out_types = kernels::inferNode(node, in_types, in_values, &constants);
-      for (size_t o = 0; o < node.outputs.size(); ++o) {
-        ir::ValueId out = node.outputs[o];
-        if (out == ir::kNoValue) continue;
-        if (!out_types[o].isStatic())
-          throw Error(ErrorCode::kInternal, node.op_type + " node '" + node.name +
-                                                "': output shape unknown even with all inputs known");
-        const ir::TensorType& recorded = g.typeOf(out);
-        if (recorded.isStatic() && recorded.staticShape() != out_types[o].staticShape())
-          throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "': output '" +
-                                                       g.value(out).name + "' is " + out_types[o].str() +
-                                                       " but the model declares " + recorded.str());
-        state.dynamic.emplace_back(out_types[o].dtype, out_types[o].staticShape());
-        values[size_t(out)] = state.dynamic.back().view();
-      }
+    try {
+      runStep(state, n, constants);
+    } catch (const std::bad_alloc&) {
+      // A kernel's scratch or a data-dependent value the machine cannot hold.
+      throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "': out of memory");
     }
-    ctx.outputs.reserve(node.outputs.size());
-    for (ir::ValueId out : node.outputs) ctx.outputs.push_back(out == ir::kNoValue ? ir::Tensor{} : values[size_t(out)]);
-    if (steps_[n].module)
-      steps_[n].module->run(steps_[n].function, ctx.inputs, ctx.outputs);
-    else
-      steps_[n].op->run(ctx);
   }
 
   std::vector<ir::OwnedTensor> outputs;
@@ -168,6 +160,45 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
     if (t.nbytes()) std::memcpy(outputs.back().data(), t.data, t.nbytes());
   }
   return outputs;
+}
+
+void GraphExecutor::runStep(RunState& state, size_t n, const kernels::ConstResolver& constants) const {
+  const ir::Graph& g = *graph_;
+  const ir::Node& node = g.nodes[n];
+  auto& values = state.values;
+  kernels::KernelContext ctx{node, &constants, {}, {}, options().threads};
+  ctx.inputs.reserve(node.inputs.size());
+  for (ir::ValueId in : node.inputs) ctx.inputs.push_back(in == ir::kNoValue ? ir::Tensor{} : values[size_t(in)]);
+  if (steps_[n].dynamic) {
+    std::vector<ir::TensorType> in_types;
+    std::vector<const ir::Tensor*> in_values;
+    for (const ir::Tensor& t : ctx.inputs) {
+      in_types.push_back(t.defined() ? ir::typeOf(t) : ir::TensorType{});
+      in_values.push_back(t.defined() ? &t : nullptr);
+    }
+    std::vector<ir::TensorType> out_types =
+        kernels::inferNode(node, in_types, in_values, &constants, options().limits, &g);
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      ir::ValueId out = node.outputs[o];
+      if (out == ir::kNoValue) continue;
+      if (!out_types[o].isStatic())
+        throw Error(ErrorCode::kInternal, madeBy(g, out, node) + ": shape unknown even with all inputs known");
+      // The steps after this one were compiled for the value's static type: what the
+      // data made must be that (a declared shape is never trusted).
+      if (!fits(out_types[o], g.typeOf(out)))
+        throw Error(ErrorCode::kInvalidArgument, madeBy(g, out, node) + " is " + out_types[o].str() +
+                                                     " at run time, but the model was compiled for " +
+                                                     g.typeOf(out).str());
+      state.dynamic.emplace_back(out_types[o].dtype, out_types[o].staticShape());
+      values[size_t(out)] = state.dynamic.back().view();
+    }
+  }
+  ctx.outputs.reserve(node.outputs.size());
+  for (ir::ValueId out : node.outputs) ctx.outputs.push_back(out == ir::kNoValue ? ir::Tensor{} : values[size_t(out)]);
+  if (steps_[n].module)
+    steps_[n].module->run(steps_[n].function, ctx.inputs, ctx.outputs);
+  else
+    steps_[n].op->run(ctx);
 }
 
 }  // namespace partita::runtime

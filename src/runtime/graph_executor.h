@@ -80,6 +80,10 @@ class GraphExecutor final : public Executor {
   std::vector<Placement> placement_;
   std::vector<size_t> offset_;  // arena offset per value (kArena)
   std::vector<int32_t> last_use_;  // last step reading each value; graph outputs: steps_.size()
+
+  // Runs step n: for a dynamic step, infers its outputs from the actual inputs, checks
+  // them against the static types and allocates them; then the kernel or module call.
+  void runStep(RunState& state, size_t n, const kernels::ConstResolver& constants) const;
   MemoryPlan plan_;
 };
 

@@ -7,6 +7,10 @@ namespace partita::runtime {
 
 namespace {
 
+std::string madeBy(const ir::Graph& g, ir::ValueId v, const ir::Node& node) {
+  return "value '" + g.value(v).name + "' (made by " + node.op_type + " node '" + node.name + "')";
+}
+
 // The recorded type agrees with the inferred one: same dtype and rank where both say,
 // and equal sizes where both know a dim.
 bool agrees(const ir::TensorType& recorded, const ir::TensorType& inferred) {
@@ -21,7 +25,7 @@ bool agrees(const ir::TensorType& recorded, const ir::TensorType& inferred) {
 
 }  // namespace
 
-std::vector<bool> validateGraph(const ir::Graph& g, const ConstStore& store) {
+std::vector<bool> validateGraph(const ir::Graph& g, const ConstStore& store, const ir::TensorLimits& limits) {
   const StoreConstants constants(store);
   std::vector<bool> dynamic(g.nodes.size(), false);
   std::vector<ir::TensorType> in_types;
@@ -34,9 +38,14 @@ std::vector<bool> validateGraph(const ir::Graph& g, const ConstStore& store) {
     for (ir::ValueId out : node.outputs)
       if (out != ir::kNoValue && !g.typeOf(out).isStatic()) all_static = false;
     if (isCallNode(node)) {
+      for (ir::ValueId out : node.outputs)
+        if (out != ir::kNoValue) ir::checkLimits(g.typeOf(out), limits, ErrorCode::kInvalidModel, madeBy(g, out, node));
       dynamic[n] = !all_static;
       continue;
     }
+    // Every planned or declared type within the limits, before anything is sized by it.
+    for (ir::ValueId out : node.outputs)
+      if (out != ir::kNoValue) ir::checkLimits(g.typeOf(out), limits, ErrorCode::kInvalidModel, madeBy(g, out, node));
     in_types.clear();
     in_values.clear();
     for (ir::ValueId in : node.inputs) {
@@ -46,7 +55,7 @@ std::vector<bool> validateGraph(const ir::Graph& g, const ConstStore& store) {
     }
     std::vector<ir::TensorType> inferred;
     try {
-      inferred = kernels::inferNode(node, in_types, in_values, &constants);
+      inferred = kernels::inferNode(node, in_types, in_values, &constants, limits, &g);
     } catch (const Error& e) {
       throw Error(ErrorCode::kInvalidArtifact, std::string("the graph does not check: ") + e.what());
     }
@@ -55,9 +64,8 @@ std::vector<bool> validateGraph(const ir::Graph& g, const ConstStore& store) {
       if (out == ir::kNoValue) continue;
       const ir::TensorType& recorded = g.typeOf(out);
       if (!agrees(recorded, inferred[o]))
-        throw Error(ErrorCode::kInvalidArtifact, node.op_type + " node '" + node.name + "': output '" +
-                                                     g.value(out).name + "' is recorded as " + recorded.str() +
-                                                     " but the node gives " + inferred[o].str());
+        throw Error(ErrorCode::kInvalidArtifact, madeBy(g, out, node) + " is typed " + recorded.str() +
+                                                     " but its inputs make " + inferred[o].str());
       // A recorded static shape that inference cannot confirm is checked at run time.
       if (!inferred[o].isStatic()) all_static = false;
     }

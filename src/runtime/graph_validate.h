@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/limits.h"
 #include "kernels/op_registry.h"
 #include "runtime/const_store.h"
 
@@ -30,6 +31,6 @@ class StoreConstants final : public kernels::ConstResolver {
 // Throws Error(kInvalidArtifact) naming the node and the rule when inference refuses
 // the node, or when a recorded type contradicts it (another dtype or rank, or another
 // value for a dim both know).
-std::vector<bool> validateGraph(const ir::Graph& g, const ConstStore& store);
+std::vector<bool> validateGraph(const ir::Graph& g, const ConstStore& store, const ir::TensorLimits& limits = {});
 
 }  // namespace partita::runtime

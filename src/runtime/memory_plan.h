@@ -23,7 +23,11 @@ struct MemoryPlan {
 
 inline constexpr size_t kArenaAlignment = 64;
 
-// Greedy best-fit by decreasing size: deterministic for the same requests.
+// Deterministic for the same requests, O(n log n) in the request count: the smaller of
+// two plans, greedy best fit by decreasing size (the tighter on most graphs; skipped
+// when very many buffers are alive at once, where its cost grows with the product)
+// and a time sweep with a best-fit free list. Throws Error(kInvalidModel) when a size
+// or the arena overflows 64 bits.
 MemoryPlan planMemory(const std::vector<BufferRequest>& requests);
 
 // The memory of one arena: zero-filled, kArenaAlignment-aligned, freed with the
@@ -34,7 +38,7 @@ MemoryPlan planMemory(const std::vector<BufferRequest>& requests);
 class ArenaMemory {
  public:
   ArenaMemory() = default;
-  explicit ArenaMemory(size_t bytes);  // throws std::bad_alloc
+  explicit ArenaMemory(size_t bytes);  // throws Error(kInvalidArgument) when out of memory
   ~ArenaMemory();
   ArenaMemory(ArenaMemory&& other) noexcept;
   ArenaMemory& operator=(ArenaMemory&& other) noexcept;

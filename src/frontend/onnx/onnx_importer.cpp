@@ -36,6 +36,8 @@ using onnx_import::unsupported;
 // imported as opset 7 when every op they use has the same definition in both opsets or
 // a known rewrite (onnx_legacy_opset.h).
 constexpr int kMaxOpset = 17;
+// Any domain's version must be at least 1 and fit an int (Node::opset).
+constexpr int64_t kMaxOpsetVersion = INT_MAX;
 
 std::string inQuotes(const std::string& s) { return "'" + s + "'"; }
 
@@ -117,6 +119,12 @@ class Importer {
   void readOpsets() {
     for (const auto& op : model_.opset_import()) {
       std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
+      // Checked as read: an int64 version cut to int would turn 2^62 into 0.
+      if (op.version() < 1 || op.version() > kMaxOpsetVersion)
+        unsupported(where() + "the model uses opset " + std::to_string(op.version()) + " of " +
+                    (domain.empty() ? "the default ONNX domain; " + supportedOpsets()
+                                    : "domain '" + domain + "', which is out of range (1.." +
+                                          std::to_string(kMaxOpsetVersion) + ")"));
       opsets_[domain] = int(op.version());
     }
     // IR version 3 and older models may omit the import; ONNX then means opset 1.
@@ -133,10 +141,13 @@ class Importer {
       return;
     }
     if (it->second < kMinOpset || it->second > kMaxOpset)
-      unsupported(where() + "the model uses opset " + std::to_string(it->second) +
-                  " of the default ONNX domain; partita supports opsets " + std::to_string(kMinOpset) + ".." +
-                  std::to_string(kMaxOpset) + " (and older models whose ops are unchanged in opset " +
-                  std::to_string(kMinOpset) + ")");
+      unsupported(where() + "the model uses opset " + std::to_string(it->second) + " of the default ONNX domain; " +
+                  supportedOpsets());
+  }
+
+  static std::string supportedOpsets() {
+    return "partita supports opsets " + std::to_string(kMinOpset) + ".." + std::to_string(kMaxOpset) +
+           " (and older models whose ops are unchanged in opset " + std::to_string(kMinOpset) + ")";
   }
 
   ir::ValueId lookup(const std::string& name) const {
@@ -155,6 +166,7 @@ class Importer {
       onnx::TensorProto& t = *gp.mutable_initializer(i);
       std::string what = "initializer '" + t.name() + "'";
       auto r = tensors_.read(t, what);
+      checkConstant(r, what);
       ir::ConstId id = graph_.constants.add(t.name(), r.dtype, std::move(r.shape), std::move(r.bytes));
       ir::ValueId v = graph_.addConstantValue(t.name(), id);
       define(t.name(), v, what);
@@ -171,6 +183,9 @@ class Importer {
       ir::TensorType t = typeFromProto(in.type(), "graph input '" + in.name() + "'", true);
       if (t.dtype == ir::DType::kUndefined)
         invalid(where() + "graph input '" + in.name() + "' has no element type");
+      // Unless --shape fixes it (checked then), a declared input must keep the limits.
+      if (!options_.input_shapes.count(in.name()))
+        ir::checkLimits(t, options_.limits, ErrorCode::kInvalidModel, where() + "graph input '" + in.name() + "'");
       ir::ValueId v = graph_.addValue(in.name(), t);
       define(in.name(), v, "graph input");
       graph_.inputs.push_back(v);
@@ -221,6 +236,7 @@ class Importer {
     if (a.name() == "value") {
       onnx::TensorProto t = a.t();
       auto r = tensors_.read(t, what);
+      checkConstant(r, what);
       id = graph_.constants.add(out, r.dtype, std::move(r.shape), std::move(r.bytes));
     } else if (a.name() == "value_float") {
       id = scalarOrList(std::vector<float>{a.f()}, ir::DType::kFloat32, true);
@@ -296,6 +312,7 @@ class Importer {
       case AP::TENSOR: {
         onnx::TensorProto t = a.t();
         auto rt = tensors_.read(t, what);
+        checkConstant(rt, what);
         r.kind = ir::Attribute::Kind::kTensor;
         r.tensor = graph_.constants.add(node_name + "." + a.name(), rt.dtype, std::move(rt.shape),
                                         std::move(rt.bytes));
@@ -453,7 +470,15 @@ class Importer {
                                                        std::to_string(i) + " in " + t.str());
       }
       t = ir::TensorType::of(t.dtype, shape);
+      ir::checkLimits(t, options_.limits, ErrorCode::kInvalidArgument,
+                      "input shape " + ir::shapeStr(shape) + " given for '" + name + "'");
     }
+  }
+
+  // A constant's bytes are real (the file holds them), but its rank and its size must
+  // still keep the limits: kernels walk its dims.
+  void checkConstant(const TensorReader::Result& r, const std::string& what) const {
+    ir::checkLimits(ir::TensorType::of(r.dtype, r.shape), options_.limits, ErrorCode::kInvalidModel, where() + what);
   }
 
   void reportUnsupported() {

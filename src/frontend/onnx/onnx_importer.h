@@ -9,6 +9,7 @@
 
 #include "base/safe_open.h"
 #include "ir/graph.h"
+#include "ir/limits.h"
 #include "ir/tensor.h"
 
 namespace partita::kernels {
@@ -28,6 +29,9 @@ struct ImportOptions {
   // When set, receives the model file and every external-data file the import read
   // (a writer must not replace them).
   std::vector<SourceFile>* sources = nullptr;
+  // Graph inputs (as declared or fixed by input_shapes) and constants must keep these:
+  // Error(kInvalidModel) or, for input_shapes, Error(kInvalidArgument) naming them.
+  ir::TensorLimits limits;
 };
 
 // Throws Error(kIo) when the file cannot be read, Error(kInvalidModel) naming the

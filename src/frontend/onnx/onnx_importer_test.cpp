@@ -537,6 +537,71 @@ TEST_F(OnnxImporterTest, OpsetsAboveSeventeenAreUnsupported) {
   }
 }
 
+TEST_F(OnnxImporterTest, OpsetVersionsAreCheckedAsRead) {
+  // 2^62 cut to an int is 0: the message must say 2^62.
+  const int64_t big = int64_t(1) << 62;
+  onnx::ModelProto m = newModel();
+  m.mutable_opset_import(0)->set_version(big);
+  addInput(m, "x", onnx::TensorProto::FLOAT, {"4"});
+  addNode(m, "Relu", {"x"}, {"y"});
+  addOutput(m, "y");
+  std::string msg;
+  EXPECT_EQ(codeOf([&] { import(m); }, &msg), ErrorCode::kUnsupported);
+  EXPECT_THAT(msg, HasSubstr("opset " + std::to_string(big) + " of the default ONNX domain"));
+  onnx::ModelProto custom = newModel();
+  auto* op = custom.add_opset_import();
+  op->set_domain("com.example");
+  op->set_version(-3);
+  addInput(custom, "x", onnx::TensorProto::FLOAT, {"4"});
+  addNode(custom, "Relu", {"x"}, {"y"});
+  addOutput(custom, "y");
+  EXPECT_EQ(codeOf([&] { import(custom); }, &msg), ErrorCode::kUnsupported);
+  EXPECT_THAT(msg, HasSubstr("opset -3 of domain 'com.example', which is out of range"));
+}
+
+TEST_F(OnnxImporterTest, DeclaredInputsAndConstantsKeepTheLimits) {
+  std::string msg;
+  onnx::ModelProto huge = newModel();
+  addInput(huge, "x", onnx::TensorProto::FLOAT, {"4611686018427387904", "4"});
+  addNode(huge, "Relu", {"x"}, {"y"});
+  addOutput(huge, "y");
+  EXPECT_EQ(codeOf([&] { import(huge); }, &msg), ErrorCode::kInvalidModel);
+  EXPECT_THAT(msg, HasSubstr("graph input 'x': float32[4611686018427387904,4] has more bytes than 64 bits count"));
+
+  onnx::ModelProto deep = newModel();
+  addInput(deep, "x", onnx::TensorProto::FLOAT, std::vector<std::string>(17, "1"));
+  addNode(deep, "Relu", {"x"}, {"y"});
+  addOutput(deep, "y");
+  EXPECT_EQ(codeOf([&] { import(deep); }, &msg), ErrorCode::kInvalidModel);
+  EXPECT_THAT(msg, HasSubstr("graph input 'x': rank 17 is over the limit of 16"));
+  // A raised limit lets it through.
+  ImportOptions roomy = opts();
+  roomy.limits.max_rank = 17;
+  EXPECT_EQ(import(deep, roomy).typeOf(import(deep, roomy).inputs[0]).rank(), 17u);
+
+  // A symbolic input fixed past the limit is the caller's error.
+  onnx::ModelProto sym = newModel();
+  addInput(sym, "x", onnx::TensorProto::FLOAT, {"N"});
+  addNode(sym, "Relu", {"x"}, {"y"});
+  addOutput(sym, "y");
+  ImportOptions fixed = opts();
+  fixed.input_shapes["x"] = {int64_t(1) << 40};
+  EXPECT_EQ(codeOf([&] { import(sym, fixed); }, &msg), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(msg, HasSubstr("given for 'x': float32[1099511627776] needs 4398046511104 bytes"));
+
+  // An initializer of rank 17 (its bytes are real, its dims still too many).
+  onnx::ModelProto init = newModel();
+  auto* w = init.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  for (int i = 0; i < 17; ++i) w->add_dims(1);
+  w->add_float_data(1.f);
+  addNode(init, "Relu", {"w"}, {"y"});
+  addOutput(init, "y");
+  EXPECT_EQ(codeOf([&] { import(init); }, &msg), ErrorCode::kInvalidModel);
+  EXPECT_THAT(msg, HasSubstr("initializer 'w': rank 17"));
+}
+
 TEST_F(OnnxImporterTest, Opset6IsUpgradedToNumpyBroadcasting) {
   onnx::ModelProto m = newModel(6);
   addInput(m, "x", onnx::TensorProto::FLOAT, {"2", "3", "4"});
