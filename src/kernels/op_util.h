@@ -24,18 +24,21 @@ int64_t normalizeAxis(int64_t axis, int64_t rank, const std::string& what, bool 
 // context (InferContext or KernelContext, so the message names the node) when the
 // result leaves int64. A model's dims and attribute values can be anything.
 template <typename Ctx>
+int64_t checkedDim(const Ctx& c, bool overflowed, int64_t result, int64_t a, const char* op, int64_t b) {
+  if (overflowed) c.fail(std::to_string(a) + op + std::to_string(b) + " overflows a 64-bit dimension");
+  return result;
+}
+template <typename Ctx>
 int64_t mulDims(const Ctx& c, int64_t a, int64_t b) {
   int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r))
-    c.fail(std::to_string(a) + " x " + std::to_string(b) + " overflows a 64-bit dimension");
-  return r;
+  const bool overflowed = __builtin_mul_overflow(a, b, &r);  // before r is read
+  return checkedDim(c, overflowed, r, a, " x ", b);
 }
 template <typename Ctx>
 int64_t addDims(const Ctx& c, int64_t a, int64_t b) {
   int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r))
-    c.fail(std::to_string(a) + " + " + std::to_string(b) + " overflows a 64-bit dimension");
-  return r;
+  const bool overflowed = __builtin_add_overflow(a, b, &r);
+  return checkedDim(c, overflowed, r, a, " + ", b);
 }
 
 // Reads an int32/int64 tensor as int64 values.

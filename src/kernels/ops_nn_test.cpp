@@ -530,13 +530,19 @@ TEST(ResizeOp, CropAndResizeExtrapolates) {
   expectValues(r.outputs[0], {1, 1, 3, 3}, {4.9f, 5.5f, 6.1f, 11.5f, 12.1f, 12.7f, -1, -1, -1});
 }
 
-TEST(ResizeOp, InferenceNeedsTheScalesValue) {
+// Resize(x, roi omitted, scales) at opset 13.
+ir::Node resizeWithScales() {
   ir::Node node;
   node.op_type = "Resize";
   node.name = "r";
   node.opset = 13;
   node.inputs = {0, ir::kNoValue, 2};
   node.outputs = {3};
+  return node;
+}
+
+TEST(ResizeOp, InferenceNeedsTheScalesValue) {
+  const ir::Node node = resizeWithScales();
   ir::TensorType x = ir::TensorType::of(DType::kFloat32, {1, 3, 4, 4});
   ir::TensorType s = ir::TensorType::of(DType::kFloat32, {4});
   auto out = inferNode(node, {x, {}, s}, {nullptr, nullptr, nullptr}, nullptr);
@@ -547,12 +553,7 @@ TEST(ResizeOp, InferenceNeedsTheScalesValue) {
 }
 
 TEST(ResizeOp, ScalesPastSixtyFourBitsAreErrors) {
-  ir::Node node;
-  node.op_type = "Resize";
-  node.name = "r";
-  node.opset = 13;
-  node.inputs = {0, ir::kNoValue, 2};
-  node.outputs = {3};
+  const ir::Node node = resizeWithScales();
   ir::TensorType x = ir::TensorType::of(DType::kFloat32, {1, 1, 4, 4});
   ir::TensorType s = ir::TensorType::of(DType::kFloat32, {4});
   for (float bad : {1e30f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {

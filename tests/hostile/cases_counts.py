@@ -241,26 +241,26 @@ def concat_over_limit(tmpdir):
 
 # --- declared types that lie -----------------------------------------------------------
 
-def value_info_larger(tmpdir):
-    # t's real shape comes from the data (x is [N]); value_info claims [4,4], and the
-    # static Relu after it would read 16 floats from a 6-float tensor.
-    m = _save(tmpdir, "value_info_larger",
+def _lying_reshape(tmpdir, name, declared, x_len, shape):
+    # t = Reshape(x, s) gets its real shape from the data (x is [N], s an input), but
+    # value_info declares it `declared`; the static Relu after it was planned for that.
+    m = _save(tmpdir, name,
               [helper.make_node("Reshape", ["x", "s"], ["t"], name="reshape"),
                helper.make_node("Relu", ["t"], ["y"], name="relu")],
-              [_vi("x", F, ["N"]), _vi("s", I64, [2])], [_vi("y", F, [4, 4])],
-              value_info=[_vi("t", F, [4, 4])])
-    return ["run", m, "--input", "x=" + _npy(tmpdir, "x", np.ones([6], np.float32)),
-            "--input", "s=" + _npy(tmpdir, "s", np.array([2, 3], np.int64))]
+              [_vi("x", F, ["N"]), _vi("s", I64, [2])], [_vi("y", F, declared)],
+              value_info=[_vi("t", F, declared)])
+    return ["run", m, "--input", "x=" + _npy(tmpdir, "x", np.ones([x_len], np.float32)),
+            "--input", "s=" + _npy(tmpdir, "s", np.array(shape, np.int64))]
+
+
+def value_info_larger(tmpdir):
+    # Trusted, the Relu would read 16 floats from a 6-float tensor.
+    return _lying_reshape(tmpdir, "value_info_larger", [4, 4], 6, [2, 3])
 
 
 def value_info_smaller(tmpdir):
-    m = _save(tmpdir, "value_info_smaller",
-              [helper.make_node("Reshape", ["x", "s"], ["t"], name="reshape"),
-               helper.make_node("Relu", ["t"], ["y"], name="relu")],
-              [_vi("x", F, ["N"]), _vi("s", I64, [2])], [_vi("y", F, [1, 2])],
-              value_info=[_vi("t", F, [1, 2])])
-    return ["run", m, "--input", "x=" + _npy(tmpdir, "x", np.ones([64], np.float32)),
-            "--input", "s=" + _npy(tmpdir, "s", np.array([8, 8], np.int64))]
+    # Trusted, the Relu would cut 64 floats to 2.
+    return _lying_reshape(tmpdir, "value_info_smaller", [1, 2], 64, [8, 8])
 
 
 def value_info_wrong_dtype(tmpdir):
@@ -333,43 +333,43 @@ def opset_huge(tmpdir):
     return ["compile", m, "-o", os.path.join(tmpdir, "out.pta")]
 
 
-_CASES = [
-    {"name": "counts_declared_input_dim", "build": declared_input_dim, "expect_substring": "'x'"},
-    {"name": "counts_declared_input_rank", "build": declared_input_rank, "expect_substring": "rank 40"},
-    {"name": "counts_shape_flag_huge", "build": shape_flag_huge, "expect_substring": "--shape x"},
-    {"name": "counts_shape_flag_over_limit", "build": shape_flag_over_limit, "expect_substring": "limit"},
-    {"name": "counts_npy_header_huge", "build": npy_header_huge, "expect_substring": "x.npy"},
-    {"name": "counts_initializer_dims_overflow", "build": initializer_dims_overflow, "expect_substring": "'w'"},
-    {"name": "counts_constant_of_shape_folded", "build": constant_of_shape_folded, "expect_substring": "'cos'"},
-    {"name": "counts_constant_of_shape_runtime", "build": constant_of_shape_runtime, "expect_substring": "'cos'"},
-    {"name": "counts_constant_of_shape_over_limit", "build": constant_of_shape_over_limit,
-     "expect_substring": "limit"},
-    {"name": "counts_tile_folded", "build": tile_folded, "expect_substring": "'tile'"},
-    {"name": "counts_tile_runtime", "build": tile_runtime, "expect_substring": "'tile'"},
-    {"name": "counts_range_folded", "build": range_folded, "expect_substring": "'range'"},
-    {"name": "counts_range_runtime_overflow", "build": range_runtime_overflow, "expect_substring": "'range'"},
-    {"name": "counts_expand_folded", "build": expand_folded, "expect_substring": "'expand'"},
-    {"name": "counts_expand_runtime_huge", "build": expand_runtime_huge, "expect_substring": "'expand'"},
-    {"name": "counts_expand_runtime_negative", "build": expand_runtime_negative, "expect_substring": "-4"},
-    {"name": "counts_reshape_overflow", "build": reshape_overflow, "expect_substring": "'reshape'"},
-    {"name": "counts_reshape_runtime_overflow", "build": reshape_runtime_overflow, "expect_substring": "'reshape'"},
-    {"name": "counts_pad_negative", "build": pad_negative, "expect_substring": "'pad'"},
-    {"name": "counts_pad_runtime_negative", "build": pad_runtime_negative, "expect_substring": "'pad'"},
-    {"name": "counts_pad_huge", "build": pad_huge, "expect_substring": "'pad'"},
-    {"name": "counts_concat_over_limit", "build": concat_over_limit, "expect_substring": "'concat'"},
-    {"name": "counts_value_info_larger", "build": value_info_larger, "expect_substring": "'t'"},
-    {"name": "counts_value_info_smaller", "build": value_info_smaller, "expect_substring": "'t'"},
-    {"name": "counts_value_info_wrong_dtype", "build": value_info_wrong_dtype, "expect_substring": "'t'"},
-    {"name": "counts_gather_elements_wide", "build": gather_elements_wide, "expect_substring": "'ge'"},
-    {"name": "counts_gather_elements_out_of_range", "build": gather_elements_out_of_range,
-     "expect_substring": "index 5"},
-    {"name": "counts_scatter_elements_wide", "build": scatter_elements_wide, "expect_substring": "'se'"},
-    {"name": "counts_scatter_nd_bad_updates", "build": scatter_nd_bad_updates, "expect_substring": "'snd'"},
-    {"name": "counts_gather_nd_out_of_range", "build": gather_nd_out_of_range, "expect_substring": "'gnd'"},
-    {"name": "counts_onehot_depth_huge", "build": onehot_depth_huge, "expect_substring": "'onehot'"},
-    {"name": "counts_opset_huge", "build": opset_huge, "expect_substring": str(BIG)},
+# (builder, what the message must hold); each case is named counts_<builder>.
+_EXPECT = [
+    (declared_input_dim, "'x'"),
+    (declared_input_rank, "rank 40"),
+    (shape_flag_huge, "--shape x"),
+    (shape_flag_over_limit, "limit"),
+    (npy_header_huge, "x.npy"),
+    (initializer_dims_overflow, "'w'"),
+    (constant_of_shape_folded, "'cos'"),
+    (constant_of_shape_runtime, "'cos'"),
+    (constant_of_shape_over_limit, "limit"),
+    (tile_folded, "'tile'"),
+    (tile_runtime, "'tile'"),
+    (range_folded, "'range'"),
+    (range_runtime_overflow, "'range'"),
+    (expand_folded, "'expand'"),
+    (expand_runtime_huge, "'expand'"),
+    (expand_runtime_negative, "-4"),
+    (reshape_overflow, "'reshape'"),
+    (reshape_runtime_overflow, "'reshape'"),
+    (pad_negative, "'pad'"),
+    (pad_runtime_negative, "'pad'"),
+    (pad_huge, "'pad'"),
+    (concat_over_limit, "'concat'"),
+    (value_info_larger, "'t'"),
+    (value_info_smaller, "'t'"),
+    (value_info_wrong_dtype, "'t'"),
+    (gather_elements_wide, "'ge'"),
+    (gather_elements_out_of_range, "index 5"),
+    (scatter_elements_wide, "'se'"),
+    (scatter_nd_bad_updates, "'snd'"),
+    (gather_nd_out_of_range, "'gnd'"),
+    (onehot_depth_huge, "'onehot'"),
+    (opset_huge, str(BIG)),
 ]
-
+_CASES = [{"name": "counts_" + build.__name__, "build": build, "expect_substring": expect}
+         for build, expect in _EXPECT]
 
 # For tests/hostile/run_hostile.py (CTest hostile_counts): the same cases as hostile.Case,
 # each building its files in the runner's workspace folder.

@@ -84,6 +84,15 @@ class OnnxImporterTest : public ::testing::Test {
     return n;
   }
 
+  // x (float32 of `dims`) -> Relu -> y.
+  static onnx::ModelProto reluModel(const std::vector<std::string>& dims) {
+    onnx::ModelProto m = newModel();
+    addInput(m, "x", onnx::TensorProto::FLOAT, dims);
+    addNode(m, "Relu", {"x"}, {"y"});
+    addOutput(m, "y");
+    return m;
+  }
+
   std::string write(const onnx::ModelProto& m, const std::string& file = "model.onnx") {
     std::string path = (dir_ / file).string();
     std::ofstream out(path, std::ios::binary);
@@ -540,38 +549,26 @@ TEST_F(OnnxImporterTest, OpsetsAboveSeventeenAreUnsupported) {
 TEST_F(OnnxImporterTest, OpsetVersionsAreCheckedAsRead) {
   // 2^62 cut to an int is 0: the message must say 2^62.
   const int64_t big = int64_t(1) << 62;
-  onnx::ModelProto m = newModel();
+  onnx::ModelProto m = reluModel({"4"});
   m.mutable_opset_import(0)->set_version(big);
-  addInput(m, "x", onnx::TensorProto::FLOAT, {"4"});
-  addNode(m, "Relu", {"x"}, {"y"});
-  addOutput(m, "y");
   std::string msg;
   EXPECT_EQ(codeOf([&] { import(m); }, &msg), ErrorCode::kUnsupported);
   EXPECT_THAT(msg, HasSubstr("opset " + std::to_string(big) + " of the default ONNX domain"));
-  onnx::ModelProto custom = newModel();
+  onnx::ModelProto custom = reluModel({"4"});
   auto* op = custom.add_opset_import();
   op->set_domain("com.example");
   op->set_version(-3);
-  addInput(custom, "x", onnx::TensorProto::FLOAT, {"4"});
-  addNode(custom, "Relu", {"x"}, {"y"});
-  addOutput(custom, "y");
   EXPECT_EQ(codeOf([&] { import(custom); }, &msg), ErrorCode::kUnsupported);
   EXPECT_THAT(msg, HasSubstr("opset -3 of domain 'com.example', which is out of range"));
 }
 
 TEST_F(OnnxImporterTest, DeclaredInputsAndConstantsKeepTheLimits) {
   std::string msg;
-  onnx::ModelProto huge = newModel();
-  addInput(huge, "x", onnx::TensorProto::FLOAT, {"4611686018427387904", "4"});
-  addNode(huge, "Relu", {"x"}, {"y"});
-  addOutput(huge, "y");
+  onnx::ModelProto huge = reluModel({"4611686018427387904", "4"});
   EXPECT_EQ(codeOf([&] { import(huge); }, &msg), ErrorCode::kInvalidModel);
   EXPECT_THAT(msg, HasSubstr("graph input 'x': float32[4611686018427387904,4] has more bytes than 64 bits count"));
 
-  onnx::ModelProto deep = newModel();
-  addInput(deep, "x", onnx::TensorProto::FLOAT, std::vector<std::string>(17, "1"));
-  addNode(deep, "Relu", {"x"}, {"y"});
-  addOutput(deep, "y");
+  onnx::ModelProto deep = reluModel(std::vector<std::string>(17, "1"));
   EXPECT_EQ(codeOf([&] { import(deep); }, &msg), ErrorCode::kInvalidModel);
   EXPECT_THAT(msg, HasSubstr("graph input 'x': rank 17 is over the limit of 16"));
   // A raised limit lets it through.
@@ -580,10 +577,7 @@ TEST_F(OnnxImporterTest, DeclaredInputsAndConstantsKeepTheLimits) {
   EXPECT_EQ(import(deep, roomy).typeOf(import(deep, roomy).inputs[0]).rank(), 17u);
 
   // A symbolic input fixed past the limit is the caller's error.
-  onnx::ModelProto sym = newModel();
-  addInput(sym, "x", onnx::TensorProto::FLOAT, {"N"});
-  addNode(sym, "Relu", {"x"}, {"y"});
-  addOutput(sym, "y");
+  onnx::ModelProto sym = reluModel({"N"});
   ImportOptions fixed = opts();
   fixed.input_shapes["x"] = {int64_t(1) << 40};
   EXPECT_EQ(codeOf([&] { import(sym, fixed); }, &msg), ErrorCode::kInvalidArgument);
