@@ -46,18 +46,30 @@ tsan: setup
 	# instrumented; see host::KernelThreadsForTSan): the sessions' threads are checked.
 	cd build-tsan && ctest --output-on-failure -L threads
 
-# The artifact loader's libFuzzer target (fuzz/): clang with ASan+UBSan in its own
-# build dir, seeded with small valid artifacts, run for FUZZ_SECONDS.
+# The libFuzzer targets (fuzz/, docs/security.md): clang with ASan+UBSan in their own
+# build dir. Each runs for FUZZ_SECONDS in turn from its committed seeds
+# (fuzz/corpus/<target>/); inputs it finds go to build-fuzz/corpus/<target>/, findings
+# (crash, sanitizer report, hang > 10 s, > 2 GB) to build-fuzz/findings/<target>/.
+# FUZZ_TARGET=onnx (or artifact, npy) runs one; FUZZ_FLAGS adds libFuzzer flags (e.g.
+# "-fork=1 -ignore_crashes=1" to go on past findings). Fails at the end if any target
+# found something.
 FUZZ_SECONDS ?= 60
+FUZZ_TARGET ?= onnx artifact npy
+FUZZ_FLAGS ?=
 fuzz: setup
 	cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-	  -DPARTITA_FUZZ=ON -DPARTITA_SANITIZE=address -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link
-	cmake --build build-fuzz -j $(JOBS) --target artifact_fuzzer artifact_fuzz_seeds
-	mkdir -p build-fuzz/corpus build-fuzz/crashes
-	build-fuzz/bin/artifact_fuzz_seeds build-fuzz/corpus
-	build-fuzz/bin/artifact_fuzzer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -timeout=10 \
-	  -artifact_prefix=build-fuzz/crashes/ build-fuzz/corpus
+	  -DPARTITA_FUZZ=ON -DPARTITA_SANITIZE=address -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link $(CMAKE_FLAGS)
+	cmake --build build-fuzz -j $(JOBS) --target $(addsuffix _fuzzer,$(FUZZ_TARGET)) artifact_fuzz_seeds
+	@failed=""; for t in $(FUZZ_TARGET); do \
+	  mkdir -p build-fuzz/corpus/$$t build-fuzz/findings/$$t; \
+	  if [ $$t = artifact ]; then build-fuzz/bin/artifact_fuzz_seeds build-fuzz/corpus/artifact || exit 1; fi; \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	  build-fuzz/bin/$${t}_fuzzer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -malloc_limit_mb=2048 \
+	    -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/findings/$$t/ $(FUZZ_FLAGS) \
+	    build-fuzz/corpus/$$t fuzz/corpus/$$t || failed="$$failed $$t"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: findings from:$$failed (see build-fuzz/findings/)"; exit 1; fi
 
 clean:
 	rm -rf $(BUILD) build-debug build-asan build-tsan build-fuzz

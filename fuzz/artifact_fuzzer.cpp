@@ -1,15 +1,20 @@
-// libFuzzer target over the artifact loader: any byte string must either open (and
-// then pass or fail verifyWeights cleanly) or be rejected with partita::Error. Any
-// other exception, crash, leak or sanitizer report is a bug.
+// libFuzzer target over the artifact loader and one run: any byte string must either
+// open (and then pass or fail verifyWeights cleanly), load its modules and executor
+// (as Model::load does) and run once on zeros when its inputs are static and small
+// (fuzz_run.h), or be rejected with partita::Error at some step. Any other exception,
+// crash, leak or sanitizer report is a bug.
 //
 // Each input is tried twice: as it is, and resealed (checksums recomputed) so that
 // mutations get past the checksums into the section table and manifest checks.
-// Run with `make fuzz` (build-fuzz/, seeds from artifact_fuzz_seeds).
+// Run with `make fuzz FUZZ_TARGET=artifact` (build-fuzz/, seeds in
+// fuzz/corpus/artifact/, made by artifact_fuzz_seeds).
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "api/module_kinds.h"
 #include "compiler/artifact_testing.h"
+#include "fuzz_run.h"
 #include "runtime/artifact_reader.h"
 #include "partita/error.h"
 
@@ -29,8 +34,16 @@ void tryOpen(std::vector<std::byte> bytes) {
     }
     for (size_t m = 0; m < a.modules.size(); ++m) a.moduleBlob(m);
     (void)a.graph->str();
-    artifact::verifyWeights(a);
-  } catch (const Error&) {
+    try {
+      artifact::verifyWeights(a);
+    } catch (const Error& e) {
+      fuzz::note(e);
+    }
+    // Loading does not verify weights (Model::load): run whatever they hold.
+    auto exec = api::builtinExecutorKinds().create(a, api::builtinModuleKinds(), runtime::RunOptions{1});
+    fuzz::runOnceOnZeros(*exec);
+  } catch (const Error& e) {
+    fuzz::note(e);
   }
 }
 

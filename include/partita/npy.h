@@ -3,6 +3,7 @@
 // is wrong.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "partita/tensor.h"
@@ -13,6 +14,9 @@ namespace partita {
 // shape must be plain integers and describe exactly the bytes that follow it, at most
 // 2^40 of them.
 Tensor readNpy(const std::string& path);
+// The same parser and checks over .npy bytes already in memory; `name` stands for the
+// file in messages.
+Tensor readNpyBytes(const void* data, size_t size, const std::string& name);
 // Writes atomically (base/atomic_file.h): the file appears complete or not at all, and
 // an existing target that is not a writable regular file is refused.
 void writeNpy(const std::string& path, const TensorView& t);

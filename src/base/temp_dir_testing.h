@@ -15,8 +15,10 @@ namespace partita::testing {
 
 class TempDir {
  public:
-  explicit TempDir(const std::string& prefix = "partita_test") {
-    std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "_XXXXXX")).string();
+  // A new folder beneath `parent` (the system's temporary folder unless given).
+  explicit TempDir(const std::string& prefix = "partita_test",
+                   const std::filesystem::path& parent = std::filesystem::temp_directory_path()) {
+    std::string tmpl = (parent / (prefix + "_XXXXXX")).string();
     if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);
     root_ = tmpl;
   }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "base/bytes.h"
 #include "base/safe_open.h"
 #include "compiler/partition.h"
 #include "ir/graph.h"
@@ -19,5 +20,8 @@ struct CompiledGraph {
 };
 
 CompiledGraph compileGraph(const std::string& onnx_path, const CompileOptions& options);
+// The same for a model given as bytes (`name` stands for its file in messages): no
+// external data (frontend::importOnnxBytes), no sources.
+CompiledGraph compileGraphFromBytes(Bytes onnx, const std::string& name, const CompileOptions& options);
 
 }  // namespace partita

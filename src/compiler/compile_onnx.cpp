@@ -21,16 +21,20 @@ backend::PartitionOptions partitionOptions(const CompileOptions& options) {
 }
 }  // namespace
 
-CompiledGraph compileGraph(const std::string& onnx_path, const CompileOptions& options) {
+namespace {
+frontend::ImportOptions importOptions(const CompileOptions& options, std::vector<SourceFile>* sources) {
   frontend::ImportOptions import;
   import.input_shapes = options.input_shapes;
   import.external_data_root = options.external_data_root;
   import.limits = options.limits;
-  std::vector<SourceFile> sources;
-  import.sources = &sources;
-  runtime::checkThreads(options.threads);
-  CompiledGraph c{frontend::importOnnx(onnx_path, import), {}, {}};
-  c.sources = std::move(sources);
+  import.sources = sources;
+  return import;
+}
+
+// Optimizes and partitions an imported graph.
+CompiledGraph optimizeAndPartition(ir::Graph imported, std::vector<SourceFile> sources,
+                                   const CompileOptions& options) {
+  CompiledGraph c{std::move(imported), {}, std::move(sources)};
   passes::PipelineOptions pipeline;
   pipeline.limits = options.limits;
   passes::optimize(c.graph, pipeline);
@@ -39,6 +43,20 @@ CompiledGraph compileGraph(const std::string& onnx_path, const CompileOptions& o
   omp_set_num_threads(options.threads);
   c.parts = backend::partitionGraph(c.graph, partitionOptions(options));
   return c;
+}
+}  // namespace
+
+CompiledGraph compileGraph(const std::string& onnx_path, const CompileOptions& options) {
+  runtime::checkThreads(options.threads);
+  std::vector<SourceFile> sources;
+  ir::Graph g = frontend::importOnnx(onnx_path, importOptions(options, &sources));
+  return optimizeAndPartition(std::move(g), std::move(sources), options);
+}
+
+CompiledGraph compileGraphFromBytes(Bytes onnx, const std::string& name, const CompileOptions& options) {
+  runtime::checkThreads(options.threads);
+  ir::Graph g = frontend::importOnnxBytes(std::move(onnx), name, importOptions(options, nullptr));
+  return optimizeAndPartition(std::move(g), {}, options);
 }
 
 std::shared_ptr<const Model> compileOnnx(const std::string& onnx_path, const CompileOptions& options) {

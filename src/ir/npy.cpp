@@ -150,19 +150,23 @@ ir::OwnedTensor readNpy(const std::string& path) {
   } catch (const Error& e) {
     throw Error(e.code(), std::string("cannot read .npy input: ") + e.what());
   }
-  const auto* p = reinterpret_cast<const uint8_t*>(file.data);
-  if (file.size < 10 || std::memcmp(p, "\x93NUMPY", 6) != 0) bad(path, "wrong magic (not a .npy file)");
+  return readNpyBytes(file.data, file.size, path);
+}
+
+ir::OwnedTensor readNpyBytes(const void* data, size_t size, const std::string& path) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (size < 10 || std::memcmp(p, "\x93NUMPY", 6) != 0) bad(path, "wrong magic (not a .npy file)");
   const int version = p[6];
   size_t len_bytes = 0;
   if (version == 1) len_bytes = 2;
   else if (version == 2 || version == 3) len_bytes = 4;
   else bad(path, "unsupported format version " + std::to_string(version));
-  if (file.size < 8 + len_bytes) bad(path, "truncated header");
+  if (size < 8 + len_bytes) bad(path, "truncated header");
   uint64_t header_len = 0;
   for (size_t i = 0; i < len_bytes; ++i) header_len |= uint64_t(p[8 + i]) << (8 * i);
   if (header_len > (1u << 20)) bad(path, "header of " + std::to_string(header_len) + " bytes is too large (at most 1 MiB)");
   const uint64_t data_offset = 8 + len_bytes + header_len;
-  if (data_offset > file.size) bad(path, "truncated header");
+  if (data_offset > size) bad(path, "truncated header");
   HeaderParser::Header h =
       HeaderParser(std::string_view(reinterpret_cast<const char*>(p + 8 + len_bytes), header_len), path).parse();
 
@@ -184,7 +188,7 @@ ir::OwnedTensor readNpy(const std::string& path) {
   }
   std::optional<uint64_t> nbytes = mulAtMost(numel, ir::dtypeSize(dtype), kMaxInputTensorBytes);
   if (!nbytes) bad(path, "shape " + shape_str + " needs more than 2^40 bytes");
-  const uint64_t have = file.size - data_offset;
+  const uint64_t have = size - data_offset;
   if (have < *nbytes)
     bad(path, "data is shorter than its shape needs: " + std::string(ir::dtypeName(dtype)) + shape_str + " needs " +
                   std::to_string(*nbytes) + " bytes, the file has " + std::to_string(have) + " after the header");
@@ -192,7 +196,7 @@ ir::OwnedTensor readNpy(const std::string& path) {
     bad(path, "the file has " + std::to_string(have - *nbytes) + " bytes after the data its header describes (" +
                   std::string(ir::dtypeName(dtype)) + shape_str + ": " + std::to_string(*nbytes) + " bytes)");
   ir::OwnedTensor t(dtype, h.shape);
-  if (*nbytes) std::memcpy(t.data(), file.data + data_offset, size_t(*nbytes));
+  if (*nbytes) std::memcpy(t.data(), p + data_offset, size_t(*nbytes));
   return t;
 }
 

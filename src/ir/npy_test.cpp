@@ -61,6 +61,23 @@ TEST_F(Npy, RoundTrips) {
   EXPECT_EQ(readNpy(path("s.npy")).shape(), std::vector<int64_t>{});
 }
 
+TEST_F(Npy, ReadsBytesInMemoryWithTheSameParser) {
+  Tensor t(DType::kInt16, {3});
+  for (int i = 0; i < 3; ++i) t.as<int16_t>()[i] = int16_t(i - 1);
+  writeNpy(path("m.npy"), t.view());
+  std::string bytes = tmp_.read("m.npy");
+  Tensor back = readNpyBytes(bytes.data(), bytes.size(), "mem.npy");
+  EXPECT_EQ(back.dtype(), DType::kInt16);
+  EXPECT_EQ(back.shape(), std::vector<int64_t>{3});
+  EXPECT_EQ(std::memcmp(back.data(), t.data(), 6), 0);
+  try {
+    readNpyBytes(bytes.data(), bytes.size() - 1, "mem.npy");
+    ADD_FAILURE() << "a short buffer was read";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("mem.npy: not a readable .npy file: data is shorter than its shape needs"));
+  }
+}
+
 TEST_F(Npy, AcceptsWhatNumpyWrites) {
   EXPECT_EQ(refusal(file(header("(4,)"), 16)), "");
   EXPECT_EQ(refusal(file(header("(2, 3)"), 24)), "");

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -79,6 +80,9 @@ class Importer {
       : path_(std::move(path)),
         options_(options),
         tensors_(std::filesystem::path(path_).parent_path(), options.external_data_root) {}
+  // A model given as bytes: `name` stands for its file in messages; no external data.
+  Importer(Bytes model, std::string name, const ImportOptions& options)
+      : path_(std::move(name)), options_(options), memory_(std::move(model)), tensors_(TensorReader::withoutFiles()) {}
 
   ir::Graph run() {
     loadModel();
@@ -94,7 +98,7 @@ class Importer {
     applyInputShapes();
     reportUnsupported();
     if (options_.sources) {
-      options_.sources->push_back(model_file_);
+      if (!memory_) options_.sources->push_back(model_file_);
       for (const SourceFile& f : tensors_.files()) options_.sources->push_back(f);
     }
     return std::move(graph_);
@@ -104,9 +108,14 @@ class Importer {
   std::string where() const { return path_ + ": "; }
 
   void loadModel() {
-    OpenedFile opened = openRegularFile(path_);
-    model_file_ = {opened.id(), "the input model '" + path_ + "'"};
-    Bytes file = mapFile(opened);
+    Bytes file;
+    if (memory_) {
+      file = *memory_;
+    } else {
+      OpenedFile opened = openRegularFile(path_);
+      model_file_ = {opened.id(), "the input model '" + path_ + "'"};
+      file = mapFile(opened);
+    }
     if (file.size == 0) invalid(path_ + ": not a valid ONNX model: the file is empty");
     if (file.size > size_t(INT_MAX))
       unsupported(path_ +
@@ -502,6 +511,7 @@ class Importer {
 
   std::string path_;
   const ImportOptions& options_;
+  std::optional<Bytes> memory_;  // the model's bytes when it was given in memory
   onnx::ModelProto model_;
   TensorReader tensors_;
   SourceFile model_file_;
@@ -518,6 +528,11 @@ class Importer {
 ir::Graph importOnnx(const std::string& path, const ImportOptions& options) {
   GOOGLE_PROTOBUF_VERIFY_VERSION;
   return Importer(path, options).run();
+}
+
+ir::Graph importOnnxBytes(Bytes model, const std::string& name, const ImportOptions& options) {
+  GOOGLE_PROTOBUF_VERIFY_VERSION;
+  return Importer(std::move(model), name, options).run();
 }
 
 OnnxFileBytes onnxFileBytes(const std::string& path) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/bytes.h"
 #include "base/safe_open.h"
 #include "ir/graph.h"
 #include "ir/limits.h"
@@ -38,6 +39,10 @@ struct ImportOptions {
 // problem for a malformed model, and Error(kUnsupported) listing every unsupported
 // op type with its node names and opset in one message.
 ir::Graph importOnnx(const std::string& path, const ImportOptions& options = {});
+// The same for a model already in memory; `name` stands for its file in messages. It
+// has no folder, so a tensor stored as external data is refused (Error kInvalidModel),
+// options.external_data_root is not used, and options.sources receives nothing.
+ir::Graph importOnnxBytes(Bytes model, const std::string& name, const ImportOptions& options = {});
 
 // An ONNX file's size and the bytes of its initializers' raw_data (the weights); the
 // rest (file - weights) is what the model spends on its graph description.

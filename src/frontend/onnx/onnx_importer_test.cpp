@@ -413,6 +413,30 @@ TEST_F(OnnxImporterTest, ReportsTheFilesItRead) {
   EXPECT_THAT(sources[1].what, HasSubstr("external data 'w.bin'"));
 }
 
+TEST_F(OnnxImporterTest, ImportsFromBytesWithoutExternalData) {
+  onnx::ModelProto m = newModel();
+  addInput(m, "x", onnx::TensorProto::FLOAT, {"2"});
+  addNode(m, "Relu", {"x"}, {"y"});
+  addOutput(m, "y");
+  std::string bytes = m.SerializeAsString();
+  std::vector<SourceFile> sources;
+  ImportOptions o = opts();
+  o.sources = &sources;
+  ir::Graph g = importOnnxBytes(Bytes::copyOf(bytes.data(), bytes.size()), "mem.onnx", o);
+  EXPECT_EQ(g.nodes.size(), 1u);
+  EXPECT_TRUE(sources.empty());
+  // A model in memory has no folder to read external data from, whatever files exist.
+  writeBytes("w.bin", std::string(16, 'w'));
+  std::string ext = externalModel({{"location", "w.bin"}}).SerializeAsString();
+  std::string msg;
+  EXPECT_EQ(codeOf([&] { importOnnxBytes(Bytes::copyOf(ext.data(), ext.size()), "mem.onnx", opts()); }, &msg),
+            ErrorCode::kInvalidModel);
+  EXPECT_THAT(msg, HasSubstr("initializer 'w': external data 'w.bin' cannot be read: the model was given as bytes"));
+  EXPECT_EQ(codeOf([&] { importOnnxBytes(Bytes::copyOf("\xff\xff", 2), "mem.onnx", opts()); }, &msg),
+            ErrorCode::kInvalidModel);
+  EXPECT_THAT(msg, HasSubstr("mem.onnx: not a valid ONNX model"));
+}
+
 TEST_F(OnnxImporterTest, ConstantNodesBecomeConstants) {
   onnx::ModelProto m = newModel();
   auto constant = [&](const std::string& out) {

@@ -90,6 +90,9 @@ TensorReader::Result TensorReader::read(onnx::TensorProto& t, const std::string&
 }
 
 const Bytes& TensorReader::externalFile(const std::string& location, const std::string& what) {
+  if (!files_allowed_)
+    invalid(what + ": external data '" + location +
+            "' cannot be read: the model was given as bytes in memory, so it has no folder to read it from");
   auto it = files_.find(location);
   if (it != files_.end()) return it->second;
   std::string file;

@@ -54,6 +54,12 @@ class TensorReader {
   // is a second one (e.g. a cache's blob folder the data links into).
   explicit TensorReader(std::filesystem::path base_dir, std::string trusted_root = {})
       : base_dir_(std::move(base_dir)), trusted_root_(std::move(trusted_root)) {}
+  // For a model read from memory: it has no folder, so external data is refused.
+  static TensorReader withoutFiles() {
+    TensorReader r({});
+    r.files_allowed_ = false;
+    return r;
+  }
 
   struct Result {
     ir::DType dtype = ir::DType::kUndefined;
@@ -73,6 +79,7 @@ class TensorReader {
 
   const Bytes& externalFile(const std::string& location, const std::string& what);
 
+  bool files_allowed_ = true;
   std::filesystem::path base_dir_;
   std::string trusted_root_;
   std::vector<std::string> roots_;      // real paths; resolved at the first external tensor

@@ -1,0 +1,58 @@
+// What the fuzz targets that reach a run share: one run of a loaded program on
+// zero-filled inputs, when the inputs' shapes are static and the inputs small.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "base/checked_int.h"
+#include "fuzz_note.h"
+#include "ir/tensor.h"
+#include "runtime/executor.h"
+
+namespace partita::fuzz {
+
+// Inputs beyond this many bytes in total are not run (the run is skipped, not refused).
+inline constexpr uint64_t kMaxRunInputBytes = uint64_t(1) << 20;
+// Nor is a program whose planned activation arena is larger than this.
+inline constexpr uint64_t kMaxRunArenaBytes = uint64_t(256) << 20;
+
+// Runs `exec` once on zeros when every input is static and they total at most
+// kMaxRunInputBytes, and reads the first and last byte of every output (an output
+// must be as large as its shape says). Only partita::Error may leave it.
+inline void runOnceOnZeros(const runtime::Executor& exec) {
+  uint64_t total = 0;
+  for (const runtime::IoSpec& in : exec.inputs()) {
+    if (!in.type.isStatic()) return note("not run: an input's shape is not static");
+    uint64_t bytes = ir::dtypeSize(in.type.dtype);
+    for (const ir::Dim& d : in.type.dims) {
+      std::optional<uint64_t> b = mulAtMost(bytes, uint64_t(d.value), kMaxRunInputBytes);
+      if (!b) return note("not run: the inputs are too large");
+      bytes = *b;
+    }
+    total += bytes;
+    if (total > kMaxRunInputBytes) return note("not run: the inputs are too large");
+  }
+  if (exec.plannedActivationBytes() > kMaxRunArenaBytes) return note("not run: the arena is too large");
+
+  std::vector<ir::OwnedTensor> inputs;
+  std::vector<ir::Tensor> views;
+  for (const runtime::IoSpec& in : exec.inputs()) {
+    inputs.emplace_back(in.type.dtype, in.type.staticShape());
+    views.push_back(inputs.back().view());
+  }
+  std::unique_ptr<runtime::ExecutorState> state = exec.newState();
+  std::vector<ir::OwnedTensor> outputs = exec.run(*state, views);
+  volatile uint8_t sink = 0;
+  for (const ir::OwnedTensor& t : outputs) {
+    if (t.nbytes() == 0) continue;
+    const auto* p = static_cast<const uint8_t*>(t.data());
+    sink = sink + p[0] + p[t.nbytes() - 1];
+  }
+  note("ran");
+}
+
+}  // namespace partita::fuzz
