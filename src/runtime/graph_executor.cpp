@@ -146,6 +146,12 @@ bool GraphExecutor::inferenceConfirms(const ir::Node& node) const {
   return confirmed;
 }
 
+size_t GraphExecutor::dynamicSteps() const {
+  size_t n = 0;
+  for (const Step& s : steps_) n += s.dynamic;
+  return n;
+}
+
 std::unique_ptr<GraphExecutor::RunState> GraphExecutor::newRunState() const {
   auto state = std::make_unique<RunState>();
   state->arena_storage = ArenaMemory(plan_.arena_bytes);
