@@ -208,8 +208,9 @@ void runEyeLike(KernelContext& c) {
     std::fill(out, out + y.numel(), W(0));
     // Rows whose diagonal entry i + k lies in [0, cols), without forming i + k for a
     // k that would overflow.
-    const int64_t first = k >= 0 ? 0 : (k <= -rows ? rows : -k);
-    const int64_t last = k >= cols ? 0 : std::min(rows, cols - k);
+    const bool none = k >= cols || k <= -rows;
+    const int64_t first = none ? 0 : std::max<int64_t>(0, -k);
+    const int64_t last = none ? 0 : std::min(rows, cols - k);
     for (int64_t i = first; i < last; ++i) out[i * cols + i + k] = W(one);
   });
 }

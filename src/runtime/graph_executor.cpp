@@ -101,6 +101,12 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
   for (size_t i = 0; i < planned.size(); ++i) offset_[size_t(planned[i])] = plan_.offsets[i];
 }
 
+size_t GraphExecutor::dynamicSteps() const {
+  size_t n = 0;
+  for (const Step& s : steps_) n += s.dynamic;
+  return n;
+}
+
 std::unique_ptr<GraphExecutor::RunState> GraphExecutor::newRunState() const {
   auto state = std::make_unique<RunState>();
   state->arena_storage = ArenaMemory(plan_.arena_bytes);

@@ -47,6 +47,9 @@ class GraphExecutor final : public Executor {
   const std::vector<std::shared_ptr<const RuntimeModule>>& modules() const { return modules_; }
   size_t plannedActivationBytes() const override { return plan_.arena_bytes; }
   size_t unsharedActivationBytes() const { return plan_.unshared_bytes; }
+  // Steps that infer their outputs at run time (shapes from data, or types their own
+  // inference could not confirm at load).
+  size_t dynamicSteps() const;
 
   // Per-run scratch: the arena and value table. Reused across runs of one session.
   struct RunState final : ExecutorState {

@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "partita/error.h"
+#include "frontend/onnx/onnx_importer.h"
 #include "passes/passes.h"
+#include "passes/pipeline.h"
 
 namespace partita::runtime {
 namespace {
@@ -86,11 +89,28 @@ TEST(GraphExecutorTypes, StaticStepWithADeclaredTypeIsCheckedAtRunTime) {
   // (s is data): the step must be checked, not trusted.
   ir::Graph g = reshapeRelu(TensorType::of(DType::kFloat32, {16}), TensorType::of(DType::kFloat32, {4, 4}));
   passes::inferShapes(g);
-  ASSERT_TRUE(g.typeOf(g.values.size() - 2).isStatic());
+  ASSERT_TRUE(g.typeOf(g.nodes[0].outputs[0]).isStatic());
   GraphExecutor e = executorOf(std::move(g));
+  EXPECT_EQ(e.dynamicSteps(), 1u);  // the Reshape; the Relu after it stays planned
   std::string msg = runError(e, {ir::OwnedTensor(DType::kFloat32, {16}), shapeTensor({2, 8})});
   EXPECT_NE(msg.find("value 't'"), std::string::npos) << msg;
   EXPECT_EQ(runError(e, {ir::OwnedTensor(DType::kFloat32, {16}), shapeTensor({4, 4})}), "");
+}
+
+TEST(GraphExecutorTypes, InferenceConfirmsEveryStepOfRealModels) {
+  // The load-time check costs a real model no dynamic step (nor planned memory). The
+  // torchvision exports exist once the real_model tests have made them.
+  for (const std::string& path : {std::string(PARTITA_SOURCE_DIR "/models/fashion/fashion_cnn.onnx"),
+                                 std::string(PARTITA_BINARY_DIR "/models/resnet18.onnx"),
+                                 std::string(PARTITA_BINARY_DIR "/models/mobilenet_v2.onnx")}) {
+    if (!std::filesystem::exists(path)) continue;
+    ir::Graph g = frontend::importOnnx(path);
+    passes::optimize(g);
+    const size_t nodes = g.nodes.size();
+    GraphExecutor e = executorOf(std::move(g));
+    EXPECT_GT(nodes, 5u) << path;
+    EXPECT_EQ(e.dynamicSteps(), 0u) << path;
+  }
 }
 
 TEST(GraphExecutorTypes, StaticTypesInferenceContradictsAreRefusedAtLoad) {

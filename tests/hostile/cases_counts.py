@@ -397,6 +397,8 @@ def run_case(partita, case, timeout=120):
         return "the message lacks %r:\n%s" % (case["expect_substring"], out[-2000:])
     if "std::" in out or "bad_alloc" in out:
         return "the message leaks a std:: exception:\n%s" % out[-2000:]
+    if "Sanitizer" in out or "runtime error:" in out:
+        return "a sanitizer reported:\n%s" % out[-2000:]
     return None
 
 
