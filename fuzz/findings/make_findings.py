@@ -45,6 +45,12 @@ def main():
     save("expand_huge",
          [n("Expand", ["x", "shape"], ["y"])],
          [vi("x", F, [1, 1])], [vi("y", F, None)], [ints("shape", big)])
+    save("pad_huge",
+         [n("Pad", ["x", "pads"], ["y"])],
+         [vi("x", F, [1, 1, 3, 3])], [vi("y", F, None)], [ints("pads", [0, 0, 2**32, 2**32, 0, 0, 0, 0])])
+    save("resize_huge_scale",
+         [n("Resize", ["x", "", "scales"], ["y"], mode="nearest")],
+         [vi("x", F, [1, 1, 3, 3])], [vi("y", F, None)], [floats("scales", [1, 1, 1e22, 1])])
     save("sigmoid_nan",
          [n("Add", ["x", "w"], ["a"]), n("Sigmoid", ["a"], ["y"])],
          [vi("x", F, [1])], [vi("y", F, [1])], [floats("w", [np.nan])])
