@@ -48,8 +48,9 @@ tsan: setup
 
 # The libFuzzer targets (fuzz/, docs/security.md): clang with ASan+UBSan in their own
 # build dir. Each runs for FUZZ_SECONDS in turn from its committed seeds
-# (fuzz/corpus/<target>/); inputs it finds go to build-fuzz/corpus/<target>/, findings
-# (crash, sanitizer report, hang > 10 s, > 2 GB) to build-fuzz/findings/<target>/.
+# (fuzz/corpus/<target>/, with fuzz/<target>.dict when there is one); inputs it finds
+# go to build-fuzz/corpus/<target>/, findings (crash, sanitizer report, hang > 10 s,
+# > 2 GB) to build-fuzz/findings/<target>/.
 # FUZZ_TARGET=onnx (or artifact, npy) runs one; FUZZ_FLAGS adds libFuzzer flags (e.g.
 # "-fork=1 -ignore_crashes=1" to go on past findings). Fails at the end if any target
 # found something.
@@ -64,9 +65,10 @@ fuzz: setup
 	@failed=""; for t in $(FUZZ_TARGET); do \
 	  mkdir -p build-fuzz/corpus/$$t build-fuzz/findings/$$t; \
 	  if [ $$t = artifact ]; then build-fuzz/bin/artifact_fuzz_seeds build-fuzz/corpus/artifact || exit 1; fi; \
+	  dict=""; if [ -f fuzz/$$t.dict ]; then dict=-dict=fuzz/$$t.dict; fi; \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
 	  build-fuzz/bin/$${t}_fuzzer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -malloc_limit_mb=2048 \
-	    -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/findings/$$t/ $(FUZZ_FLAGS) \
+	    -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/findings/$$t/ $$dict $(FUZZ_FLAGS) \
 	    build-fuzz/corpus/$$t fuzz/corpus/$$t || failed="$$failed $$t"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "fuzz: findings from:$$failed (see build-fuzz/findings/)"; exit 1; fi

@@ -5,6 +5,8 @@
              Gather, Concat, Slice, Transpose, pooling, Softmax, an elementwise chain,
              a symbolic-dim input, a Reshape whose shape is an input);
   npy/       a few .npy files (numpy's own writer: versions, dtypes, shapes);
+  ../onnx.dict  a libFuzzer dictionary: ONNX's op types (bare, and as a NodeProto op_type
+             field) and attribute names;
   artifact/  with --partita PATH: some of the ONNX seeds compiled by the real CLI (host,
              and dnnl,host, so module blobs are in the corpus); the rest of that folder
              comes from `build-fuzz/bin/artifact_fuzz_seeds fuzz/corpus/artifact`.
@@ -92,6 +94,51 @@ def onnx_seeds():
         [n("GlobalAveragePool", ["x"], ["p"]), n("Flatten", ["p"], ["f"]),
          n("ReduceSum", ["f"], ["y"], axes=[1], keepdims=0)],
         [vi("x", [1, 3, 2, 2])], [vi("y", [1])], opset=13)
+    # Importer paths: typed fields instead of raw_data, Constant node forms, a tensor
+    # attribute, an opset-6 model (legacy broadcast and consumed_inputs rewritten to opset
+    # 7), ONNX Runtime's Gelu (infer-only: dnnl runs it), a value_info hint.
+    typed = helper.make_tensor("w", F, [2, 2], [0.5, -1.0, 2.0, 0.25])
+    half = helper.make_tensor("h", TensorProto.FLOAT16, [2], np.array([1, 2], np.float16).view(np.uint16).tolist())
+    s["typed_fields_cast"] = model(
+        [n("MatMul", ["x", "w"], ["m"]), n("Cast", ["h"], ["hf"], to=F), n("Add", ["m", "hf"], ["y"])],
+        [vi("x", [1, 2])], [vi("y", [1, 2])], [typed, half])
+    s["constant_forms"] = model(
+        [n("Constant", [], ["a"], value_float=2.0), n("Constant", [], ["b"], value_floats=[1.0, 2.0, 3.0]),
+         n("Constant", [], ["i"], value_ints=[0, 2]), n("Mul", ["x", "a"], ["m"]), n("Add", ["m", "b"], ["s"]),
+         n("Gather", ["s", "i"], ["y"], axis=0)],
+        [vi("x", [3])], [vi("y", [2])], opset=13)
+    s["legacy_opset6"] = model(
+        [n("Add", ["x", "b"], ["a"], broadcast=1, axis=1), n("Relu", ["a"], ["r"], consumed_inputs=[0]),
+         n("BatchNormalization", ["r", "sc", "bi", "mu", "va"], ["y"], is_test=1, epsilon=1e-5)],
+        [vi("x", [1, 3, 2, 2])], [vi("y", [1, 3, 2, 2])],
+        [weights("b", [3], 10), weights("sc", [3], 11), weights("bi", [3], 12),
+         numpy_helper.from_array(np.zeros(3, np.float32), "mu"), numpy_helper.from_array(np.ones(3, np.float32), "va")],
+        opset=6)
+    g = helper.make_graph(
+        [n("MatMul", ["x", "w"], ["m"]), n("Gelu", ["m"], ["y"], domain="com.microsoft")], "seed",
+        [vi("x", [2, 4])], [vi("y", [2, 4])], [weights("w", [4, 4], 13)],
+        value_info=[vi("m", [2, 4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    s["ms_gelu_value_info"] = m.SerializeToString()
+    s["pad_avgpool_resize"] = model(
+        [n("Pad", ["x", "pads"], ["p"], mode="reflect"),
+         n("AveragePool", ["p"], ["a"], kernel_shape=[2, 2], strides=[1, 1]),
+         n("Resize", ["a", "", "scales"], ["y"], mode="nearest")],
+        [vi("x", [1, 1, 3, 3])], [vi("y", [1, 1, 8, 8])],
+        [ints("pads", [0, 0, 1, 1, 0, 0, 1, 1]),
+         numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")])
+    s["split_where_tile_range"] = model(
+        [n("Split", ["x"], ["a", "b"], axis=1), n("Less", ["a", "b"], ["c"]), n("Where", ["c", "a", "b"], ["w"]),
+         n("Range", ["start", "limit", "delta"], ["r"]), n("Tile", ["w", "reps"], ["t"]),
+         n("Cast", ["r"], ["rf"], to=F), n("Add", ["t", "rf"], ["y"])],
+        [vi("x", [2, 4])], [vi("y", [2, 4])],
+        [ints("start", 0), ints("limit", 4), ints("delta", 1), ints("reps", [1, 2])])
+    s["convtranspose_topk"] = model(
+        [n("ConvTranspose", ["x", "w"], ["c"], strides=[2, 2]), n("Flatten", ["c"], ["f"]),
+         n("TopK", ["f", "k"], ["y", "i"])],
+        [vi("x", [1, 2, 2, 2])], [vi("y", [1, 3]), vi("i", [1, 3], TensorProto.INT64)],
+        [weights("w", [2, 1, 2, 2], 14), ints("k", [3])])
     return s
 
 
@@ -115,6 +162,27 @@ def npy_seeds():
     return s
 
 
+def onnx_dictionary():
+    """libFuzzer dictionary lines: every default-domain op type, bare and as the bytes of
+    a NodeProto op_type field (tag 0x22, length, name), and every attribute name."""
+    from onnx import defs
+    ops, attrs = set(), set()
+    for schema in defs.get_all_schemas():
+        if schema.domain in ("", "ai.onnx"):
+            ops.add(schema.name)
+            attrs.update(schema.attributes.keys())
+    attrs.update(["value", "value_float", "value_floats", "value_int", "value_ints"])
+
+    def quoted(data):
+        return '"' + "".join(chr(b) if 32 <= b < 127 and chr(b) not in '"\\' else "\\x%02x" % b
+                             for b in data) + '"'
+    lines = [quoted(op.encode()) for op in sorted(ops)]
+    lines += [quoted(b"\x22" + bytes([len(op)]) + op.encode()) for op in sorted(ops) if len(op) < 128]
+    lines += [quoted(a.encode()) for a in sorted(attrs)]
+    return ("# Written by fuzz/make_seeds.py: ONNX op types and attribute names.\n" +
+            "\n".join(lines) + "\n").encode()
+
+
 def write(folder, name, data):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, name), "wb") as f:
@@ -128,6 +196,7 @@ def main():
     onnx = onnx_seeds()
     for name, data in onnx.items():
         write(os.path.join(CORPUS, "onnx"), name + ".onnx", data)
+    write(HERE, "onnx.dict", onnx_dictionary())
     for name, data in npy_seeds().items():
         write(os.path.join(CORPUS, "npy"), name + ".npy", data)
     if args.partita:

@@ -86,11 +86,13 @@ void LegacyOpsetUpgrader::upgradeToOpset7(ir::Node& node) {
                     "' uses legacy (opset < 7) broadcasting with an axis on inputs of unknown rank");
       int64_t axis = node.attrs.getInt("axis", 0);
       if (axis < 0) axis += ra;
-      int64_t extra = ra - axis - rb;
-      if (axis < 0 || extra < 0)
+      // B's dims must fit A's from `axis` on: 0 <= axis <= ra - rb (ranks are small, so
+      // nothing here overflows whatever the attribute holds).
+      if (axis < 0 || axis > ra - rb)
         invalid(where_ + op + " node '" + node.name + "': broadcast axis " +
                 std::to_string(node.attrs.getInt("axis", 0)) + " does not fit ranks " + std::to_string(ra) +
                 " and " + std::to_string(rb));
+      const int64_t extra = ra - axis - rb;
       if (extra > 0) node.inputs[1] = appendUnitDims(node.inputs[1], extra, node.name);
     }
     node.attrs.erase("broadcast");
