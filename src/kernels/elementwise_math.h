@@ -16,7 +16,9 @@ inline float fastExp(float x) {
   constexpr float kLn2Hi = 0.693145751953125f;  // few mantissa bits: n * kLn2Hi is exact
   constexpr float kLn2Lo = 1.42860682030941723212e-6f;
   // Beyond these bounds the result is 0 or inf anyway; clamping keeps n in range.
-  const float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  // NaN takes 0 here (the result is x itself, below), so n never converts a NaN to an
+  // integer (undefined behaviour; UBSan found it through the fuzzer).
+  const float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : (x != x ? 0.0f : x));
   const float n = std::nearbyint(xc * kLog2e);
   const float r = (xc - n * kLn2Hi) - n * kLn2Lo;  // |r| <= ln2 / 2
   // Taylor polynomial of e^r to degree 7.
