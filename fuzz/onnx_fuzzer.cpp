@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "api/module_kinds.h"
 #include "base/temp_dir_testing.h"
 #include "compiler/artifact_writer.h"
 #include "compiler/compile.h"
@@ -44,9 +43,7 @@ void compileLinkRun(const uint8_t* data, size_t size, std::vector<std::string> b
     options.threads = 1;
     CompiledGraph c = compileGraphFromBytes(Bytes::copyOf(data, size), "fuzz.onnx", options);
     artifact::writeArtifact(c.graph, c.parts.modules, artifact_path);
-    artifact::Artifact a = artifact::openArtifact(artifact_path);
-    auto exec = api::builtinExecutorKinds().create(a, api::builtinModuleKinds(), runtime::RunOptions{1});
-    fuzz::runOnceOnZeros(*exec);
+    fuzz::loadAndRunOnce(artifact::openArtifact(artifact_path));
   } catch (const Error& e) {
     fuzz::note(e);
   }
