@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "api/module_kinds.h"
 #include "compiler/artifact_testing.h"
 #include "fuzz_run.h"
 #include "runtime/artifact_reader.h"
@@ -40,8 +39,7 @@ void tryOpen(std::vector<std::byte> bytes) {
       fuzz::note(e);
     }
     // Loading does not verify weights (Model::load): run whatever they hold.
-    auto exec = api::builtinExecutorKinds().create(a, api::builtinModuleKinds(), runtime::RunOptions{1});
-    fuzz::runOnceOnZeros(*exec);
+    fuzz::loadAndRunOnce(a);
   } catch (const Error& e) {
     fuzz::note(e);
   }

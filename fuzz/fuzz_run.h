@@ -8,9 +8,11 @@
 #include <optional>
 #include <vector>
 
+#include "api/module_kinds.h"
 #include "base/checked_int.h"
 #include "fuzz_note.h"
 #include "ir/tensor.h"
+#include "runtime/artifact_reader.h"
 #include "runtime/executor.h"
 
 namespace partita::fuzz {
@@ -53,6 +55,13 @@ inline void runOnceOnZeros(const runtime::Executor& exec) {
     sink = sink + p[0] + p[t.nbytes() - 1];
   }
   note("ran");
+}
+
+// Loads an opened artifact's modules and executor as Model::load does (this build's
+// kinds, one thread) and runs it once on zeros (above).
+inline void loadAndRunOnce(const artifact::Artifact& a) {
+  auto exec = api::builtinExecutorKinds().create(a, api::builtinModuleKinds(), runtime::RunOptions{1});
+  runOnceOnZeros(*exec);
 }
 
 }  // namespace partita::fuzz

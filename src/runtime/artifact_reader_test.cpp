@@ -346,6 +346,7 @@ struct HandManifest {
   uint64_t graphs = 1;
   int attribute_kind = 0;  // 0: no node
   uint64_t constants = 0;
+  uint64_t graph_input = 1;  // value index + 1
   bool cut_last = false;   // the last varint continues past the end
 
   std::vector<std::byte> bytes() const {
@@ -386,7 +387,7 @@ struct HandManifest {
       w.varint(0);  // payload (an int, a string index, a graph index)
     }
     w.varint(1);
-    w.varint(1);  // inputs: value 0
+    w.varint(graph_input);  // inputs: value 0
     w.varint(1);
     w.u8(cut_last ? 0x81 : 1);  // outputs: value 0
     return std::move(w.bytes());
@@ -439,6 +440,14 @@ TEST(ManifestEncoding, VarintPastTheEndOrTooLong) {
     EXPECT_NE(std::string(e.what()).find("a varint overflows 64 bits"), std::string::npos) << e.what();
   }
   EXPECT_DECODE_FAILS(HandManifest{.constants = 1000}, "a count of 1000 constants that cannot fit");
+}
+
+TEST(ManifestEncoding, ValueIndexOutOfRange) {
+  EXPECT_DECODE_FAILS(HandManifest{.graph_input = 2}, "graph inputs refer to value 1 of 1");
+  EXPECT_DECODE_FAILS(HandManifest{.graph_input = 0}, "graph inputs refer to value -1 of 1");
+  // Found by reading while fuzzing: 2^63 read as int64 and minus one overflowed.
+  EXPECT_DECODE_FAILS(HandManifest{.graph_input = uint64_t(1) << 63}, "graph inputs refer to value 9223372036854775807 of 1");
+  EXPECT_DECODE_FAILS(HandManifest{.graph_input = ~uint64_t(0)}, "graph inputs refer to value 18446744073709551614 of 1");
 }
 
 TEST(ManifestEncoding, UnsupportedKinds) {

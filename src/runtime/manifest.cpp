@@ -110,7 +110,8 @@ class Decoder {
         continue;
       }
       if (u == 0 || u > nvalues)
-        r.fail(std::string(what) + " refer to value " + std::to_string(int64_t(u) - 1) + " of " + std::to_string(nvalues));
+        r.fail(std::string(what) + " refer to value " + (u == 0 ? std::string("-1") : std::to_string(u - 1)) +
+               " of " + std::to_string(nvalues));
       v = ir::ValueId(u - 1);
     }
     return ids;
