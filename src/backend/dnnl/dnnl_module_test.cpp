@@ -251,6 +251,44 @@ TEST(DnnlModule, KeepsTheRecordedLayoutWhenThisMachineWouldChooseAnother) {
   EXPECT_LE(testing::closeness(got, want), 1.0);
 }
 
+// A blob's axis and concat sources are checked before oneDNN sees them: oneDNN 2.6
+// does not range-check a concat axis (a fuzzed blob with axis 48127 crashed libdnnl).
+TEST(DnnlModule, RefusesConcatAxisAndSourcesThatDoNotFit) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {2, 8});
+  ir::ValueId r = b.node("Relu", {x});
+  ir::AttributeMap cat;
+  cat.setInt("axis", 1);
+  b.output(b.node("Relu", {b.node("Concat", {r, b.node("Sigmoid", {x})}, cat)}));
+  Compiled c = testing::compile(b.g, {"dnnl", "host"});
+  ASSERT_EQ(c.parts.modules.size(), 1u);
+  const auto& image = c.parts.modules[0];
+  auto edited = [&](auto edit) {
+    Program p = readProgram(image.blob.data(), image.blob.size());
+    Step* concat = nullptr;
+    for (Step& s : p.functions[0].steps)
+      if (s.kind == StepKind::kConcat) concat = &s;
+    EXPECT_NE(concat, nullptr);
+    if (concat) edit(*concat);
+    return writeProgram(p);
+  };
+  EXPECT_NE(loadError(c, edited([](Step& s) { s.axis = 48127; }), *c.store).find("has axis 48127 for rank 2"),
+            std::string::npos);
+  EXPECT_NE(loadError(c, edited([](Step& s) { s.axis = -1; }), *c.store).find("has axis -1"), std::string::npos);
+  EXPECT_NE(loadError(c, edited([](Step& s) { s.find(DNNL_ARG_MULTIPLE_SRC)->md = plainDesc({1, 8}); }),
+                      *c.store)
+                .find("does not fit"),
+            std::string::npos);
+  EXPECT_NE(loadError(c, edited([](Step& s) { s.find(DNNL_ARG_MULTIPLE_SRC)->md = plainDesc({2, 7}); }),
+                      *c.store)
+                .find("do not add up"),
+            std::string::npos);
+  EXPECT_NE(loadError(c, edited([](Step& s) { s.find(DNNL_ARG_MULTIPLE_SRC + 1)->md = plainDesc({2, 2, 4}); }),
+                      *c.store)
+                .find("does not fit"),
+            std::string::npos);
+}
+
 // Module 0 of `c` loaded as compiled, with its assumptions (`edit` applied) and `threads`.
 std::shared_ptr<DnnlModule> reloadAssuming(const Compiled& c, int threads,
                                            const std::pair<std::string, std::string>& edit = {}) {

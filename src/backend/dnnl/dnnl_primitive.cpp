@@ -52,6 +52,44 @@ dnnl::primitive_attr attributes(const Step& s) {
 
 dnnl::memory::dims dims(const std::vector<int64_t>& v) { return dnnl::memory::dims(v.begin(), v.end()); }
 
+// oneDNN 2.6 does not range-check the axis of concat, softmax or logsoftmax (a blob's
+// axis past the rank reads outside the descriptor's dims inside libdnnl): checked here.
+int checkedAxis(const Step& s, const memory::desc& md) {
+  const int rank = md.data.ndims;
+  if (s.axis < 0 || s.axis >= rank)
+    throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label + "' (" + stepKindName(s.kind) +
+                                                 ") has axis " + std::to_string(s.axis) + " for rank " +
+                                                 std::to_string(rank));
+  return int(s.axis);
+}
+
+// Concat's sources: each of the destination's rank, equal to it off the axis, their
+// extents along it summing to the destination's.
+std::vector<memory::desc> concatSources(const Step& s, const memory::desc& dst, int axis) {
+  std::vector<memory::desc> srcs;
+  int64_t along = 0;
+  for (int i = 0;; ++i) {
+    const Arg* a = s.find(DNNL_ARG_MULTIPLE_SRC + i);
+    if (!a) break;
+    const memory::desc& m = a->md;
+    bool fits = m.data.ndims == dst.data.ndims;
+    for (int d = 0; fits && d < m.data.ndims; ++d)
+      fits = d == axis ? m.data.dims[d] >= 0 : m.data.dims[d] == dst.data.dims[d];
+    if (fits) along += m.data.dims[axis];
+    if (!fits || along > dst.data.dims[axis])
+      throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label + "' (concat): source " +
+                                                   std::to_string(i) + " " + layoutString(m) +
+                                                   " does not fit destination " + layoutString(dst) +
+                                                   " on axis " + std::to_string(axis));
+    srcs.push_back(m);
+  }
+  if (srcs.empty() || along != dst.data.dims[axis])
+    throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label +
+                                                 "' (concat): sources do not add up to the destination " +
+                                                 layoutString(dst));
+  return srcs;
+}
+
 }  // namespace
 
 dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& eng) {
@@ -96,11 +134,13 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
       return dnnl::binary::primitive_desc(d, attr, eng);
     }
     case StepKind::kSoftmax: {
-      dnnl::softmax_forward::desc d(prop_kind::forward_inference, required(s, DNNL_ARG_SRC), int(s.axis));
+      const memory::desc src = required(s, DNNL_ARG_SRC);
+      dnnl::softmax_forward::desc d(prop_kind::forward_inference, src, checkedAxis(s, src));
       return dnnl::softmax_forward::primitive_desc(d, attr, eng);
     }
     case StepKind::kLogSoftmax: {
-      dnnl::logsoftmax_forward::desc d(prop_kind::forward_inference, required(s, DNNL_ARG_SRC), int(s.axis));
+      const memory::desc src = required(s, DNNL_ARG_SRC);
+      dnnl::logsoftmax_forward::desc d(prop_kind::forward_inference, src, checkedAxis(s, src));
       return dnnl::logsoftmax_forward::primitive_desc(d, attr, eng);
     }
     case StepKind::kLayerNorm: {
@@ -114,13 +154,9 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
       return dnnl::batch_normalization_forward::primitive_desc(d, attr, eng);
     }
     case StepKind::kConcat: {
-      std::vector<memory::desc> srcs;
-      for (int i = 0;; ++i) {
-        const Arg* a = s.find(DNNL_ARG_MULTIPLE_SRC + i);
-        if (!a) break;
-        srcs.push_back(a->md);
-      }
-      return dnnl::concat::primitive_desc(required(s, DNNL_ARG_DST), int(s.axis), srcs, eng, attr);
+      const memory::desc dst = required(s, DNNL_ARG_DST);
+      const int axis = checkedAxis(s, dst);
+      return dnnl::concat::primitive_desc(dst, axis, concatSources(s, dst, axis), eng, attr);
     }
     case StepKind::kReduction: {
       dnnl::reduction::desc d(algorithm(s.alg), required(s, DNNL_ARG_SRC), required(s, DNNL_ARG_DST), s.alpha,
