@@ -287,6 +287,53 @@ TEST(DnnlPool, MatchesHost) {
   }
 }
 
+// Resize where oneDNN's resampling computes what ONNX asks (dnnl_decode_resize.cpp),
+// after a Conv so the source arrives in a blocked layout; the rest stays on the host.
+TEST(DnnlResize, ExactModesMatchHostOthersStayOnHost) {
+  struct Case {
+    const char* mode;
+    const char* coord;
+    const char* nearest;
+    std::vector<float> scales;    // empty: sizes
+    std::vector<int64_t> sizes;
+    bool on_dnnl;
+  };
+  const std::vector<Case> cases = {
+      {"nearest", "asymmetric", "floor", {1, 1, 2, 2}, {}, true},  // torch F.interpolate(scale_factor=2)
+      {"nearest", "half_pixel", "round_prefer_floor", {1, 1, 2, 3}, {}, true},
+      {"nearest", "pytorch_half_pixel", "round_prefer_ceil", {}, {1, 8, 18, 27}, true},
+      {"nearest", "tf_half_pixel_for_nn", "floor", {1, 1, 4, 4}, {}, true},
+      {"linear", "half_pixel", "", {1, 1, 2, 2}, {}, true},
+      {"linear", "pytorch_half_pixel", "", {}, {1, 8, 14, 5}, true},  // up on H, down on W
+      {"linear", "half_pixel", "", {}, {1, 8, 3, 3}, true},  // down by 3
+      {"linear", "half_pixel", "", {1, 1, 0.5f, 0.5f}, {}, false},  // 9 x 0.5 is no exact size
+      {"nearest", "asymmetric", "round_prefer_floor", {1, 1, 2, 2}, {}, false},  // y/2 rounds up at odd y
+      {"nearest", "half_pixel", "round_prefer_floor", {1, 1, 1.5f, 1.5f}, {}, false},
+      {"linear", "align_corners", "", {1, 1, 2, 2}, {}, false},
+      {"linear", "asymmetric", "", {1, 1, 2, 2}, {}, false},
+      {"cubic", "half_pixel", "", {1, 1, 2, 2}, {}, false},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    const Case& k = cases[i];
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", {1, 3, 9, 9});
+    ir::ValueId c = b.node("Conv", {x, b.constant("w", {8, 3, 1, 1}, randomFloats(24, 1))});
+    ir::AttributeMap a = Attrs().s("mode", k.mode).s("coordinate_transformation_mode", k.coord);
+    if (*k.nearest) a.setString("nearest_mode", k.nearest);
+    ir::ValueId roi = b.constant("roi", {0}, {});
+    ir::ValueId r;
+    if (!k.scales.empty())
+      r = b.node("Resize", {c, roi, b.constant("scales", {4}, k.scales)}, a, 13);
+    else
+      r = b.node("Resize", {c, roi, b.constant("scales", {0}, {}), b.constantInts("sizes", {4}, k.sizes)}, a, 13);
+    b.output(r);
+    Compiled d = expectMatchesHost(b);  // one region: the Conv, with the Resize when oneDNN takes it
+    const std::vector<StepKind> kinds = stepKinds(d);
+    EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kResampling), k.on_dnnl ? 1 : 0);
+  }
+}
+
 TEST(DnnlPool, CeilModeAveragePoolCountingPadsStaysOnHost) {
   GraphBuilder b;
   b.output(b.node("AveragePool", {b.input("x", {1, 2, 10, 10})},

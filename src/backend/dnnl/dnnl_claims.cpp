@@ -20,6 +20,7 @@ OpClass classify(const ir::Node& n) {
   if (op == "LayerNormalization") return OpClass::kLayerNorm;
   if (op == "BatchNormalization") return OpClass::kBatchNorm;
   if (op == "Concat") return OpClass::kConcat;
+  if (op == "Resize" || op == "Upsample") return OpClass::kResample;
   if (op == "PRelu") return OpClass::kPrelu;
   if (op == "Transpose" || op == "Slice") return OpClass::kMove;
   if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin" ||
@@ -80,6 +81,8 @@ bool supportsAt(const ir::Graph& g, const ir::Node& n, std::string* why, int dep
       return decodeMove(g, n, why).has_value();
     case OpClass::kReduce:
       return decodeReduce(g, n, why).has_value();
+    case OpClass::kResample:
+      return decodeResize(g, n, why).has_value();
     case OpClass::kView: {
       // A view alone is a copy; it is worth taking only next to a computation that
       // oneDNN runs (then it costs nothing inside the region).

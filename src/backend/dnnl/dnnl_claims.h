@@ -24,6 +24,7 @@ enum class OpClass {
   kPrelu,      // PRelu
   kView,       // Flatten, Reshape, Squeeze, Unsqueeze, Identity, Dropout: no computation
   kMove,       // Transpose, Slice: a reorder from a strided view
+  kResample,   // Resize, Upsample (nearest and linear, where oneDNN's resampling is exact)
   kReduce,     // ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare
 };
 OpClass classify(const ir::Node& n);

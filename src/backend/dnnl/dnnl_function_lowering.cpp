@@ -83,6 +83,9 @@ void FunctionLowering::lowerNode(size_t pos) {
     case OpClass::kReduce:
       lowerReduce(pos);
       break;
+    case OpClass::kResample:
+      lowerResample(pos);
+      break;
     case OpClass::kNone:
       internal("node '" + node.name + "' (" + node.op_type + ") is not supported");
   }

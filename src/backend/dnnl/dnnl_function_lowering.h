@@ -6,7 +6,8 @@
 //   dnnl_function_lowering.cpp  the walk, values and buffers, region outputs
 //   dnnl_fusion.cpp             post-op chains after an anchor (activations, residual
 //                               sums, binary operands, SiLU, Gelu)
-//   dnnl_lower_window.cpp       Conv, ConvTranspose (BatchNormalization folded), pooling
+//   dnnl_lower_window.cpp       Conv, ConvTranspose (BatchNormalization folded), pooling,
+//                               resampling (Resize, Upsample)
 //   dnnl_lower_matmul.cpp       MatMul, Gemm
 //   dnnl_lower_eltwise.cpp      eltwise, binary, PRelu
 //   dnnl_lower_norm.cpp         softmax, layer and batch normalization, reductions
@@ -106,6 +107,7 @@ class FunctionLowering {
   // One member per op family (dnnl_lower_*.cpp).
   void lowerConv(size_t pos);
   void lowerPool(size_t pos);
+  void lowerResample(size_t pos);
   void lowerMatMul(size_t pos);
   void lowerEltwise(size_t pos);
   void emitEltwise(ValueId x, const std::vector<EltwiseOp>& ops, size_t pos,

@@ -158,4 +158,33 @@ void FunctionLowering::lowerPool(size_t pos) {
   fn_.steps.push_back(std::move(step));
 }
 
+void FunctionLowering::lowerResample(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const ResampleSpec spec = decoded(decodeResize(g_, node, nullptr), pos);
+  const ValueId x = node.inputs[0], out = node.outputs[0];
+  Step step;
+  step.kind = StepKind::kResampling;
+  step.label = labelOf(pos, {});
+  step.alg = int32_t(spec.alg);
+  // The source in the layout its producer wrote (a blocked conv output stays blocked);
+  // the destination in the layout oneDNN prefers for it.
+  Loc src = primary(x);
+  step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
+  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(spec.dst_dims), true});
+  dnnl::primitive_desc_base pd;
+  try {
+    pd = makePrimitiveDesc(step, cpuEngine());
+  } catch (const dnnl::error&) {
+    src = plain(x);
+    step.args[0] = bufferArg(DNNL_ARG_SRC, src.buffer, src.md);
+    pd = makePrimitiveDesc(step, cpuEngine());
+  }
+  recordChosenLayouts(step, pd);
+  consume(pos);
+  Arg* dst = step.find(DNNL_ARG_DST);
+  dst->index = newBuffer(dst->md);
+  place(out, Loc{uint32_t(dst->index), dst->md});
+  fn_.steps.push_back(std::move(step));
+}
+
 }  // namespace partita::dnnl_backend

@@ -163,6 +163,11 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
                               s.beta);
       return dnnl::reduction::primitive_desc(d, attr, eng);
     }
+    case StepKind::kResampling: {
+      dnnl::resampling_forward::desc d(prop_kind::forward_inference, algorithm(s.alg), required(s, DNNL_ARG_SRC),
+                                       required(s, DNNL_ARG_DST));
+      return dnnl::resampling_forward::primitive_desc(d, attr, eng);
+    }
     case StepKind::kPrelu: {
       dnnl::prelu_forward::desc d(prop_kind::forward_inference, required(s, DNNL_ARG_SRC),
                                   required(s, DNNL_ARG_WEIGHTS));

@@ -38,6 +38,8 @@ const char* stepKindName(StepKind k) {
       return "prelu";
     case StepKind::kReduction:
       return "reduction";
+    case StepKind::kResampling:
+      return "resampling";
   }
   return "?";
 }
@@ -91,7 +93,7 @@ void writeStep(BlobWriter& w, const Step& s) {
 Step readStep(BlobReader& r) {
   Step s;
   uint8_t kind = r.u8();
-  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kReduction))
+  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kResampling))
     r.fail("step kind: unknown step kind " + std::to_string(kind));
   s.kind = StepKind(kind);
   s.label = r.str();

@@ -64,6 +64,7 @@ enum class StepKind : uint8_t {
   kConcat = 12,        // MULTIPLE_SRC + i -> DST along `axis`
   kPrelu = 13,         // SRC, WEIGHTS (slopes) -> DST
   kReduction = 14,     // SRC -> DST (reduced dims are 1 in DST); alpha = p, beta = eps
+  kResampling = 15,    // SRC -> DST (factors from the dims; alg nearest or linear)
 };
 const char* stepKindName(StepKind k);
 
