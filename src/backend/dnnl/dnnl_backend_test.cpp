@@ -153,6 +153,35 @@ TEST(DnnlConvTranspose, MatchesHost) {
   }
 }
 
+// Upsampling ConvTranspose (stride = kernel, no pads): a 1x1 convolution with the
+// activation fused, then one depth-to-space reorder; no deconvolution primitive.
+TEST(DnnlConvTranspose, StrideEqualToKernelIsConvolutionThenDepthToSpace) {
+  struct Case {
+    std::vector<int64_t> x, w;
+    bool bias, relu;
+  };
+  const std::vector<Case> cases = {
+      {{1, 24, 10, 12}, {24, 24, 2, 2}, true, false},  // FPN upsampler
+      {{2, 16, 5, 7}, {16, 8, 2, 2}, true, true},
+      {{1, 3, 4, 5}, {3, 5, 3, 2}, false, true},  // odd channels, a 3x2 kernel
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    const Case& k = cases[i];
+    GraphBuilder b;
+    std::vector<ir::ValueId> in = {b.input("x", k.x),
+                                   b.constant("w", k.w, randomFloats(size_t(ir::shapeNumel(k.w)), 31 + i))};
+    if (k.bias) in.push_back(b.constant("b", {k.w[1]}, randomFloats(size_t(k.w[1]), 5)));
+    ir::ValueId y = b.node("ConvTranspose", in, Attrs().ints("strides", {k.w[2], k.w[3]}));
+    if (k.relu) y = b.node("Relu", {y});
+    b.output(b.node("Sigmoid", {y}));  // a consumer in the region reads the channels-last output
+    Compiled d = expectMatchesHost(b);
+    const std::vector<StepKind> kinds = stepKinds(d);
+    EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kDeconvolution), 0);
+    EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kConvolution), 1);
+  }
+}
+
 // The padding ONNX derives for ConvTranspose from output_shape or auto_pad: with an
 // odd total, SAME_UPPER puts the larger half at the end and everything else (NOTSET
 // with output_shape, SAME_LOWER) at the beginning, as the host does.

@@ -106,6 +106,7 @@ class FunctionLowering {
 
   // One member per op family (dnnl_lower_*.cpp).
   void lowerConv(size_t pos);
+  bool lowerUpsamplingDeconv(size_t pos, const ConvSpec& spec);
   void lowerPool(size_t pos);
   void lowerResample(size_t pos);
   void lowerMatMul(size_t pos);
