@@ -339,6 +339,8 @@ def kernels_section(res, notes):
     lines += ["![kernel GFLOP/s](../bench/results/kernels.png)", "",
               "| Kernel | Shape | Threads | host GFLOP/s | oneDNN GFLOP/s | host / oneDNN |", "|---|---|---|---|---|---|"]
     for row in sorted(k["rows"], key=lambda r: (r["threads"], r["kind"])):
+        if row["kind"] == "upsample":
+            continue
         cells = []
         for impl in ("host", "onednn"):
             v = row.get(impl, {})
@@ -346,6 +348,26 @@ def kernels_section(res, notes):
         h, o = row.get("host", {}).get("gflops"), row.get("onednn", {}).get("gflops")
         cells.append(f"{h / o:.2f}" if h and o else "n/a")
         lines.append(f"| {row['kind']} | {row['shape']} | {row['threads']} | " + " | ".join(cells) + " |")
+    up = sorted((r for r in k["rows"] if r["kind"] == "upsample"), key=lambda r: (r["threads"], r["shape"]))
+    if up:
+        lines += ["", "### Upsampling ConvTranspose (stride = kernel)", "",
+                  "The FPN / U-Net upsampler as partita runs it (compiled with `--backends dnnl,host`, run through "
+                  "a Session, including the reorders of the region's input and output from and to the plain "
+                  "layout) next to the yardstick measured the same way: the Conv with the same channels and "
+                  "kernel on the output-sized image. Target: partita's ConvTranspose at least half the "
+                  "yardstick's GFLOP/s. The raw oneDNN primitives (preferred layouts, no reorders) are shown "
+                  "too: the deconvolution is what partita emitted before it lowered these to a 1x1 "
+                  "convolution and a depth-to-space reorder.", "",
+                  "| Shape | Threads | partita ConvTranspose | partita Conv (yardstick) | ratio | oneDNN deconvolution "
+                  "| oneDNN convolution |", "|---|---|---|---|---|---|---|"]
+        for row in up:
+            g = {i: row.get(i, {}).get("gflops") for i in ("partita", "partita-conv", "onednn-deconv", "onednn-conv")}
+            cell = lambda v: f"{v:.1f}" if v else "n/a"
+            ratio = g["partita"] / g["partita-conv"] if g["partita"] and g["partita-conv"] else None
+            mark = "" if ratio is None else (" ✓" if ratio >= 0.5 else " ✗")
+            lines.append(f"| {row['shape']} | {row['threads']} | {cell(g['partita'])} | {cell(g['partita-conv'])} | "
+                         f"{'n/a' if ratio is None else f'{ratio:.2f}'}{mark} | {cell(g['onednn-deconv'])} | "
+                         f"{cell(g['onednn-conv'])} |")
     return lines
 
 
@@ -432,7 +454,7 @@ def kernels_chart(res, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = res.get("kernels", {}).get("rows")
+    rows = [r for r in res.get("kernels", {}).get("rows") or [] if r["kind"] != "upsample"]
     if not rows:
         return False
     threads = sorted({r["threads"] for r in rows})
