@@ -397,12 +397,63 @@ def method_section(res):
             ]
 
 
+# What the shipped-style set is read against (issue: at most 0.9x ORT on geometric
+# mean and no entry above 1.1x, at every thread count).
+TARGET_SHIPPED_GEOMEAN = 0.9
+TARGET_SHIPPED_MAX = 1.1
+
+
+def fixed_models(res):
+    """`res` with only the fixed-shape model set (the shipped-style entries have their
+    own section)."""
+    return dict(res, models=[m for m in res["models"] if not m.get("shipped")])
+
+
+def shipped_section(res, notes):
+    models = [m for m in res["models"] if m.get("shipped")]
+    if not models:
+        return []
+    threads = res["settings"]["threads"]
+    lines = ["## Models as shipped (symbolic dims)", "",
+             "scripts/export_shipped.py: stand-ins for third-party OCR, audio and vision models, exported with "
+             "symbolic batch, height, width, samples or frames dims. Each model is compiled once "
+             "without `--shape` (`--backends dnnl,ewise,host`) and that artifact runs at every size (NAME@SIZE; "
+             "`b8`: batch 8); ONNX Runtime runs the same .onnx. Median ms; ratio = partita / ORT. Targets: "
+             f"geometric mean at most {TARGET_SHIPPED_GEOMEAN}x and no entry above {TARGET_SHIPPED_MAX}x, at "
+             "each thread count.", "",
+             "| Model@size | " + " | ".join(f"partita {t}T | ORT {t}T | ratio {t}T" for t in threads) + " |",
+             "|---|" + "---|---|---|" * len(threads)]
+    logs = {t: [] for t in threads}
+    for m in models:
+        cells = []
+        for t in threads:
+            cells += [latency_cell(m, "partita_dnnl", t, notes).split(" / ")[0],
+                      latency_cell(m, "ort", t, notes).split(" / ")[0]]
+            r = ratio(median(run_of(m, "partita_dnnl", t)), median(run_of(m, "ort", t)))
+            if r is not None:
+                logs[t].append(r)
+            cells.append(fmt_ratio(r, TARGET_SHIPPED_MAX) if r is not None else "n/a")
+        lines.append(f"| {m['name']} | " + " | ".join(cells) + " |")
+    import math
+    summary = []
+    for t in threads:
+        if not logs[t]:
+            continue
+        gm = math.exp(sum(math.log(r) for r in logs[t]) / len(logs[t]))
+        summary.append(f"{t} thread{'s' if t > 1 else ''}: geometric mean {fmt_ratio(gm, TARGET_SHIPPED_GEOMEAN)}, "
+                       f"worst {fmt_ratio(max(logs[t]), TARGET_SHIPPED_MAX)} over {len(logs[t])} entries")
+    return lines + [""] + ["- " + s for s in summary]
+
+
 def write_markdown(res, path):
     notes = Notes()
     lines = header(res) + [""]
+    fixed = fixed_models(res)
     for section in (targets_section, ratio_section, latency_section, agreement_section, artifact_section,
-                    startup_section, memory_section, kernels_section):
-        lines += section(res, notes) + [""]
+                    startup_section, memory_section):
+        lines += section(fixed, notes) + [""]
+    lines += shipped_section(res, notes) + [""]
+    lines += kernels_section(res, notes) + [""]
     lines += method_section(res) + [""]
     if notes.items:
         lines += ["## Notes (why a cell is n/a)", ""] + notes.render() + [""]
@@ -418,7 +469,9 @@ def latency_chart(res, path):
     import matplotlib.pyplot as plt
 
     threads = res["settings"]["threads"]
-    models = res["models"]
+    models = fixed_models(res)["models"]
+    if not models:
+        return False
     fig, axes = plt.subplots(1, len(threads), figsize=(6 * len(threads), 4.2), sharey=True, squeeze=False)
     width = 0.8 / len(RUNTIMES)
     for ax, t in zip(axes[0], threads):
