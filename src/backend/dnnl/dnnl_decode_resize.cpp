@@ -13,6 +13,7 @@
 #include "backend/dnnl/dnnl_decode.h"
 
 #include "backend/dnnl/dnnl_decode_util.h"
+#include "backend/dnnl/dnnl_primitive.h"
 #include "kernels/nn_resize.h"
 
 namespace partita::dnnl_backend {
@@ -52,6 +53,7 @@ std::optional<ResampleSpec> decodeResize(const ir::Graph& g, const ir::Node& n, 
     return no(why, "resizes the batch or channel dimension");
   for (size_t i = 2; i < rank; ++i) {
     const int64_t in = r.src_dims[i], out = r.dst_dims[i];
+    if (out > kMaxResamplingExtent) return no(why, "an output size above oneDNN's resampling tables' bound");
     // The scale ONNX's coordinate transformation uses must be out / in.
     if (target->sizes.empty() && double(in) * target->scales[i] != double(out))
       return no(why, "a scale that does not give an exact size");
