@@ -367,20 +367,12 @@ std::map<std::string, std::vector<std::string>> opLists(const py::handle lists, 
 }
 
 py::dict byteDict(const ByteAccounting& r) {
-  py::dict d;
-  d["file"] = r.file_bytes;
-  d["weight_section"] = r.weight_section_bytes;
-  d["weights"] = r.weight_bytes;
-  d["distinct_weights"] = r.distinct_weight_bytes;
-  d["padding"] = r.padding_bytes;
-  d["weight_padding"] = r.weight_padding_bytes;
-  d["metadata"] = r.metadata_bytes;
-  d["modules"] = r.module_bytes;
-  d["embedded"] = r.embedded_bytes;
-  d["constants"] = r.constants;
-  d["distinct_constants"] = r.distinct_constants;
-  d["file_over_distinct_weights"] = r.overheadRatio();
-  return d;
+  using namespace pybind11::literals;
+  return py::dict("file"_a = r.file_bytes, "weight_section"_a = r.weight_section_bytes, "weights"_a = r.weight_bytes,
+                  "distinct_weights"_a = r.distinct_weight_bytes, "padding"_a = r.padding_bytes,
+                  "weight_padding"_a = r.weight_padding_bytes, "metadata"_a = r.metadata_bytes,
+                  "modules"_a = r.module_bytes, "embedded"_a = r.embedded_bytes, "constants"_a = r.constants,
+                  "distinct_constants"_a = r.distinct_constants, "file_over_distinct_weights"_a = r.overheadRatio());
 }
 
 py::dict compileModel(py::handle model, const std::string& output_path,
@@ -405,117 +397,57 @@ py::dict compileModel(py::handle model, const std::string& output_path,
     py::gil_scoped_release nogil;
     report = compileToArtifact(path, output_path, o);
   }
-  py::dict d;
-  d["path"] = output_path;
-  d["bytes"] = byteDict(report.bytes);
+  using namespace pybind11::literals;
   py::list modules;
-  for (const CompileReport::Module& m : report.modules) {
-    py::dict md;
-    md["kind"] = m.kind;
-    md["functions"] = m.functions;
-    md["constant_uses"] = m.constant_uses;
-    md["bytes"] = m.bytes;
-    modules.append(md);
-  }
-  d["modules"] = modules;
-  return d;
+  for (const CompileReport::Module& m : report.modules)
+    modules.append(py::dict("kind"_a = m.kind, "functions"_a = m.functions, "constant_uses"_a = m.constant_uses,
+                            "bytes"_a = m.bytes));
+  return py::dict("path"_a = output_path, "bytes"_a = byteDict(report.bytes), "modules"_a = modules);
 }
 
 // ---- inspect ----------------------------------------------------------------------
 
+// -1 (none) -> None.
+py::object optionalInt(int64_t v) { return v < 0 ? py::object(py::none()) : py::object(py::int_(v)); }
+
 py::dict infoDict(const ArtifactInfo& a) {
-  py::dict d;
-  d["path"] = a.path;
-  py::dict header;
-  header["format_version"] = a.format_version;
-  header["file_bytes"] = a.file_bytes;
-  header["producer"] = a.producer;
-  header["checksum"] = a.header_checksum;
-  header["executor"] = a.executor;
-  d["header"] = header;
-
-  py::list sections;
-  for (const ArtifactInfo::Section& s : a.sections) {
-    py::dict sd;
-    sd["kind"] = s.kind;
-    sd["offset"] = s.offset;
-    sd["size"] = s.size;
-    sd["alignment"] = s.alignment;
-    sd["checksum"] = s.checksum;
-    sections.append(sd);
-  }
-  d["sections"] = sections;
-
-  py::list modules;
+  using namespace pybind11::literals;
+  py::list sections, modules, constants, partition;
+  for (const ArtifactInfo::Section& s : a.sections)
+    sections.append(py::dict("kind"_a = s.kind, "offset"_a = s.offset, "size"_a = s.size,
+                             "alignment"_a = s.alignment, "checksum"_a = s.checksum));
   for (const ArtifactInfo::Module& m : a.modules) {
-    py::dict md;
-    md["kind"] = m.kind;
-    md["section"] = m.section < 0 ? py::object(py::none()) : py::object(py::int_(m.section));
-    md["functions"] = m.functions;
     py::list uses;
     std::map<std::string, size_t> counts;
     for (const ArtifactInfo::ConstantUse& u : m.uses) {
-      py::dict ud;
-      ud["id"] = u.id;
-      ud["kind"] = u.kind;
-      ud["source"] = u.source < 0 ? py::object(py::none()) : py::object(py::int_(u.source));
-      uses.append(ud);
+      uses.append(py::dict("id"_a = u.id, "kind"_a = u.kind, "source"_a = optionalInt(u.source)));
       ++counts[u.kind];
     }
-    md["uses"] = uses;
-    md["use_counts"] = counts;
-    py::dict assumes;
-    for (const auto& [k, v] : m.assumptions) assumes[py::str(k)] = v;
-    md["assumptions"] = assumes;
-    modules.append(md);
+    py::dict assumptions;
+    for (const auto& [k, v] : m.assumptions) assumptions[py::str(k)] = v;
+    modules.append(py::dict("kind"_a = m.kind, "section"_a = optionalInt(m.section), "functions"_a = m.functions,
+                            "uses"_a = uses, "use_counts"_a = counts, "assumptions"_a = assumptions));
   }
-  d["modules"] = modules;
-
-  py::list constants;
-  for (const ArtifactInfo::Constant& c : a.constants) {
-    py::dict cd;
-    cd["id"] = c.id;
-    cd["name"] = c.name;
-    cd["dtype"] = std::string(dtypeName(c.dtype));
-    cd["shape"] = c.shape;
-    cd["layout"] = c.layout.empty() ? py::object(py::none()) : py::object(py::str(c.layout));
-    cd["bytes"] = c.bytes;
-    cd["storage"] = c.storage;
-    cd["offset"] = c.offset < 0 ? py::object(py::none()) : py::object(py::int_(c.offset));
-    cd["hash"] = c.hash;
-    cd["modules"] = c.modules;
-    cd["same_bytes_as"] = c.same_bytes_as < 0 ? py::object(py::none()) : py::object(py::int_(c.same_bytes_as));
-    constants.append(cd);
-  }
-  d["constants"] = constants;
-
-  py::list partition;
-  for (const ArtifactInfo::Region& r : a.partition) {
-    py::dict rd;
-    rd["name"] = r.name;
-    rd["backend"] = r.backend;
-    rd["ops"] = r.ops;
-    rd["nodes"] = r.nodes;
-    rd["recorded"] = r.recorded;
-    partition.append(rd);
-  }
-  d["partition"] = partition;
-
+  for (const ArtifactInfo::Constant& c : a.constants)
+    constants.append(py::dict(
+        "id"_a = c.id, "name"_a = c.name, "dtype"_a = std::string(dtypeName(c.dtype)), "shape"_a = c.shape,
+        "layout"_a = c.layout.empty() ? py::object(py::none()) : py::object(py::str(c.layout)), "bytes"_a = c.bytes,
+        "storage"_a = c.storage, "offset"_a = optionalInt(c.offset), "hash"_a = c.hash, "modules"_a = c.modules,
+        "same_bytes_as"_a = optionalInt(c.same_bytes_as)));
+  for (const ArtifactInfo::Region& r : a.partition)
+    partition.append(py::dict("name"_a = r.name, "backend"_a = r.backend, "ops"_a = r.ops, "nodes"_a = r.nodes,
+                              "recorded"_a = r.recorded));
   py::dict bytes = byteDict(a.bytes);
   bytes["manifest"] = a.manifest_bytes;
-  d["bytes"] = bytes;
-
-  py::dict memory;
-  memory["planned"] = a.memory.planned;
-  if (a.memory.planned) {
-    memory["activations"] = a.memory.activation_bytes;
-    memory["module_scratch"] = a.memory.module_scratch_bytes;
-    memory["growth_budget"] = a.memory.growth_budget;
-  } else {
-    memory["not_planned"] = a.memory.not_planned;
-  }
-  d["memory"] = memory;
-  return d;
+  const ArtifactInfo::Memory& mem = a.memory;
+  py::dict memory = mem.planned ? py::dict("planned"_a = true, "activations"_a = mem.activation_bytes,
+                                           "module_scratch"_a = mem.module_scratch_bytes,
+                                           "growth_budget"_a = mem.growth_budget)
+                                : py::dict("planned"_a = false, "not_planned"_a = mem.not_planned);
+  py::dict header("format_version"_a = a.format_version, "file_bytes"_a = a.file_bytes, "producer"_a = a.producer,
+                  "checksum"_a = a.header_checksum, "executor"_a = a.executor);
+  return py::dict("path"_a = a.path, "header"_a = header, "sections"_a = sections, "modules"_a = modules,
+                  "constants"_a = constants, "partition"_a = partition, "bytes"_a = bytes, "memory"_a = memory);
 }
 
 py::object inspectPath(py::handle source, bool dot, bool verify) {
