@@ -170,11 +170,11 @@ std::vector<size_t> outputIndices(const Model& model, py::handle names) {
   }
   if (!PyList_Check(names.ptr()) && !PyTuple_Check(names.ptr()))
     throw Error(ErrorCode::kInvalidArgument, "output_names must be None or a list of output names, not " +
-                                                 std::string(py::str(py::type::handle_of(names).attr("__name__"))));
+                                                 pyTypeName(names));
   for (py::handle h : names) {
     if (!PyUnicode_Check(h.ptr()))
       throw Error(ErrorCode::kInvalidArgument, "output_names must hold str, not " +
-                                                   std::string(py::str(py::type::handle_of(h).attr("__name__"))));
+                                                   pyTypeName(h));
     const std::string name = py::reinterpret_borrow<py::str>(h);
     size_t i = 0;
     while (i < outs.size() && outs[i].name != name) ++i;
@@ -262,7 +262,7 @@ std::string pathOf(py::handle source, const char* what) {
     path = py::module_::import("os").attr("fspath")(source);
   } catch (py::error_already_set&) {
     throw Error(ErrorCode::kInvalidArgument, std::string(what) + " must be a path (str or os.PathLike) or bytes, not " +
-                                                 std::string(py::str(py::type::handle_of(source).attr("__name__"))));
+                                                 pyTypeName(source));
   }
   if (!PyUnicode_Check(path.ptr()))
     throw Error(ErrorCode::kInvalidArgument, std::string(what) + " must be a str path, not a bytes path");

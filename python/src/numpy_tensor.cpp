@@ -48,9 +48,9 @@ DType dtypeOfNumpy(char kind, int64_t itemsize) {
   }
 }
 
-std::string pyTypeName(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
-
 }  // namespace
+
+std::string pyTypeName(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
 
 void numpyDtypesInit() {
   for (const DTypeNames& n : kNames)

@@ -47,6 +47,9 @@ std::vector<Tensor> runSession(Session& session, const Feeds& feeds);
 // The array over `t`'s memory, owning it (no copy). `name` is for messages.
 py::array toArray(Tensor&& t, const std::string& name);
 
+// The name of `h`'s type ("list", "NoneType"), for messages.
+std::string pyTypeName(py::handle h);
+
 // Counters of the inputs that had to be copied (non-contiguous, misaligned, or in
 // foreign byte order), for tests and measurements.
 struct CopyStats {
