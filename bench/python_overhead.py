@@ -11,7 +11,7 @@
    allocations): a C-contiguous input (read in place), a strided and a big-endian one
    (copied), next to the output's own bytes.
 
-    cmake --build build --target partita_malloc_count partita-run partita_python
+    cmake --build build --target partita_malloc_count partita_bench_model partita-run partita_python
     PYTHONPATH=build/python /usr/bin/python3 bench/python_overhead.py --build build
 """
 import argparse
@@ -56,7 +56,7 @@ def add_model(shape):
 
 
 def per_call_us(fn, calls, batches):
-    """Median over `batches` of the mean time per call of `calls` calls, in µs."""
+    """(median, min) over `batches` of the mean time per call of `calls` calls, in µs."""
     for _ in range(calls // 10 + 1):
         fn()
     samples = []
@@ -65,7 +65,7 @@ def per_call_us(fn, calls, batches):
         for _ in range(calls):
             fn()
         samples.append((time.perf_counter() - t0) / calls * 1e6)
-    return statistics.median(samples)
+    return statistics.median(samples), min(samples)
 
 
 def overhead(build, tmp, repeat):
@@ -74,26 +74,41 @@ def overhead(build, tmp, repeat):
     partita.compile(mlp_model(), pta, threads=1)
     x = np.random.default_rng(1).standard_normal((1, 64)).astype(np.float32)
     np.save(os.path.join(tmp, "x.npy"), x)
-    runs = []
+    medians, mins = [], []
     for _ in range(3):
         out = subprocess.run([os.path.join(build, "bin", "partita-run"), pta, "--input", "x=" + os.path.join(tmp, "x.npy"),
                               "--threads", "1", "--repeat", str(repeat), "--warmup", "1000", "--quiet"],
                              capture_output=True, text=True, check=True).stdout
         m = re.search(r"median ([0-9.]+) ms, min ([0-9.]+) ms, mean ([0-9.]+) ms", out)
-        runs.append(float(m.group(1)) * 1e3)
-    cpp_us = statistics.median(runs)
+        medians.append(float(m.group(1)) * 1e3)
+        mins.append(float(m.group(2)) * 1e3)
+    result = {"model": "MLP float32[1,64] x [64,64] + bias, Relu (host, 1 thread)",
+              "cpp_partita_run_us": (statistics.median(medians), min(mins))}
+    # partita-run prints milliseconds to 3 places (1 us steps); bench's worker
+    # (model_runner.cpp, the same Session::run loop) reports each run unrounded.
+    worker = os.path.join(build, "bin", "partita_bench_model")
+    if os.path.exists(worker):
+        p = subprocess.Popen([worker, pta, "--input", "x=" + os.path.join(tmp, "x.npy"), "--threads", "1"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        json.loads(p.stdout.readline())  # ready
+        batches = []
+        for _ in range(15):
+            p.stdin.write("run 2000\n")
+            p.stdin.flush()
+            batches.append(statistics.mean(json.loads(p.stdout.readline())["ms"]) * 1e3)
+        p.stdin.write("quit\n")
+        p.stdin.flush()
+        p.wait()
+        result["cpp_worker_us"] = (statistics.median(batches), min(batches))
     opts = partita.SessionOptions()
     opts.intra_op_num_threads = 1
     sess = partita.InferenceSession(pta, opts)
     feed = {"x": x}
-    ort_us = per_call_us(lambda: sess.run(None, feed), 2000, 15)
-    ort_named_us = per_call_us(lambda: sess.run(["y"], feed), 2000, 15)
     session = partita.load(pta, threads=1).session()
-    native_us = per_call_us(lambda: session.run(feed), 2000, 15)
-    return {"model": "MLP float32[1,64] x [64,64] + bias, Relu (host, 1 thread)",
-            "cpp_partita_run_us": cpp_us, "inference_session_run_us": ort_us,
-            "inference_session_run_named_us": ort_named_us, "session_run_us": native_us,
-            "overhead_inference_session_us": ort_us - cpp_us, "overhead_session_us": native_us - cpp_us}
+    result["inference_session_run_us"] = per_call_us(lambda: sess.run(None, feed), 2000, 15)
+    result["inference_session_run_named_us"] = per_call_us(lambda: sess.run(["y"], feed), 2000, 15)
+    result["session_run_us"] = per_call_us(lambda: session.run(feed), 2000, 15)
+    return result
 
 
 def throughput(tmp, seconds):
@@ -201,13 +216,17 @@ def main():
     results = {}
     with tempfile.TemporaryDirectory(prefix="partita_py_bench_") as tmp:
         results["overhead"] = o = overhead(args.build, tmp, args.repeat)
-        print(f"overhead, {o['model']}:")
-        print(f"  partita-run (C++) Session::run      {o['cpp_partita_run_us']:8.2f} us")
-        print(f"  InferenceSession.run(None, feed)    {o['inference_session_run_us']:8.2f} us"
-              f"  (+{o['overhead_inference_session_us']:.2f} us)")
-        print(f"  InferenceSession.run(['y'], feed)   {o['inference_session_run_named_us']:8.2f} us")
-        print(f"  Session.run(feed)                   {o['session_run_us']:8.2f} us"
-              f"  (+{o['overhead_session_us']:.2f} us)")
+        print(f"overhead per call, {o['model']} (median / min over batches, us):")
+        cpp = o["cpp_partita_run_us"]
+        print(f"  partita-run (C++) Session::run      {cpp[0]:7.2f} / {cpp[1]:5.2f}   (printed in 1 us steps)")
+        if "cpp_worker_us" in o:
+            cpp = o["cpp_worker_us"]
+            print(f"  partita_bench_model (C++), unrounded {cpp[0]:7.2f} / {cpp[1]:5.2f}")
+        for key, label in [("inference_session_run_us", "InferenceSession.run(None, feed)"),
+                           ("inference_session_run_named_us", "InferenceSession.run(['y'], feed)"),
+                           ("session_run_us", "Session.run(feed)")]:
+            t = o[key]
+            print(f"  {label:<35} {t[0]:7.2f} / {t[1]:5.2f}   Python layer +{t[0] - cpp[0]:.2f} / +{t[1] - cpp[1]:.2f}")
         results["throughput"] = rows = throughput(tmp, args.seconds)
         print("throughput, one InferenceSession, 1 kernel thread per run:")
         for r in rows:
