@@ -5,7 +5,7 @@ For each model NAME writes DIR/NAME.onnx, DIR/NAME.input.npy (seeded random
 float32 input) and DIR/NAME.expected.npy (torch eval-mode output, float32).
 Graph input is named "input", output "output"; batch 1, fixed shapes.
 
-Usage: export_models.py --out DIR [--models resnet18,mobilenet_v2,...]
+Usage: export_models.py --out DIR [--models resnet18,mobilenet_v2,...] [--skip-existing]
 """
 import argparse
 import os
@@ -118,11 +118,17 @@ def main():
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--models", default=",".join(MODELS),
                     help=f"comma-separated subset of: {','.join(MODELS)}")
+    ap.add_argument("--skip-existing", action="store_true",
+                    help="leave out a model whose three files are there already")
     args = ap.parse_args()
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         ap.error(f"unknown model(s): {', '.join(unknown)}")
+    if args.skip_existing:
+        names = [n for n in names if not all(
+            os.path.isfile(os.path.join(args.out, n + suffix))
+            for suffix in (".onnx", ".input.npy", ".expected.npy"))]
     torch.set_num_threads(2)
     os.makedirs(args.out, exist_ok=True)
     for name in names:

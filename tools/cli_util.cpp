@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "base/atomic_file.h"
 #include "base/checked_int.h"
 #include "compiler/backends.h"
 #include "backend/backend.h"
@@ -111,6 +112,17 @@ CompileOptions CompileFlags::options() const {
     o.external_data_root = external_data_root;
   }
   return o;
+}
+
+void writeTextFile(const std::string& path, const std::string& text) {
+  try {
+    artifact::AtomicFile file(path);
+    file.writeAt(0, text.data(), text.size());
+    file.commit();
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kIo) throw;  // a refused target: the message names it and the rule
+    throw Error(ErrorCode::kIo, "cannot write '" + path + "' (" + e.what() + ")");
+  }
 }
 
 Tensor readTensorFile(const std::string& path) {

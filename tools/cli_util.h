@@ -36,6 +36,9 @@ struct CompileFlags {
   }
 };
 
+// Writes `text` to `path` all at once or not at all; Error(kIo) "cannot write ...".
+void writeTextFile(const std::string& path, const std::string& text);
+
 // .npy or ONNX TensorProto .pb, by extension.
 Tensor readTensorFile(const std::string& path);
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "partita/inspect.h"
 #include "partita/model.h"
 
 namespace partita {
@@ -31,8 +32,40 @@ struct CompileOptions {
   TensorLimits limits = {};
 };
 
+// The backends this build can compile for: "host" (always, and implicit: it runs what
+// no other takes), then the external ones ("dnnl", "ewise", ...).
+std::vector<std::string> availableBackends();
+
 // Imports and optimizes an ONNX model and returns it ready to run, without writing
 // an artifact. Weights stay where the importer put them (external data mapped).
 std::shared_ptr<const Model> compileOnnx(const std::string& onnx_path, const CompileOptions& options = {});
+// The same for a model's bytes already in memory (`name` stands for its file in
+// messages). The bytes are copied once; a tensor stored as ONNX external data is
+// refused (bytes have no folder to find it in).
+std::shared_ptr<const Model> compileOnnxBytes(const void* data, size_t size, const std::string& name,
+                                              const CompileOptions& options = {});
+
+// What compileToArtifact wrote: the artifact's byte accounting (as `partita inspect`
+// recomputes it from the file) and one line per external module.
+struct CompileReport {
+  ByteAccounting bytes;
+  struct Module {
+    std::string kind;  // the backend, e.g. "dnnl"
+    uint32_t functions = 0;
+    size_t constant_uses = 0;
+    size_t bytes = 0;  // its blob
+  };
+  std::vector<Module> modules;
+};
+
+// Imports, optimizes, partitions and links the model into one artifact at
+// `output_path` (`partita compile`). Nothing is written unless the whole compile
+// succeeds; a target the writer would refuse (not a regular file, write-protected, the
+// model itself) is refused before the compile starts.
+CompileReport compileToArtifact(const std::string& onnx_path, const std::string& output_path,
+                                const CompileOptions& options = {});
+// The same for a model's bytes in memory (copied once; no external data).
+CompileReport compileBytesToArtifact(const void* data, size_t size, const std::string& name,
+                                     const std::string& output_path, const CompileOptions& options = {});
 
 }  // namespace partita

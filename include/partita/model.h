@@ -49,22 +49,37 @@ class Model {
   // checksums). Throws Error(kIo / kInvalidArtifact), Error(kInvalidArgument) for
   // bad options.
   static std::shared_ptr<const Model> load(const std::string& path, const LoadOptions& options = {});
+  // The same for an artifact's bytes already in memory (`name` stands for the file in
+  // messages). The bytes are copied once, into page-aligned memory the model owns; the
+  // caller's buffer is not used after this returns.
+  static std::shared_ptr<const Model> loadBytes(const void* data, size_t size, const std::string& name,
+                                                const LoadOptions& options = {});
 
   const std::vector<IoInfo>& inputs() const { return inputs_; }
   const std::vector<IoInfo>& outputs() const { return outputs_; }
   // Bytes of the activation arena each Session allocates (planned by liveness).
   size_t plannedActivationBytes() const;
   int threads() const;
+  // The external backends whose modules the model calls ("dnnl", "ewise"), each once,
+  // in the order of its module table; the host, which runs every other node, is
+  // implicit and not listed.
+  const std::vector<std::string>& backends() const { return backends_; }
   // The executor that runs the model's program (runtime/executor.h; internal API).
   const runtime::Executor& executor() const { return *executor_; }
 
   // For the compiler and the loader: wraps a ready executor.
-  explicit Model(std::shared_ptr<const runtime::Executor> executor);
+  // `module_kinds`: the kinds of the external modules it calls, in module order.
+  explicit Model(std::shared_ptr<const runtime::Executor> executor, const std::vector<std::string>& module_kinds = {});
 
  private:
   std::shared_ptr<const runtime::Executor> executor_;
   std::vector<IoInfo> inputs_, outputs_;
+  std::vector<std::string> backends_;
 };
+
+// Whether `data` begins with the signature every .pta file starts with (its first 8
+// bytes): tells an artifact from an ONNX model without parsing either.
+bool hasArtifactSignature(const void* data, size_t size);
 
 class Session {
  public:
@@ -81,11 +96,17 @@ class Session {
   void setInput(const std::string& name, const Tensor& tensor);
   void setInput(const std::string& name, const TensorView& view);
 
+  // Forgets every bound input (a view's bytes are not read after this).
+  void clearInputs();
+
   // Runs the model. Throws Error(kInvalidArgument) when an input is missing.
   void run();
 
   const Tensor& output(const std::string& name) const;
   const std::vector<Tensor>& outputs() const { return outputs_; }
+  // Hands the last run's outputs over (in output order) without copying them; until
+  // the next run, output() then says there is nothing to read.
+  std::vector<Tensor> takeOutputs();
 
  private:
   struct State;

@@ -1,5 +1,7 @@
 #include "partita/model.h"
 
+#include <algorithm>
+
 #include "runtime/executor.h"
 
 namespace partita {
@@ -17,9 +19,12 @@ IoInfo describe(const runtime::IoSpec& v) {
 }
 }  // namespace
 
-Model::Model(std::shared_ptr<const runtime::Executor> executor) : executor_(std::move(executor)) {
+Model::Model(std::shared_ptr<const runtime::Executor> executor, const std::vector<std::string>& module_kinds)
+    : executor_(std::move(executor)) {
   for (const runtime::IoSpec& in : executor_->inputs()) inputs_.push_back(describe(in));
   for (const runtime::IoSpec& out : executor_->outputs()) outputs_.push_back(describe(out));
+  for (const std::string& kind : module_kinds)
+    if (std::find(backends_.begin(), backends_.end(), kind) == backends_.end()) backends_.push_back(kind);
 }
 
 size_t Model::plannedActivationBytes() const { return executor_->plannedActivationBytes(); }
@@ -54,6 +59,8 @@ void Session::setInput(const std::string& name, const TensorView& view) {
   throw Error(ErrorCode::kInvalidArgument, "the model has no input named '" + name + "' (inputs: " + known + ")");
 }
 
+void Session::clearInputs() { std::fill(bound_.begin(), bound_.end(), false); }
+
 void Session::run() {
   const auto& ins = model_->inputs();
   for (size_t i = 0; i < ins.size(); ++i)
@@ -61,11 +68,19 @@ void Session::run() {
   outputs_ = model_->executor().run(*state_->run, inputs_);
 }
 
+std::vector<Tensor> Session::takeOutputs() {
+  std::vector<Tensor> taken = std::move(outputs_);
+  outputs_.clear();
+  return taken;
+}
+
 const Tensor& Session::output(const std::string& name) const {
   const auto& outs = model_->outputs();
   for (size_t i = 0; i < outs.size(); ++i)
     if (outs[i].name == name) {
-      if (i >= outputs_.size()) throw Error(ErrorCode::kInvalidArgument, "output '" + name + "' is not computed yet: call run() first");
+      if (i >= outputs_.size())
+        throw Error(ErrorCode::kInvalidArgument,
+                    "output '" + name + "' is not available: call run() first (takeOutputs() hands them over)");
       return outputs_[i];
     }
   throw Error(ErrorCode::kInvalidArgument, "the model has no output named '" + name + "'");

@@ -1,23 +1,19 @@
 // The partition an artifact records, as `partita inspect` shows it: the executor
 // graph's units in execution order (each partita.Call node, each run of consecutive
-// host nodes) as text, and the whole executor graph as Graphviz. What a Call node
-// replaced comes from its "ops" and "nodes" attributes (written by the partitioner).
+// host nodes), as data and as text, and the whole executor graph as Graphviz. What a
+// Call node replaced comes from its "ops" and "nodes" attributes (written by the
+// partitioner).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "partita/inspect.h"
 #include "runtime/artifact_reader.h"
 
-namespace partita::cli {
+namespace partita::api {
 
-struct PartitionUnit {
-  std::string name;                // the Call node's name, or "host" for a run of host nodes
-  std::string backend;             // the called module's kind, or "host"
-  std::vector<std::string> ops;    // op types ("domain.Op" outside the default domain)
-  std::vector<std::string> nodes;  // node names, parallel to ops
-  bool recorded = true;            // false: a Call node without the lists (an older artifact)
-};
+using PartitionUnit = ArtifactInfo::Region;
 
 // The units of `a.graph` in execution order.
 std::vector<PartitionUnit> partitionUnits(const artifact::Artifact& a);
@@ -31,7 +27,4 @@ std::string partitionText(const std::vector<PartitionUnit>& units);
 // one edge per value read (labelled with its type when the rank is known).
 std::string partitionDot(const artifact::Artifact& a);
 
-// Writes `text` to `path` all at once or not at all; Error(kIo) "cannot write ...".
-void writeTextFile(const std::string& path, const std::string& text);
-
-}  // namespace partita::cli
+}  // namespace partita::api

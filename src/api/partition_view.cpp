@@ -1,15 +1,14 @@
-#include "tools/partition_view.h"
+#include "api/partition_view.h"
 
 #include <algorithm>
 #include <iterator>
 #include <map>
 #include <set>
 
-#include "base/atomic_file.h"
 #include "partita/error.h"
 #include "runtime/graph_executor.h"
 
-namespace partita::cli {
+namespace partita::api {
 
 namespace {
 
@@ -245,15 +244,4 @@ std::string partitionDot(const artifact::Artifact& a) {
   return out;
 }
 
-void writeTextFile(const std::string& path, const std::string& text) {
-  try {
-    artifact::AtomicFile file(path);
-    file.writeAt(0, text.data(), text.size());
-    file.commit();
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::kIo) throw;  // a refused target: the message names it and the rule
-    throw Error(ErrorCode::kIo, "cannot write '" + path + "' (" + e.what() + ")");
-  }
-}
-
-}  // namespace partita::cli
+}  // namespace partita::api
