@@ -22,9 +22,10 @@ namespace {
 
 const char* kModel = PARTITA_SOURCE_DIR "/models/fashion/fashion_cnn.onnx";
 
-std::shared_ptr<const Model> fashion(std::vector<std::string> backends) {
+std::shared_ptr<const Model> fashion(std::vector<std::string> backends, std::vector<std::string> deny_dnnl = {}) {
   CompileOptions options;
   options.backends = std::move(backends);
+  if (!deny_dnnl.empty()) options.deny_ops["dnnl"] = std::move(deny_dnnl);
   return compileOnnx(kModel, options);
 }
 
@@ -58,7 +59,7 @@ TEST(Profile, OffRecordsNothing) {
 }
 
 TEST(Profile, EventsOfADnnlModel) {
-  auto model = fashion({"dnnl", "host"});
+  auto model = fashion({"dnnl", "host"}, {"Sub", "Gemm"});  // host nodes between oneDNN regions
   const ir::Graph& g = graphOf(*model);
   Tensor images = readNpy(PARTITA_SOURCE_DIR "/models/fashion/test_images.npy");
   Session plain(model), profiled(model);
@@ -77,7 +78,7 @@ TEST(Profile, EventsOfADnnlModel) {
   const std::vector<ProfileEvent>& events = profiled.profileEvents();
   auto runs = ofCat(events, "run");
   ASSERT_EQ(runs.size(), 2u);
-  size_t regions = 0, primitives = 0;
+  size_t regions = 0, host_nodes = 0, primitives = 0;
   for (const ProfileEvent* run : runs) {
     EXPECT_EQ(run->depth, 0u);
     EXPECT_EQ(run->arg("executor"), "graph");
@@ -100,6 +101,7 @@ TEST(Profile, EventsOfADnnlModel) {
         EXPECT_FALSE(e.arg("nodes").empty());
         EXPECT_FALSE(e.arg("ops").empty());
       } else {
+        ++host_nodes;
         EXPECT_EQ(e.cat, "node");
         EXPECT_EQ(e.arg("op"), g.nodes[n].op_type);
         EXPECT_EQ(e.arg("backend"), "host");
@@ -107,6 +109,7 @@ TEST(Profile, EventsOfADnnlModel) {
     }
   }
   ASSERT_GT(regions, 0u);
+  ASSERT_GT(host_nodes, 0u);
   // Each primitive lies within exactly one region of the same thread, and says what it is.
   auto region_events = ofCat(events, "region");
   for (const ProfileEvent* p : ofCat(events, "primitive")) {
