@@ -303,12 +303,12 @@ void DnnlModule::runProfiled(uint32_t fn, const std::vector<ir::Tensor>& inputs,
 namespace {
 // A primitive's details for its profile event: kind, implementation, post-ops, and
 // each argument as "f32[1,64,56,56] aBcd16b" (data type, logical dims, layout tag).
-void describeStep(runtime::ProfileScope& event, StepKind kind, const std::string& implementation,
-                  size_t post_ops, const std::vector<std::pair<int, memory::desc>>& args) {
-  event.arg("backend", kModuleKind);
-  event.arg("kind", stepKindName(kind));
-  event.arg("impl", implementation);
-  if (post_ops) event.arg("post_ops", std::to_string(post_ops));
+std::vector<std::pair<std::string, std::string>> describeStep(StepKind kind, const std::string& implementation,
+                                                              size_t post_ops,
+                                                              const std::vector<std::pair<int, memory::desc>>& args) {
+  std::vector<std::pair<std::string, std::string>> out = {
+      {"backend", kModuleKind}, {"kind", stepKindName(kind)}, {"impl", implementation}};
+  if (post_ops) out.emplace_back("post_ops", std::to_string(post_ops));
   for (const auto& [key, md] : args) {
     std::string name;
     switch (key) {
@@ -331,10 +331,25 @@ void describeStep(runtime::ProfileScope& event, StepKind kind, const std::string
     }
     std::string dims;
     for (int64_t d : dimsOf(md)) dims += (dims.empty() ? "" : ",") + std::to_string(d);
-    event.arg(std::move(name), "f32[" + dims + "] " + formatTag(md));
+    out.emplace_back(std::move(name), "f32[" + dims + "] " + formatTag(md));
   }
+  return out;
 }
 }  // namespace
+
+const std::vector<std::vector<std::pair<std::string, std::string>>>& DnnlModule::descriptions(uint32_t fn) const {
+  // Made by the first profiled run, so a run that is not profiled never pays for it.
+  std::call_once(described_, [&] {
+    descriptions_.resize(functions_.size());
+    for (size_t f = 0; f < functions_.size(); ++f)
+      for (const LoadedStep& ls : functions_[f].steps) {
+        std::vector<std::pair<int, memory::desc>> args;
+        for (const LoadedArg& la : ls.args) args.emplace_back(la.key, la.md);
+        descriptions_[f].push_back(describeStep(ls.kind, ls.implementation, ls.post_ops, args));
+      }
+  });
+  return descriptions_[fn];
+}
 
 void DnnlModule::execute(uint32_t fn, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& outputs,
                          runtime::ProfileSink* profile) const {
@@ -367,14 +382,12 @@ void DnnlModule::execute(uint32_t fn, const std::vector<ir::Tensor>& inputs, con
       for (; s < lf.steps.size(); ++s) lf.steps[s].primitive.execute(ws.stream, ws.args[fn][s]);
     } else {
       // On the CPU engine a primitive has finished when execute() returns.
+      const auto& described = descriptions(fn);
       for (; s < lf.steps.size(); ++s) {
-        const LoadedStep& ls = lf.steps[s];
-        runtime::ProfileScope event(*profile, ls.label, "primitive", 2);
-        ls.primitive.execute(ws.stream, ws.args[fn][s]);
+        runtime::ProfileScope event(*profile, lf.steps[s].label, "primitive", 2);
+        lf.steps[s].primitive.execute(ws.stream, ws.args[fn][s]);
         event.end();
-        std::vector<std::pair<int, memory::desc>> args;
-        for (const LoadedArg& la : ls.args) args.emplace_back(la.key, la.md);
-        describeStep(event, ls.kind, ls.implementation, ls.post_ops, args);
+        event.args(described[s]);
       }
     }
     ws.stream.wait();
