@@ -199,8 +199,15 @@ std::pair<std::string, std::string> opOf(const ProfileEvent& e) {
   return {e.cat, backend};
 }
 
+// For a text table: control characters (a node name may hold any) shown as '?'.
+std::string printable(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return s;
+}
+
 std::string clip(const std::string& s, size_t width) {
-  return s.size() <= width ? s : s.substr(0, width - 3) + "...";
+  return printable(s.size() <= width ? s : s.substr(0, width - 3) + "...");
 }
 
 }  // namespace
@@ -265,14 +272,13 @@ std::string profileSummary(const std::vector<ProfileEvent>& events, size_t top) 
   std::snprintf(buf, sizeof buf, "\ntop %zu nodes by time (host nodes, regions and primitives; self time):\n",
                 nodes.size());
   out += buf;
-  std::snprintf(buf, sizeof buf, "  %-40s %-16s %-8s %8s %12s %8s\n", "node", "op type", "backend", "calls",
-                "total ms", "share");
+  std::snprintf(buf, sizeof buf, "  %12s %8s %8s %12s  %-16s %-8s %s\n", "total ms", "share", "calls",
+                "per call us", "op type", "backend", "node");
   out += buf;
   for (const auto& [name, r] : nodes) {
-    std::snprintf(buf, sizeof buf, "  %-40s %-16s %-8s %8zu %12.3f %7.1f%%\n", clip(name, 40).c_str(),
-                  clip(r.op, 16).c_str(), clip(r.backend, 8).c_str(), r.calls, r.self_us / 1000,
-                  share(r.self_us));
-    out += buf;
+    std::snprintf(buf, sizeof buf, "  %12.3f %7.1f%% %8zu %12.1f  %-16s %-8s ", r.self_us / 1000, share(r.self_us),
+                  r.calls, r.self_us / double(r.calls), clip(r.op, 16).c_str(), clip(r.backend, 8).c_str());
+    out += buf + printable(name) + "\n";  // last and whole: a fused primitive's name is long
   }
   return out;
 }
