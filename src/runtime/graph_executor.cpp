@@ -1,5 +1,6 @@
 #include "runtime/graph_executor.h"
 
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -126,6 +127,37 @@ std::unique_ptr<GraphExecutor::RunState> GraphExecutor::newRunState() const {
   return state;
 }
 
+namespace {
+// Appends "float32[1,3,224,224]" (without a stream: this runs for every profiled step).
+void appendType(std::string& s, const ir::Tensor& t) {
+  s += ir::dtypeName(t.dtype);
+  s += '[';
+  char buf[24];
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    if (d) s += ',';
+    s.append(buf, std::to_chars(buf, buf + sizeof buf, t.shape[d]).ptr);
+  }
+  s += ']';
+}
+
+// "float32[1,3,224,224], int64[2]" for the values a node reads or makes ("" for an
+// omitted optional one).
+std::string shapesOf(const std::vector<ir::ValueId>& ids, const std::vector<ir::Tensor>& values) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ", ";
+    if (ids[i] != ir::kNoValue) appendType(s, values[size_t(ids[i])]);
+  }
+  return s;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+}  // namespace
+
 std::vector<ir::OwnedTensor> GraphExecutor::run(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
                                                 ProfileSink* profile) const {
   auto* s = dynamic_cast<RunState*>(&state);
@@ -179,33 +211,15 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
     run_event->arg("threads", std::to_string(options().threads));
     run_event->arg("steps", std::to_string(steps_.size()));
     std::string shapes;
-    for (const ir::Tensor& t : inputs)
-      shapes += (shapes.empty() ? "" : ", ") + std::string(ir::dtypeName(t.dtype)) + ir::shapeStr(t.shape);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (i) shapes += ", ";
+      appendType(shapes, inputs[i]);
+    }
     run_event->arg("inputs", std::move(shapes));
   }
   return outputs;
 }
 
-namespace {
-// "float32[1,3,224,224], int64[2]" for the values a node reads or makes ("" for an
-// omitted optional one).
-std::string shapesOf(const std::vector<ir::ValueId>& ids, const std::vector<ir::Tensor>& values) {
-  std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i) s += ", ";
-    if (ids[i] == ir::kNoValue) continue;
-    const ir::Tensor& t = values[size_t(ids[i])];
-    s += std::string(ir::dtypeName(t.dtype)) + ir::shapeStr(t.shape);
-  }
-  return s;
-}
-
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
-  return s;
-}
-}  // namespace
 
 void GraphExecutor::runStepProfiled(RunState& state, size_t n, const kernels::ConstResolver& constants,
                                     ProfileSink& profile) const {
@@ -216,6 +230,7 @@ void GraphExecutor::runStepProfiled(RunState& state, size_t n, const kernels::Co
   runStep(state, n, constants, &profile);
   event.end();
   // The details, formatted after the clock stopped.
+  event.reserveArgs(8);
   if (step.module) {
     event.arg("op", std::string(kCallDomain) + "." + kCallOp);
     event.arg("backend", std::string(step.module->kind()));

@@ -62,6 +62,7 @@ class ProfileScope {
   void arg(std::string key, std::string value) {
     sink_.event(index_).args.emplace_back(std::move(key), std::move(value));
   }
+  void reserveArgs(size_t n) { sink_.event(index_).args.reserve(n); }
   void args(const std::vector<std::pair<std::string, std::string>>& more) {
     auto& a = sink_.event(index_).args;
     a.insert(a.end(), more.begin(), more.end());
