@@ -220,7 +220,6 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
   return outputs;
 }
 
-
 void GraphExecutor::runStepProfiled(RunState& state, size_t n, const kernels::ConstResolver& constants,
                                     ProfileSink& profile) const {
   const ir::Graph& g = *graph_;
