@@ -3,8 +3,9 @@
 
 Each round runs `partita-run ARTIFACT -n RUNS --warmup 2 -q` once without and once with
 `--profile` (in alternating order, so a change in machine load hits both alike) and
-reads the median run time each prints. Prints the median over rounds of both and
-their ratio. With --baseline OTHER_BUILD_DIR, each round also runs that build's
+reads the median and the fastest run time each prints. Prints the median over rounds
+of the medians and the fastest run of all (the least disturbed by other load), and
+their ratios. With --baseline OTHER_BUILD_DIR, each round also runs that build's
 partita-run (e.g. one from before the profiler existed) without profiling.
 
 usage: profile_overhead.py BUILD_DIR ARTIFACT [--rounds 7] [--runs 20] [--threads 1]
@@ -54,7 +55,8 @@ def median_ms(profile, exe=runner):
     if profile:
         cmd += ["--profile", trace]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return float(re.search(r"median ([0-9.]+) ms", out).group(1))
+    m = re.search(r"median ([0-9.]+) ms, min ([0-9.]+) ms", out)
+    return float(m.group(1)), float(m.group(2))
 
 
 off, on, base = [], [], []
@@ -67,15 +69,19 @@ events = 0
 if os.path.exists(trace):
     with open(trace) as f:
         events = sum(1 for line in f if '"ph":"X"' in line) // a.runs
-m_off, m_on = statistics.median(off), statistics.median(on)
-print("%s, %d thread(s), %d rounds of %d runs: off %.3f ms, on %.3f ms (%+.2f%%), %d events per run" %
-      (os.path.basename(a.artifact), a.threads, a.rounds, a.runs, m_off, m_on, 100 * (m_on / m_off - 1), events))
+m_off, m_on = statistics.median(x for x, _ in off), statistics.median(x for x, _ in on)
+f_off, f_on = min(y for _, y in off), min(y for _, y in on)
+print("%s, %d thread(s), %d rounds of %d runs, %d events per profiled run:" %
+      (os.path.basename(a.artifact), a.threads, a.rounds, a.runs, events))
+print("  median: off %.3f ms, on %.3f ms (%+.2f%%)" % (m_off, m_on, 100 * (m_on / m_off - 1)))
+print("  fastest: off %.3f ms, on %.3f ms (%+.2f%%)" % (f_off, f_on, 100 * (f_on / f_off - 1)))
 if base:
-    m_base = statistics.median(base)
-    print("  baseline %s: %.3f ms; off is %+.2f%% of it" % (a.baseline, m_base, 100 * (m_off / m_base - 1)))
-    print("  baseline per round:", " ".join("%.3f" % x for x in base))
-print("  off per round:", " ".join("%.3f" % x for x in off))
+    m_base, f_base = statistics.median(x for x, _ in base), min(y for _, y in base)
+    print("  baseline %s (off): median %.3f ms (off is %+.2f%%), fastest %.3f ms (off is %+.2f%%)" %
+          (a.baseline, m_base, 100 * (m_off / m_base - 1), f_base, 100 * (f_off / f_base - 1)))
+    print("  baseline medians per round:", " ".join("%.3f" % x for x, _ in base))
+print("  off medians per round:", " ".join("%.3f" % x for x, _ in off))
+print("  on  medians per round:", " ".join("%.3f" % x for x, _ in on))
 if a.chain:
-    print("  per step: %.3f us profiled, %.3f us not" % (1000 * (m_on - m_off) / a.chain + 1000 * m_off / a.chain,
-                                                        1000 * m_off / a.chain))
-print("  on  per round:", " ".join("%.3f" % x for x in on))
+    print("  per step (medians): %.3f us not profiled, %.3f us profiled" % (1000 * m_off / a.chain,
+                                                                           1000 * m_on / a.chain))
