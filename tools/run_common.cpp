@@ -78,10 +78,21 @@ void addRunOptions(CLI::App* cmd, RunOptions& o) {
       ->check(CLI::NonNegativeNumber);
 }
 
-void runModel(const RunOptions& args, const std::function<std::shared_ptr<const Model>()>& load,
+void runModel(const RunOptions& args, const std::string& model_path,
+              const std::function<std::shared_ptr<const Model>()>& load,
               const std::function<Tensor(const std::string&)>& read_tensor) {
-  // A target the trace cannot replace is refused before the work, not after.
-  if (!args.profile.empty()) artifact::checkReplaceable(args.profile);
+  // A target the trace may not replace (a directory, a write-protected file, the model
+  // or an input) is refused before the work, not after.
+  if (!args.profile.empty()) {
+    std::vector<SourceFile> keep;
+    FileId id;
+    if (fileIdOf(model_path, id)) keep.push_back({id, "the model '" + model_path + "'"});
+    for (const std::string& spec : args.inputs) {
+      const std::string path = spec.substr(spec.find('=') + 1);
+      if (fileIdOf(path, id)) keep.push_back({id, "the input file '" + path + "'"});
+    }
+    artifact::checkReplaceable(args.profile, keep);
+  }
   auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<const Model> model = load();
   double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

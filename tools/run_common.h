@@ -34,7 +34,9 @@ void addRunOptions(CLI::App* cmd, RunOptions& options);
 // with `read_tensor`, or random when no --input is given), runs it, writes and prints
 // the outputs and the timings. With --profile, the timed runs (not the warmup) are
 // profiled into one trace, written atomically, and a summary is printed at the end.
-void runModel(const RunOptions& options, const std::function<std::shared_ptr<const Model>()>& load,
+// `model_path` is the file `load` reads: --profile refuses to replace it.
+void runModel(const RunOptions& options, const std::string& model_path,
+              const std::function<std::shared_ptr<const Model>()>& load,
               const std::function<Tensor(const std::string&)>& read_tensor);
 
 // " min=.. max=.. mean=.. first=[..]" for printing.

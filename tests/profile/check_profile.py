@@ -7,7 +7,8 @@ JSON file: an array of events, each with name/cat/ph/ts/dur/pid/tid/args of the 
 types; complete events ("X") with dur >= 0; every primitive within its region's interval
 and every step within its run's; one run event per timed run; the ONNX model's nodes all
 covered by each run (a host node event by name, or a region's "nodes"); the printed
-summary. Also: a target that cannot be replaced is refused before running.
+summary. Also: a target that may not be replaced (a directory, the model) is refused
+before running.
 
 usage: check_profile.py BIN_DIR SOURCE_DIR WORK_DIR
 """
@@ -151,6 +152,13 @@ def main():
     p = subprocess.run([PARTITA_RUN, pta, "--profile", target, "-q"], capture_output=True, text=True)
     if p.returncode != 1 or target not in p.stderr or "run(s)" in p.stdout:
         fail("--profile DIR: exit %d, stdout %r, stderr %r" % (p.returncode, p.stdout, p.stderr))
+
+    # The model itself as the target: refused, the artifact left as it was.
+    before = open(pta, "rb").read()
+    p = subprocess.run([PARTITA_RUN, pta, "--profile", pta, "-q"], capture_output=True, text=True)
+    if p.returncode != 1 or "the model" not in p.stderr or open(pta, "rb").read() != before:
+        fail("--profile MODEL: exit %d, stderr %r, model changed: %s" %
+             (p.returncode, p.stderr, open(pta, "rb").read() != before))
 
     if failures:
         raise SystemExit("%d failure(s)" % len(failures))
