@@ -73,7 +73,8 @@ void addRunOptions(CLI::App* cmd, RunOptions& o) {
   cmd->add_flag("-q,--quiet", o.quiet, "Do not print outputs");
   cmd->add_option("--profile", o.profile,
                   "Profile the timed runs: write a Trace Event Format JSON (chrome://tracing, ui.perfetto.dev) to "
-                  "FILE and print time by op type and the top nodes (docs/profiling.md)");
+                  "FILE and print time by op type and the top nodes (docs/profiling.md)")
+      ->type_name("FILE");
   cmd->add_option("--profile-top", o.profile_top, "Nodes listed in the profile summary (default 15)")
       ->check(CLI::NonNegativeNumber);
 }
