@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "partita/error.h"
+#include "partita/profile.h"
 #include "partita/tensor.h"
 
 namespace partita {
@@ -107,6 +108,16 @@ class Session {
   // Hands the last run's outputs over (in output order) without copying them; until
   // the next run, output() then says there is nothing to read.
   std::vector<Tensor> takeOutputs();
+
+  // Profiling (partita/profile.h, docs/profiling.md). Off by default. While on, each
+  // run() appends its events (the run, each step, what modules report inside a step)
+  // to profileEvents(); writeTrace() and profileSummary() read them. While off, a run
+  // records nothing and allocates nothing for it. Turning it off keeps the events
+  // recorded so far; clearProfile() drops them.
+  void enableProfiling(bool on = true);
+  bool profiling() const;
+  const std::vector<ProfileEvent>& profileEvents() const;
+  void clearProfile();
 
  private:
   struct State;

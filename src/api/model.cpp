@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/executor.h"
+#include "runtime/profile.h"
 
 namespace partita {
 
@@ -32,6 +33,8 @@ int Model::threads() const { return executor_->options().threads; }
 
 struct Session::State {
   std::unique_ptr<runtime::ExecutorState> run;
+  runtime::ProfileSink profile;
+  bool profiling = false;
 };
 
 Session::Session(std::shared_ptr<const Model> model)
@@ -65,7 +68,7 @@ void Session::run() {
   const auto& ins = model_->inputs();
   for (size_t i = 0; i < ins.size(); ++i)
     if (!bound_[i]) throw Error(ErrorCode::kInvalidArgument, "input '" + ins[i].name + "' was not set");
-  outputs_ = model_->executor().run(*state_->run, inputs_);
+  outputs_ = model_->executor().run(*state_->run, inputs_, state_->profiling ? &state_->profile : nullptr);
 }
 
 std::vector<Tensor> Session::takeOutputs() {
@@ -73,6 +76,11 @@ std::vector<Tensor> Session::takeOutputs() {
   outputs_.clear();
   return taken;
 }
+
+void Session::enableProfiling(bool on) { state_->profiling = on; }
+bool Session::profiling() const { return state_->profiling; }
+const std::vector<ProfileEvent>& Session::profileEvents() const { return state_->profile.events(); }
+void Session::clearProfile() { state_->profile.clear(); }
 
 const Tensor& Session::output(const std::string& name) const {
   const auto& outs = model_->outputs();

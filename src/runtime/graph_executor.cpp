@@ -1,8 +1,10 @@
 #include "runtime/graph_executor.h"
 
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include <omp.h>
 
@@ -125,14 +127,49 @@ std::unique_ptr<GraphExecutor::RunState> GraphExecutor::newRunState() const {
   return state;
 }
 
-std::vector<ir::OwnedTensor> GraphExecutor::run(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const {
-  auto* s = dynamic_cast<RunState*>(&state);
-  if (!s) throw Error(ErrorCode::kInternal, "graph executor given another executor's state");
-  return run(*s, inputs);
+namespace {
+// Appends "float32[1,3,224,224]" (without a stream: this runs for every profiled step).
+void appendType(std::string& s, const ir::Tensor& t) {
+  s += ir::dtypeName(t.dtype);
+  s += '[';
+  char buf[24];
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    if (d) s += ',';
+    s.append(buf, std::to_chars(buf, buf + sizeof buf, t.shape[d]).ptr);
+  }
+  s += ']';
 }
 
-std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vector<ir::Tensor>& inputs) const {
+// "float32[1,3,224,224], int64[2]" for the values a node reads or makes ("" for an
+// omitted optional one).
+std::string shapesOf(const std::vector<ir::ValueId>& ids, const std::vector<ir::Tensor>& values) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ", ";
+    if (ids[i] != ir::kNoValue) appendType(s, values[size_t(ids[i])]);
+  }
+  return s;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+}  // namespace
+
+std::vector<ir::OwnedTensor> GraphExecutor::run(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
+                                                ProfileSink* profile) const {
+  auto* s = dynamic_cast<RunState*>(&state);
+  if (!s) throw Error(ErrorCode::kInternal, "graph executor given another executor's state");
+  return run(*s, inputs, profile);
+}
+
+std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vector<ir::Tensor>& inputs,
+                                                ProfileSink* profile) const {
   const ir::Graph& g = *graph_;
+  std::optional<ProfileScope> run_event;
+  if (profile) run_event.emplace(*profile, "run", "run", 0);
   if (inputs.size() != g.inputs.size())
     throw Error(ErrorCode::kInvalidArgument, "the model takes " + std::to_string(g.inputs.size()) +
                                                  " inputs but " + std::to_string(inputs.size()) + " were given");
@@ -151,7 +188,10 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
   for (size_t n = 0; n < steps_.size(); ++n) {
     const ir::Node& node = g.nodes[n];
     try {
-      runStep(state, n, constants);
+      if (profile)
+        runStepProfiled(state, n, constants, *profile);
+      else
+        runStep(state, n, constants, nullptr);
     } catch (const std::bad_alloc&) {
       // A kernel's scratch or a data-dependent value the machine cannot hold.
       throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "': out of memory");
@@ -165,10 +205,49 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
     outputs.emplace_back(t.dtype, t.shape);
     if (t.nbytes()) std::memcpy(outputs.back().data(), t.data, t.nbytes());
   }
+  if (run_event) {
+    run_event->end();
+    run_event->arg("executor", std::string(kKind));
+    run_event->arg("threads", std::to_string(options().threads));
+    run_event->arg("steps", std::to_string(steps_.size()));
+    std::string shapes;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (i) shapes += ", ";
+      appendType(shapes, inputs[i]);
+    }
+    run_event->arg("inputs", std::move(shapes));
+  }
   return outputs;
 }
 
-void GraphExecutor::runStep(RunState& state, size_t n, const kernels::ConstResolver& constants) const {
+void GraphExecutor::runStepProfiled(RunState& state, size_t n, const kernels::ConstResolver& constants,
+                                    ProfileSink& profile) const {
+  const ir::Graph& g = *graph_;
+  const ir::Node& node = g.nodes[n];
+  const Step& step = steps_[n];
+  ProfileScope event(profile, node.name.empty() ? node.op_type : node.name, step.module ? "region" : "node", 1);
+  runStep(state, n, constants, &profile);
+  event.end();
+  // The details, formatted after the clock stopped.
+  event.reserveArgs(8);
+  if (step.module) {
+    event.arg("op", std::string(kCallDomain) + "." + kCallOp);
+    event.arg("backend", std::string(step.module->kind()));
+    event.arg("module", std::to_string(node.attrs.getInt("module", -1)));
+    event.arg("function", std::to_string(step.function));
+    if (node.attrs.find("ops")) event.arg("ops", joined(node.attrs.getStrings("ops")));
+    if (node.attrs.find("nodes")) event.arg("nodes", joined(node.attrs.getStrings("nodes")));
+  } else {
+    event.arg("op", node.domain.empty() ? node.op_type : node.domain + "." + node.op_type);
+    event.arg("backend", "host");
+    if (step.dynamic) event.arg("dynamic", "shapes inferred at run time");
+  }
+  event.arg("inputs", shapesOf(node.inputs, state.values));
+  event.arg("outputs", shapesOf(node.outputs, state.values));
+}
+
+void GraphExecutor::runStep(RunState& state, size_t n, const kernels::ConstResolver& constants,
+                            ProfileSink* profile) const {
   const ir::Graph& g = *graph_;
   const ir::Node& node = g.nodes[n];
   auto& values = state.values;
@@ -201,10 +280,14 @@ void GraphExecutor::runStep(RunState& state, size_t n, const kernels::ConstResol
   }
   ctx.outputs.reserve(node.outputs.size());
   for (ir::ValueId out : node.outputs) ctx.outputs.push_back(out == ir::kNoValue ? ir::Tensor{} : values[size_t(out)]);
-  if (steps_[n].module)
-    steps_[n].module->run(steps_[n].function, ctx.inputs, ctx.outputs);
-  else
+  if (steps_[n].module) {
+    if (profile)
+      steps_[n].module->runProfiled(steps_[n].function, ctx.inputs, ctx.outputs, *profile);
+    else
+      steps_[n].module->run(steps_[n].function, ctx.inputs, ctx.outputs);
+  } else {
     steps_[n].op->run(ctx);
+  }
 }
 
 }  // namespace partita::runtime

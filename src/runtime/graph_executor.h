@@ -64,8 +64,12 @@ class GraphExecutor final : public Executor {
   // Runs the graph. `inputs` are in graph input order; their dtypes and shapes are
   // checked against the declared types (Error kInvalidArgument names the input).
   // Returns the outputs in graph output order (copied out of the arena).
-  std::vector<ir::OwnedTensor> run(RunState& state, const std::vector<ir::Tensor>& inputs) const;
-  std::vector<ir::OwnedTensor> run(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const override;
+  // With `profile`: an event for the run (cat "run"), one per step (cat "node" for a
+  // host op, "region" for a module call, which reports its own events inside).
+  std::vector<ir::OwnedTensor> run(RunState& state, const std::vector<ir::Tensor>& inputs,
+                                   ProfileSink* profile = nullptr) const;
+  std::vector<ir::OwnedTensor> run(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
+                                   ProfileSink* profile = nullptr) const override;
 
  private:
   enum class Placement : uint8_t { kInput, kConstant, kArena, kDynamic, kUnused };
@@ -86,7 +90,11 @@ class GraphExecutor final : public Executor {
 
   // Runs step n: for a dynamic step, infers its outputs from the actual inputs, checks
   // them against the static types and allocates them; then the kernel or module call.
-  void runStep(RunState& state, size_t n, const kernels::ConstResolver& constants) const;
+  // `profile` is passed on to a module call (runProfiled).
+  void runStep(RunState& state, size_t n, const kernels::ConstResolver& constants, ProfileSink* profile) const;
+  // runStep within an event of its own, with the step's op, backend and shapes.
+  void runStepProfiled(RunState& state, size_t n, const kernels::ConstResolver& constants,
+                       ProfileSink& profile) const;
   MemoryPlan plan_;
 };
 

@@ -17,6 +17,7 @@
 #include "ir/constant_pool.h"
 #include "ir/tensor.h"
 #include "runtime/const_store.h"
+#include "runtime/profile.h"
 
 namespace partita::runtime {
 
@@ -48,6 +49,17 @@ class RuntimeModule {
   // outputs are dense row-major tensors allocated by the executor.
   virtual void run(uint32_t fn, const std::vector<ir::Tensor>& inputs,
                    const std::vector<ir::Tensor>& outputs) const = 0;
+  // Runs function `fn` as run() does and reports its own work to `profile`: events of
+  // depth 2 (e.g. one per oneDNN primitive, cat "primitive", with args "backend" and
+  // whatever describes it), begun and ended on the calling thread within this call.
+  // Called instead of run() when the run is profiled. By default it reports nothing.
+  virtual void runProfiled(uint32_t fn, const std::vector<ir::Tensor>& inputs,
+                           const std::vector<ir::Tensor>& outputs, ProfileSink& profile) const {
+    (void)profile;
+    run(fn, inputs, outputs);
+  }
+  // The module kind it was loaded as ("dnnl", "ewise"), for reports and profiles.
+  virtual std::string_view kind() const = 0;
   // Bytes of scratch memory the module holds per concurrent run (for reports).
   virtual size_t scratchpadBytes() const { return 0; }
 };

@@ -292,6 +292,67 @@ std::unique_ptr<DnnlModule::Workspace> DnnlModule::newWorkspace() const {
 
 void DnnlModule::run(uint32_t fn, const std::vector<ir::Tensor>& inputs,
                      const std::vector<ir::Tensor>& outputs) const {
+  execute(fn, inputs, outputs, nullptr);
+}
+
+void DnnlModule::runProfiled(uint32_t fn, const std::vector<ir::Tensor>& inputs,
+                             const std::vector<ir::Tensor>& outputs, runtime::ProfileSink& profile) const {
+  execute(fn, inputs, outputs, &profile);
+}
+
+namespace {
+// A primitive's details for its profile event: kind, implementation, post-ops, and
+// each argument as "f32[1,64,56,56] aBcd16b" (data type, logical dims, layout tag).
+std::vector<std::pair<std::string, std::string>> describeStep(StepKind kind, const std::string& implementation,
+                                                              size_t post_ops,
+                                                              const std::vector<std::pair<int, memory::desc>>& args) {
+  std::vector<std::pair<std::string, std::string>> out = {
+      {"backend", kModuleKind}, {"kind", stepKindName(kind)}, {"impl", implementation}};
+  if (post_ops) out.emplace_back("post_ops", std::to_string(post_ops));
+  for (const auto& [key, md] : args) {
+    std::string name;
+    switch (key) {
+      case DNNL_ARG_SRC: name = "src"; break;
+      case DNNL_ARG_SRC_1: name = "src_1"; break;
+      case DNNL_ARG_WEIGHTS: name = "weights"; break;
+      case DNNL_ARG_BIAS: name = "bias"; break;
+      case DNNL_ARG_DST: name = "dst"; break;
+      case DNNL_ARG_MEAN: name = "mean"; break;
+      case DNNL_ARG_VARIANCE: name = "variance"; break;
+      case DNNL_ARG_SCALE: name = "scale"; break;
+      case DNNL_ARG_SHIFT: name = "shift"; break;
+      default:
+        if (key >= DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE)  // DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1
+          name = "post_op_" + std::to_string(key / DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE - 1) + "_src_1";
+        else if (key >= DNNL_ARG_MULTIPLE_SRC && key < DNNL_ARG_MULTIPLE_DST)
+          name = "src_" + std::to_string(key - DNNL_ARG_MULTIPLE_SRC);
+        else
+          name = "arg_" + std::to_string(key);
+    }
+    std::string dims;
+    for (int64_t d : dimsOf(md)) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+    out.emplace_back(std::move(name), "f32[" + dims + "] " + formatTag(md));
+  }
+  return out;
+}
+}  // namespace
+
+const std::vector<std::vector<std::pair<std::string, std::string>>>& DnnlModule::descriptions(uint32_t fn) const {
+  // Made by the first profiled run, so a run that is not profiled never pays for it.
+  std::call_once(described_, [&] {
+    descriptions_.resize(functions_.size());
+    for (size_t f = 0; f < functions_.size(); ++f)
+      for (const LoadedStep& ls : functions_[f].steps) {
+        std::vector<std::pair<int, memory::desc>> args;
+        for (const LoadedArg& la : ls.args) args.emplace_back(la.key, la.md);
+        descriptions_[f].push_back(describeStep(ls.kind, ls.implementation, ls.post_ops, args));
+      }
+  });
+  return descriptions_[fn];
+}
+
+void DnnlModule::execute(uint32_t fn, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& outputs,
+                         runtime::ProfileSink* profile) const {
   if (fn >= functions_.size())
     throw Error(ErrorCode::kInternal, "dnnl module: function " + std::to_string(fn) + " of " +
                                           std::to_string(functions_.size()) + " called");
@@ -317,7 +378,18 @@ void DnnlModule::run(uint32_t fn, const std::vector<ir::Tensor>& inputs,
     b.memory.set_data_handle(b.input ? inputs[b.index].data : outputs[b.index].data);
   size_t s = 0;
   try {
-    for (; s < lf.steps.size(); ++s) lf.steps[s].primitive.execute(ws.stream, ws.args[fn][s]);
+    if (!profile) {
+      for (; s < lf.steps.size(); ++s) lf.steps[s].primitive.execute(ws.stream, ws.args[fn][s]);
+    } else {
+      // On the CPU engine a primitive has finished when execute() returns.
+      const auto& described = descriptions(fn);
+      for (; s < lf.steps.size(); ++s) {
+        runtime::ProfileScope event(*profile, lf.steps[s].label, "primitive", 2);
+        lf.steps[s].primitive.execute(ws.stream, ws.args[fn][s]);
+        event.end();
+        event.args(described[s]);
+      }
+    }
     ws.stream.wait();
   } catch (const dnnl::error& e) {
     throw Error(ErrorCode::kInternal,

@@ -49,6 +49,10 @@ class DnnlModule final : public runtime::RuntimeModule {
 
   void run(uint32_t fn, const std::vector<ir::Tensor>& inputs,
            const std::vector<ir::Tensor>& outputs) const override;
+  // Reports one event per primitive (cat "primitive": kind, implementation, arguments).
+  void runProfiled(uint32_t fn, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& outputs,
+                   runtime::ProfileSink& profile) const override;
+  std::string_view kind() const override { return kModuleKind; }
   // Workspace bytes per concurrent run: region-local activations plus scratchpad.
   size_t scratchpadBytes() const override { return arena_bytes_ + scratch_bytes_; }
 
@@ -102,6 +106,11 @@ class DnnlModule final : public runtime::RuntimeModule {
   DnnlModule() = default;
   static std::shared_ptr<DnnlModule> loadChecked(const runtime::ModuleLoadContext& ctx);
   std::unique_ptr<Workspace> newWorkspace() const;
+  // run(), reporting each primitive to `profile` when it is not null.
+  void execute(uint32_t fn, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& outputs,
+               runtime::ProfileSink* profile) const;
+  // The profile args of each step of `fn` (kind, implementation, arguments).
+  const std::vector<std::vector<std::pair<std::string, std::string>>>& descriptions(uint32_t fn) const;
 
   Bytes blob_;  // keeps embedded data alive
   std::vector<LoadedFunction> functions_;
@@ -111,6 +120,8 @@ class DnnlModule final : public runtime::RuntimeModule {
   mutable std::mutex mutex_;
   mutable std::vector<std::unique_ptr<Workspace>> idle_;
   mutable size_t created_ = 0;
+  mutable std::once_flag described_;
+  mutable std::vector<std::vector<std::vector<std::pair<std::string, std::string>>>> descriptions_;  // [fn][step]
 };
 
 }  // namespace partita::dnnl_backend

@@ -34,6 +34,7 @@ class EwiseModule final : public runtime::RuntimeModule {
            const std::vector<ir::Tensor>& outputs) const override;
   // Per concurrent run and thread: the intermediate registers' tiles.
   size_t scratchpadBytes() const override;
+  std::string_view kind() const override { return kModuleKind; }
 
   size_t numFunctions() const { return functions_.size(); }
   // The data pointer each constant slot of `fn` reads (tests check zero copy).
