@@ -17,13 +17,19 @@ struct PartitionUnit {
   std::vector<std::string> ops;    // op types ("domain.Op" outside the default domain)
   std::vector<std::string> nodes;  // node names, parallel to ops
   bool recorded = true;            // false: a Call node without the lists (an older artifact)
+  // A shape-polymorphic region (some value it reads or makes has symbolic dims): its
+  // inputs ("x float32[batch,3,h,w]") and the shapes its module was compiled for first
+  // (the Call node's "representative" attribute).
+  bool polymorphic = false;
+  std::vector<std::string> inputs, representative;
 };
 
 // The units of `a.graph` in execution order.
 std::vector<PartitionUnit> partitionUnits(const artifact::Artifact& a);
 
-// "partition: 1 region on dnnl (49 nodes), 2 host nodes" and one line per unit, or
-// "partition: host only (N nodes)".
+// "partition: 1 region on dnnl (49 nodes), 2 host nodes" and one line per unit (a
+// shape-polymorphic region with a second line: its symbolic inputs and
+// representative shapes), or "partition: host only (N nodes)".
 std::string partitionText(const std::vector<PartitionUnit>& units);
 
 // A Graphviz digraph of the executor graph: graph inputs and outputs as ellipses,

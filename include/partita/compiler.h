@@ -13,6 +13,10 @@ namespace partita {
 struct CompileOptions {
   // Fixes symbolic input dimensions: input name -> full static shape.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Inputs left symbolic: the shape the model's shape-polymorphic regions are compiled
+  // for first (backends choose weight layouts at it; docs/dynamic_shapes.md). Input
+  // name -> full shape; an input not named here gets 1 for dim 0 and 224 otherwise.
+  std::map<std::string, std::vector<int64_t>> shape_hints;
   // Backends in priority order, e.g. {"dnnl", "host"}; "host" runs what no other takes.
   std::vector<std::string> backends = {"host"};
   // Per-backend op allow / deny lists (backend name -> op types) and minimum region size.

@@ -17,6 +17,7 @@ backend::PartitionOptions partitionOptions(const CompileOptions& options) {
   for (const auto& [b, ops] : options.allow_ops) p.allow_ops[b].insert(ops.begin(), ops.end());
   for (const auto& [b, ops] : options.deny_ops) p.deny_ops[b].insert(ops.begin(), ops.end());
   p.min_region_size = options.min_region_size;
+  p.shape_hints = options.shape_hints;
   return p;
 }
 }  // namespace
@@ -66,7 +67,7 @@ std::shared_ptr<const Model> compileOnnx(const std::string& onnx_path, const Com
   std::vector<std::shared_ptr<const runtime::RuntimeModule>> modules;
   for (backend::ModuleImage& image : c.parts.modules) {
     runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(image.blob)), store.get(), image.uses, options.threads,
-                                   image.assumptions};
+                                   image.assumptions, runtime::shapeCacheEntries(0)};
     modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));
   }
   auto executor = std::make_shared<runtime::GraphExecutor>(graph, store, std::move(modules),

@@ -54,17 +54,19 @@ void FunctionLowering::lowerConv(size_t pos) {
       std::optional<NormSpec> ns = decodeBatchNorm(g_, bn, nullptr);
       if (ns && bn.inputs[0] == out) {
         bn_pos = next;
-        const float *gamma = constData(bn.inputs[1]), *beta = constData(bn.inputs[2]);
-        const float *mean = constData(bn.inputs[3]), *var = constData(bn.inputs[4]);
-        const float* w = constData(node.inputs[1]);
-        const float* b = spec.has_bias ? constData(node.inputs[2]) : nullptr;
-        const int64_t per_oc = ir::shapeNumel(spec.weight_shape) / c_out;
-        folded_w.resize(size_t(c_out * per_oc));
-        folded_b.resize(size_t(c_out));
-        for (int64_t oc = 0; oc < c_out; ++oc) {
-          float scale = gamma[oc] / std::sqrt(var[oc] + ns->epsilon);
-          for (int64_t i = 0; i < per_oc; ++i) folded_w[size_t(oc * per_oc + i)] = w[oc * per_oc + i] * scale;
-          folded_b[size_t(oc)] = ((b ? b[oc] : 0.0f) - mean[oc]) * scale + beta[oc];
+        if (mb_.computes()) {  // a replay finds the folded constants the compiler made
+          const float *gamma = constData(bn.inputs[1]), *beta = constData(bn.inputs[2]);
+          const float *mean = constData(bn.inputs[3]), *var = constData(bn.inputs[4]);
+          const float* w = constData(node.inputs[1]);
+          const float* b = spec.has_bias ? constData(node.inputs[2]) : nullptr;
+          const int64_t per_oc = ir::shapeNumel(spec.weight_shape) / c_out;
+          folded_w.resize(size_t(c_out * per_oc));
+          folded_b.resize(size_t(c_out));
+          for (int64_t oc = 0; oc < c_out; ++oc) {
+            float scale = gamma[oc] / std::sqrt(var[oc] + ns->epsilon);
+            for (int64_t i = 0; i < per_oc; ++i) folded_w[size_t(oc * per_oc + i)] = w[oc * per_oc + i] * scale;
+            folded_b[size_t(oc)] = ((b ? b[oc] : 0.0f) - mean[oc]) * scale + beta[oc];
+          }
         }
         for (size_t i = 1; i < 5; ++i) absorbed.push_back(constOf(bn.inputs[i]));
         if (spec.has_bias) absorbed.push_back(constOf(node.inputs[2]));
@@ -91,7 +93,12 @@ void FunctionLowering::lowerConv(size_t pos) {
     step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, plainDesc(spec.in_shape), false});
   else
     step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, anyDesc(spec.in_shape), true});
-  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, anyDesc(w_dims), true});
+  // A replay reads the weights in the layout the compiler stored them in.
+  const bool folded = bn_pos.has_value();
+  if (std::optional<memory::desc> stored = mb_.storedWeights(w_id, folded))
+    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, *stored, false});
+  else
+    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, anyDesc(w_dims), true});
   const bool has_bias = spec.has_bias || bn_pos;
   if (has_bias) step.args.push_back(Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, plainDesc({c_out}), false});
   step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(spec.out_shape), true});
@@ -106,6 +113,7 @@ void FunctionLowering::lowerConv(size_t pos) {
   size_t k = fitChain(step, chain, bn_pos ? 1 : 0, pd);
   chain.resize(k);
   recordChosenLayouts(step, pd);
+  mb_.chosenWeights(w_id, folded, step.find(DNNL_ARG_WEIGHTS)->md);
 
   Arg* src = step.find(DNNL_ARG_SRC);
   src->index = get(x, src->md).buffer;
