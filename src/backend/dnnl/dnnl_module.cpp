@@ -29,10 +29,20 @@ struct DnnlModule::Workspace {
     bool input = true;
     uint32_t index = 0;
   };
+  // One step's arguments as oneDNN's C API takes them (built once: executing through
+  // the C++ API's map would build this array, allocating, on every call).
+  struct StepArgs {
+    std::vector<dnnl::memory> memories;  // owns the handles c_args point to
+    std::vector<dnnl_exec_arg_t> c_args;
+    void add(int key, const dnnl::memory& m) {
+      memories.push_back(m);
+      c_args.push_back({key, m.get()});
+    }
+  };
   runtime::ArenaMemory storage;
   dnnl::stream stream;
-  std::vector<std::vector<std::unordered_map<int, dnnl::memory>>> args;  // [function][step]
-  std::vector<std::vector<Binding>> bindings;                            // [function]
+  std::vector<std::vector<StepArgs>> args;     // [function][step]
+  std::vector<std::vector<Binding>> bindings;  // [function]
 };
 
 // Takes an idle workspace of a pool (or makes one) and gives it back when destroyed.
@@ -308,23 +318,22 @@ std::unique_ptr<DnnlModule::Workspace> DnnlModule::newWorkspace(const std::vecto
     if (!functions[f]) continue;
     const LoadedFunction& lf = *functions[f];
     for (const LoadedStep& ls : lf.steps) {
-      std::unordered_map<int, dnnl::memory> args;
+      Workspace::StepArgs args;
       for (const LoadedArg& la : ls.args) {
         if (la.source != ArgSource::kBuffer) {
-          args.emplace(la.key, la.memory);
+          args.add(la.key, la.memory);
           continue;
         }
         const Buffer& b = lf.buffers[la.buffer];
         if (b.kind == BufferKind::kTemp) {
-          args.emplace(la.key, dnnl::memory(la.md, eng, arena + lf.offsets[la.buffer]));
+          args.add(la.key, dnnl::memory(la.md, eng, arena + lf.offsets[la.buffer]));
         } else {
           dnnl::memory mem(la.md, eng, DNNL_MEMORY_NONE);
           ws->bindings[f].push_back({mem, b.kind == BufferKind::kInput, b.index});
-          args.emplace(la.key, mem);
+          args.add(la.key, mem);
         }
       }
-      if (ls.scratchpad.get_size() > 0)
-        args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(ls.scratchpad, eng, scratch));
+      if (ls.scratchpad.get_size() > 0) args.add(DNNL_ARG_SCRATCHPAD, dnnl::memory(ls.scratchpad, eng, scratch));
       ws->args[f].push_back(std::move(args));
     }
   }
@@ -370,7 +379,12 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
     b.memory.set_data_handle(b.input ? inputs[b.index].data : outputs[b.index].data);
   size_t s = 0;
   try {
-    for (; s < lf.steps.size(); ++s) lf.steps[s].primitive.execute(ws.stream, ws.args[slot][s]);
+    for (; s < lf.steps.size(); ++s) {
+      const Workspace::StepArgs& a = ws.args[slot][s];
+      dnnl::error::wrap_c_api(dnnl_primitive_execute(lf.steps[s].primitive.get(), ws.stream.get(),
+                                                     int(a.c_args.size()), a.c_args.data()),
+                              "could not execute a primitive");
+    }
     ws.stream.wait();
   } catch (const dnnl::error& e) {
     throw Error(ErrorCode::kInternal,
@@ -380,6 +394,28 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
 }
 
 namespace {
+
+// Steps of a replayed function that read stored weights in a layout oneDNN would not
+// choose for them at these shapes (it is asked with the weights left to it): what a
+// shape other than the representative one costs in layout.
+size_t weightsKept(const Function& fn) {
+  size_t kept = 0;
+  for (const Step& step : fn.steps) {
+    const Arg* w = step.find(DNNL_ARG_WEIGHTS);
+    if (!w || w->source != ArgSource::kConstant || w->chosen) continue;
+    if (step.kind != StepKind::kConvolution && step.kind != StepKind::kDeconvolution && step.kind != StepKind::kMatMul)
+      continue;
+    Step probe = step;
+    probe.find(DNNL_ARG_WEIGHTS)->chosen = true;
+    try {
+      dnnl::primitive_desc_base pd = makePrimitiveDesc(probe, cpuEngine());
+      if (!sameDesc(pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_WEIGHTS), w->md)) ++kept;
+    } catch (const dnnl::error&) {
+      // oneDNN has nothing better to offer than the stored layout.
+    }
+  }
+  return kept;
+}
 
 bool sameShapes(const std::vector<std::vector<int64_t>>& shapes, const std::vector<ir::Tensor>& tensors) {
   if (shapes.size() != tensors.size()) return false;
@@ -436,6 +472,7 @@ std::shared_ptr<DnnlModule::Instance> DnnlModule::makeInstance(uint32_t fn,
   for (ir::ValueId out : at.outputs) inst->outputs.push_back(at.typeOf(out).staticShape());
   try {
     inst->lf = loadFunction(lowered, where);
+    inst->lf.fallback_steps += weightsKept(lowered);
   } catch (const dnnl::error& e) {
     throw Error(ErrorCode::kUnsupported, "dnnl module: oneDNN rejects " + where + ": " + e.what());
   }

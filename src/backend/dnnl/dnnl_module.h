@@ -93,7 +93,8 @@ class DnnlModule final : public runtime::RuntimeModule {
   size_t instancesCached() const { return instances_.size(); }
   size_t instanceEvictions() const { return instances_.evictions(); }
   // Steps of the instance of `fn` at these input shapes (created if needed) whose
-  // primitive reads its weights in a layout oneDNN would not have chosen for them.
+  // primitive reads its weights in a layout oneDNN would not have chosen for them
+  // there (the stored one is used: weights are never repacked at run time).
   size_t instanceFallbackSteps(uint32_t fn, const std::vector<ir::Tensor>& inputs) const;
 
  private:

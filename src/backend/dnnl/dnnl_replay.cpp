@@ -2,6 +2,7 @@
 
 #include "backend/dnnl/dnnl_function_lowering.h"
 #include "backend/dnnl/dnnl_memory_desc.h"
+#include "ir/limits.h"
 #include "kernels/op_registry.h"
 #include "partita/error.h"
 
@@ -32,6 +33,7 @@ ir::Graph regionAt(const ir::Graph& region, const std::vector<std::vector<int64_
       throw Error(ErrorCode::kInvalidArgument, "region input '" + v.name + "' must be " + want.str() + ", not " +
                                                    ir::shapeStr(shapes[i]));
     v.type = ir::TensorType::of(want.dtype, shapes[i]);
+    ir::checkLimits(v.type, {}, ErrorCode::kInvalidArgument, "region input '" + v.name + "'");
   }
   std::vector<ir::Tensor> views(g.values.size());
   for (size_t v = 0; v < g.values.size(); ++v)

@@ -116,7 +116,7 @@ size_t splitInner(const Function& fn, const std::vector<int64_t>& shape, std::ve
 }  // namespace
 
 std::shared_ptr<EwiseModule> EwiseModule::load(const runtime::ModuleLoadContext& ctx) {
-  std::shared_ptr<EwiseModule> m(new EwiseModule(ctx.shape_cache));
+  std::shared_ptr<EwiseModule> m(new EwiseModule(runtime::shapeCacheEntries(ctx.shape_cache)));
   m->blob_ = ctx.blob;
   Program p = readProgram(ctx.blob.data, ctx.blob.size);
   std::map<ir::ConstId, runtime::ConstUseKind> declared;
