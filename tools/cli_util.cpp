@@ -68,6 +68,9 @@ void CompileFlags::add(CLI::App* cmd) {
   cmd->add_option("--shape-hint", shape_hints,
                   "Leave an input symbolic but compile its shape-polymorphic regions for this shape first "
                   "(weight layouts are chosen at it): NAME=1x3x480x640; repeatable");
+  cmd->add_flag("--no-layout-probes", no_layout_probes,
+                "Shape-polymorphic regions: keep the weight layouts oneDNN chooses at the representative shape, "
+                "unchecked at other sizes (faster there, maybe far slower elsewhere)");
   cmd->add_option("--external-data-root", external_data_root,
                   "Also trust this folder for ONNX external data: a location may lead (through symlinks) to a "
                   "file beneath it, not only beneath the model's folder (e.g. a cache's blob folder)");
@@ -96,6 +99,7 @@ CompileOptions CompileFlags::options() const {
   CompileOptions o;
   o.input_shapes = parseShapes(shapes);
   o.shape_hints = parseShapes(shape_hints, "--shape-hint");
+  o.layout_probes = !no_layout_probes;
   o.backends = splitComma(backends);
   if (o.backends.empty()) throw Error(ErrorCode::kInvalidArgument, "--backends needs at least one backend");
   for (const std::string& name : o.backends) {

@@ -28,13 +28,14 @@ std::shared_ptr<const Model> loadAnyModel(const std::string& path, const Compile
 struct CompileFlags {
   std::string backends = "host";
   std::vector<std::string> allow, deny, shapes, shape_hints;
+  bool no_layout_probes = false;
   size_t min_region_size = 1;
   std::string external_data_root;
   void add(CLI::App* cmd);
   CompileOptions options() const;  // throws Error(kInvalidArgument) on malformed flags or an unknown backend
   bool isDefault() const {
     return backends == "host" && allow.empty() && deny.empty() && shapes.empty() && shape_hints.empty() &&
-           min_region_size == 1 && external_data_root.empty();
+           !no_layout_probes && min_region_size == 1 && external_data_root.empty();
   }
 };
 

@@ -44,6 +44,11 @@ struct Region {
   // the model's representative shape (compiler/representative_shapes.h), which the
   // backend compiles the region for first. Empty for a region of static values.
   std::vector<std::vector<int64_t>> representative;
+  // Other input shapes of a shape-polymorphic region, consistent with one another
+  // (each the region's inputs at one probe of the model's inputs: representative
+  // shapes scaled; compiler/representative_shapes.h), for a backend to check the
+  // choices it makes at the representative shape against.
+  std::vector<std::vector<std::vector<int64_t>>> probes;
   bool polymorphic() const { return !representative.empty(); }
 };
 

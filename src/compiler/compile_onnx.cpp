@@ -18,6 +18,7 @@ backend::PartitionOptions partitionOptions(const CompileOptions& options) {
   for (const auto& [b, ops] : options.deny_ops) p.deny_ops[b].insert(ops.begin(), ops.end());
   p.min_region_size = options.min_region_size;
   p.shape_hints = options.shape_hints;
+  p.layout_probes = options.layout_probes;
   return p;
 }
 }  // namespace

@@ -246,12 +246,32 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
   std::vector<int> module_of_region(p.region_nodes.size(), -1), function_of_region(p.region_nodes.size(), -1),
       summary_of_region(p.region_nodes.size(), -1);
   std::vector<Region> regions(p.region_nodes.size());
+  for (size_t r = 0; r < p.region_nodes.size(); ++r)
+    if (!p.region_nodes[r].empty()) regions[r] = p.describeRegion(p.region_nodes[r], int(r));
+  // Shape-polymorphic regions: their inputs at the probe shapes too.
+  bool any_polymorphic = false;
+  for (const Region& r : regions) any_polymorphic |= r.polymorphic();
+  if (any_polymorphic && options.layout_probes)
+    for (const auto& hints : probeShapes(g, *p.rep)) {
+      ir::Graph at;
+      try {
+        at = representativeGraph(g, hints);
+      } catch (const Error&) {
+        continue;
+      }
+      for (Region& r : regions) {
+        if (!r.polymorphic()) continue;
+        std::vector<std::vector<int64_t>> shapes;
+        for (ir::ValueId in : r.inputs)
+          if (at.typeOf(in).isStatic()) shapes.push_back(at.typeOf(in).staticShape());
+        if (shapes.size() == r.inputs.size() && shapes != r.representative) r.probes.push_back(std::move(shapes));
+      }
+    }
   for (size_t b = 0; b < p.backends.size(); ++b) {
     std::vector<Region> mine;
     std::vector<size_t> ids;
     for (size_t r = 0; r < p.region_nodes.size(); ++r) {
       if (p.region_nodes[r].empty() || p.region_backend[r] != int(b)) continue;
-      regions[r] = p.describeRegion(p.region_nodes[r], int(r));
       mine.push_back(regions[r]);
       ids.push_back(r);
     }

@@ -23,6 +23,8 @@ struct PartitionOptions {
   // Graphs with symbolic dims: representative shapes of inputs (name -> full shape),
   // representativeGraph()'s hints.
   std::map<std::string, std::vector<int64_t>> shape_hints;
+  // Give shape-polymorphic regions probe shapes (Region::probes) to check layouts at.
+  bool layout_probes = true;
 };
 
 struct RegionSummary {

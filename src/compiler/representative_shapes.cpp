@@ -1,5 +1,7 @@
 #include "compiler/representative_shapes.h"
 
+#include <algorithm>
+
 #include "kernels/op_registry.h"
 #include "partita/error.h"
 
@@ -68,6 +70,45 @@ ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, st
       if (node.outputs[o] != ir::kNoValue && out[o].isStatic()) rep.value(node.outputs[o]).type = out[o];
   }
   return rep;
+}
+
+std::vector<std::map<std::string, std::vector<int64_t>>> probeShapes(const ir::Graph& g, const ir::Graph& rep) {
+  // Per probe: the factors of the first, second, ... symbolic side; odd: made odd.
+  struct Probe {
+    std::vector<double> sides;
+    bool odd = false;
+    int64_t batch = 0;  // > 0: dim 0 (when symbolic) takes this, the sides their representative value
+  };
+  const std::vector<Probe> probes = {
+      {{0.57}, false, 0}, {{1.43, 1.07}, false, 0}, {{0.43, 0.58}, true, 0}, {{2.14, 2.86}, false, 0}, {{}, false, 8}};
+  std::vector<std::map<std::string, std::vector<int64_t>>> out;
+  for (const Probe& p : probes) {
+    std::map<std::string, std::vector<int64_t>> hints;
+    bool changed = false;
+    for (ir::ValueId in : g.inputs) {
+      const ir::TensorType& t = g.typeOf(in);
+      const ir::TensorType& r = rep.typeOf(in);
+      if (t.isStatic() || !t.has_rank || !r.isStatic()) continue;
+      std::vector<int64_t> shape = r.staticShape();
+      size_t side = 0;
+      for (size_t d = 0; d < t.rank(); ++d) {
+        if (t.dims[d].isKnown()) continue;
+        if (d == 0) {
+          if (p.batch > 0) shape[d] = p.batch;
+          continue;
+        }
+        if (p.sides.empty()) continue;
+        const double f = p.sides[side++ % p.sides.size()];
+        int64_t v = std::max<int64_t>(1, int64_t(double(shape[d]) * f + 0.5));
+        if (p.odd) v |= 1;
+        shape[d] = v;
+      }
+      changed |= shape != r.staticShape();
+      hints[g.value(in).name] = shape;
+    }
+    if (changed) out.push_back(std::move(hints));
+  }
+  return out;
 }
 
 }  // namespace partita::backend

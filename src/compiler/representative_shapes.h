@@ -30,4 +30,12 @@ bool hasSymbolicDims(const ir::Graph& g);
 // hint naming no input or contradicting its type.
 ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, std::vector<int64_t>>& hints);
 
+// Other shapes of the inputs, for backends to check the choices they make at the
+// representative one against (oneDNN's weight layouts: a layout its fast kernels
+// take at one size they may refuse at another). Derived from the representative
+// graph `rep` of `g`: each symbolic side scaled (x0.57; x1.43 and x1.07; odd x0.43+1
+// and x0.58+1; x2.14 and x2.86, cycling over the sides of an input), and dim 0 at 8
+// with the sides as they are. Each is a set of hints for representativeGraph.
+std::vector<std::map<std::string, std::vector<int64_t>>> probeShapes(const ir::Graph& g, const ir::Graph& rep);
+
 }  // namespace partita::backend

@@ -525,6 +525,13 @@ std::vector<DnnlModule::StepInfo> DnnlModule::steps(uint32_t fn) const {
   return out;
 }
 
+std::vector<DnnlModule::StepInfo> DnnlModule::instanceSteps(uint32_t fn, const std::vector<ir::Tensor>& inputs) const {
+  std::vector<StepInfo> out;
+  for (const LoadedStep& ls : instance(fn, inputs)->lf.steps)
+    out.push_back({ls.kind, ls.label, ls.implementation, ls.post_ops});
+  return out;
+}
+
 std::vector<std::pair<ir::ConstId, const void*>> DnnlModule::constantHandles() const {
   std::vector<std::pair<ir::ConstId, const void*>> out;
   for (const LoadedFunction& lf : functions_)

@@ -96,6 +96,8 @@ class DnnlModule final : public runtime::RuntimeModule {
   // primitive reads its weights in a layout oneDNN would not have chosen for them
   // there (the stored one is used: weights are never repacked at run time).
   size_t instanceFallbackSteps(uint32_t fn, const std::vector<ir::Tensor>& inputs) const;
+  // The steps of that instance (their implementations are those of this shape).
+  std::vector<StepInfo> instanceSteps(uint32_t fn, const std::vector<ir::Tensor>& inputs) const;
 
  private:
   struct LoadedArg {

@@ -73,6 +73,12 @@ void ModuleBuilder::chosenWeights(ir::ConstId source, bool folded, const memory:
   if (poly_) poly_->weights.push_back({global(source), folded, md});
 }
 
+std::optional<memory::desc> ModuleBuilder::storedWeights(ir::ConstId source, bool folded) {
+  auto it = pins_.find({global(source), folded});
+  if (it == pins_.end()) return std::nullopt;
+  return it->second;
+}
+
 backend::ModuleImage ModuleBuilder::finish() {
   program_.embedded = uses_.takeEmbedded(/*padded_end=*/false);
   backend::ModuleImage image;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +43,10 @@ class ModuleBuilder final : public ConstantArgs {
   ir::ConstId derive(ir::ConstId source, const memory::desc& from, const void* data, const memory::desc& to,
                      bool same_values_as_source) override;
   void chosenWeights(ir::ConstId source, bool folded, const memory::desc& md) override;
+  // Weights layouts to use instead of oneDNN's choice, by the module's ConstId of their
+  // source and `folded` (a polymorphic function's, chosen to hold at other shapes).
+  void pinWeights(std::map<std::pair<ir::ConstId, bool>, memory::desc> pins) { pins_ = std::move(pins); }
+  std::optional<memory::desc> storedWeights(ir::ConstId source, bool folded) override;
 
   backend::ModuleImage finish();
 
@@ -54,6 +59,7 @@ class ModuleBuilder final : public ConstantArgs {
   Program program_;
   backend::ConstantUses uses_;
   std::map<std::pair<ir::ConstId, std::string>, ir::ConstId> derived_;
+  std::map<std::pair<ir::ConstId, bool>, memory::desc> pins_;
 };
 
 }  // namespace partita::dnnl_backend
