@@ -48,17 +48,26 @@ ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, st
     }
   }
   const kernels::PoolResolver constants(rep.constants);
-  std::vector<ir::TensorType> in_types;
-  std::vector<const ir::Tensor*> in_values;
+  // The contents known at this shape: constants, and what is computed from them and
+  // from Shape and Size of sized values (a Reshape's target made of the input's dims),
+  // when small.
+  constexpr int64_t kMaxKnownElements = 4096;
   std::vector<ir::Tensor> views(rep.values.size());
+  std::vector<ir::OwnedTensor> computed;
+  computed.reserve(rep.nodes.size() * 2);
   for (size_t v = 0; v < rep.values.size(); ++v)
     if (rep.values[v].isConstant()) views[v] = rep.constants.get(rep.values[v].constant).view();
+  std::vector<ir::TensorType> in_types;
+  std::vector<const ir::Tensor*> in_values;
   for (const ir::Node& node : rep.nodes) {
     in_types.clear();
     in_values.clear();
+    bool all_known = true;
     for (ir::ValueId in : node.inputs) {
       in_types.push_back(in == ir::kNoValue ? ir::TensorType{} : rep.typeOf(in));
-      in_values.push_back(in != ir::kNoValue && rep.value(in).isConstant() ? &views[size_t(in)] : nullptr);
+      const bool known = in != ir::kNoValue && views[size_t(in)].defined();
+      in_values.push_back(known ? &views[size_t(in)] : nullptr);
+      all_known &= in == ir::kNoValue || known;
     }
     std::vector<ir::TensorType> out;
     try {
@@ -68,6 +77,44 @@ ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, st
     }
     for (size_t o = 0; o < node.outputs.size() && o < out.size(); ++o)
       if (node.outputs[o] != ir::kNoValue && out[o].isStatic()) rep.value(node.outputs[o]).type = out[o];
+    // Shape and Size of a sized value, or a small node over known contents: its contents.
+    const bool shape_of = node.domain.empty() && (node.op_type == "Shape" || node.op_type == "Size") &&
+                          node.hasInput(0) && rep.typeOf(node.inputs[0]).isStatic();
+    if (!shape_of && !all_known) continue;
+    const kernels::OpDef* op = kernels::OpRegistry::global().find(node.domain, node.op_type);
+    if (!op || !op->hasKernel()) continue;
+    bool small = true;
+    for (size_t o = 0; o < node.outputs.size(); ++o)
+      if (node.outputs[o] != ir::kNoValue)
+        small &= o < out.size() && out[o].isStatic() && out[o].numel() <= kMaxKnownElements;
+    if (!small) continue;
+    kernels::KernelContext ctx{node, &constants, {}, {}, 1};
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (shape_of && i == 0) {  // Shape and Size read their input's shape only
+        const ir::TensorType& t = rep.typeOf(node.inputs[0]);
+        ctx.inputs.push_back(ir::Tensor{t.dtype, t.staticShape(), nullptr});
+        continue;
+      }
+      ctx.inputs.push_back(in_values[i] ? *in_values[i] : ir::Tensor{});
+    }
+    const size_t first = computed.size();
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (node.outputs[o] == ir::kNoValue) {
+        ctx.outputs.emplace_back();
+        continue;
+      }
+      computed.emplace_back(out[o].dtype, out[o].staticShape());
+      ctx.outputs.push_back(computed.back().view());
+    }
+    try {
+      op->run(ctx);
+    } catch (const Error&) {
+      computed.resize(first);
+      continue;
+    }
+    size_t k = first;
+    for (ir::ValueId o : node.outputs)
+      if (o != ir::kNoValue) views[size_t(o)] = computed[k++].view();
   }
   return rep;
 }

@@ -25,9 +25,11 @@ bool hasSymbolicDims(const ir::Graph& g);
 // shape, which must agree with the input's known dims), else a dim named by an
 // earlier input takes the value it took there, else kRepresentativeBatch /
 // kRepresentativeSize -- and every node's output types inferred again from those (no
-// folding: the same node and value ids). A value inference cannot size at that shape
-// (shapes from data) keeps its symbolic type. Throws Error(kInvalidArgument) for a
-// hint naming no input or contradicting its type.
+// folding: the same node and value ids), with the contents known at that shape: those
+// of constants and of small values computed from them and from Shape and Size (a
+// Reshape's target made of its input's dims). A value inference cannot size at that
+// shape (shapes from data) keeps its symbolic type. Throws Error(kInvalidArgument) for
+// a hint naming no input or contradicting its type.
 ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, std::vector<int64_t>>& hints);
 
 // Other shapes of the inputs, for backends to check the choices they make at the

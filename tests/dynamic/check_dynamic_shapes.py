@@ -63,14 +63,19 @@ class Downsample(nn.Module):
 
 
 class Sequence(nn.Module):
-    """Linear, GELU, LayerNorm, Linear and Softmax over [batch, sequence, 32]."""
+    """Linear, GELU, LayerNorm over [batch, sequence, 32]; then heads split with a
+    view computed from x.shape (Shape, Gather, Concat, Reshape: the Reshape stays on
+    the host, what follows it goes to oneDNN), Softmax per head, merged back, Linear."""
 
     def __init__(self):
         super().__init__()
         self.l1, self.norm, self.l2 = nn.Linear(32, 64), nn.LayerNorm(64), nn.Linear(64, 16)
 
     def forward(self, x):
-        return torch.softmax(self.l2(self.norm(nn.functional.gelu(self.l1(x)))), -1)
+        y = self.norm(nn.functional.gelu(self.l1(x)))
+        b, t = x.shape[0], x.shape[1]
+        heads = torch.softmax(y.view(b, t, 4, 16).transpose(1, 2), -1)
+        return self.l2(heads.transpose(1, 2).reshape(b, t, 64))
 
 
 # name -> (model, export input shape, symbolic input axes, output axes, opset, run shapes)

@@ -104,27 +104,12 @@ bool supportsPolymorphicNode(const ir::Graph& g, const ir::Graph& rep, ir::NodeI
   if (!n.hasInput(0)) return noBool(why, "input 0 missing");
   for (const auto& [name, a] : n.attrs.all())
     if (a.kind == ir::Attribute::Kind::kTensor) return noBool(why, "a tensor attribute with symbolic dims");
-  auto known = [&](ir::ValueId v, int64_t axis) {
-    const ir::TensorType& t = g.typeOf(v);
-    if (axis < 0) axis += int64_t(t.rank());
-    return axis >= 0 && size_t(axis) < t.rank() && t.dims[size_t(axis)].isKnown();
-  };
-  switch (classify(n)) {
-    case OpClass::kConv:
-    case OpClass::kBatchNorm:
-      if (!known(n.inputs[0], 1)) return noBool(why, "symbolic channels");
-      break;
-    case OpClass::kMatMul:
-      if (!known(n.inputs[0], -1)) return noBool(why, "a symbolic reduction dim");
-      if (!n.hasInput(1) || !g.typeOf(n.inputs[1]).isStatic())
-        return noBool(why, "a second operand with symbolic dims");
-      break;
-    case OpClass::kLayerNorm:
-      if (!known(n.inputs[0], -1)) return noBool(why, "a symbolic normalized dim");
-      break;
-    default:
-      break;
-  }
+  // Channels, reduction and normalized dims need not be known here: the constant
+  // weights, statistics or scales fix them, and the host's inference checks the inputs
+  // against them at every run-time shape. A MatMul's second operand must be fixed: the
+  // lowering folds batches of rows against it by its shape.
+  if (classify(n) == OpClass::kMatMul && (!n.hasInput(1) || !g.typeOf(n.inputs[1]).isStatic()))
+    return noBool(why, "a second operand with symbolic dims");
   return supportsNode(rep, rep.nodes[size_t(node)], why);
 }
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <thread>
 
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_program.h"
@@ -261,17 +262,30 @@ TEST(DnnlPolymorphic, AHintSetsTheRepresentativeShape) {
   }
 }
 
-TEST(DnnlPolymorphic, ASymbolicChannelCountStaysOnTheHost) {
+// Channels may be symbolic: the statistics fix them. At the default representative
+// shape (224 channels) the node does not infer, so it stays on the host; with a hint
+// that fits it goes to oneDNN.
+TEST(DnnlPolymorphic, SymbolicChannelsNeedARepresentativeShapeThatFits) {
   GraphBuilder b;
   ir::ValueId x = b.symbolicInput("x", {ir::Dim::symbolic("N"), ir::Dim::symbolic("C"), ir::Dim::known(8), ir::Dim::known(8)});
   b.output(b.node("Relu", {b.node("BatchNormalization",
                                   {x, b.constant("g", {4}, {1, 1, 1, 1}), b.constant("b", {4}, {0, 0, 0, 0}),
                                    b.constant("m", {4}, {0, 0, 0, 0}), b.constant("v", {4}, {1, 1, 1, 1})},
                                   {}, 15)}));
+  ir::Graph g = b.g;
   testing::Compiled c = testing::compile(std::move(b.g), {"dnnl", "host"});
-  // The BatchNormalization needs its channels fixed; the Relu alone may go.
   for (const auto& r : c.parts.regions)
     for (const std::string& op : r.ops) EXPECT_NE(op, "BatchNormalization");
+  // With a hint of 4 channels.
+  passes::FoldOptions fold;
+  fold.max_growth_bytes = 0;
+  passes::inferShapes(g, fold);
+  backend::PartitionOptions o;
+  o.backends = {"dnnl", "host"};
+  o.shape_hints["x"] = {2, 4, 8, 8};
+  backend::PartitionResult parts = backend::partitionGraph(g, o);
+  ASSERT_EQ(parts.regions.size(), 1u);
+  EXPECT_EQ(parts.regions[0].ops, (std::vector<std::string>{"BatchNormalization", "Relu"}));
 }
 
 TEST(DnnlPolymorphic, ABlobWithAShapePolymorphicFunctionRoundTrips) {
@@ -297,6 +311,62 @@ TEST(DnnlPolymorphic, ABlobWithAShapePolymorphicFunctionRoundTrips) {
       EXPECT_EQ(e.code(), ErrorCode::kInvalidArtifact) << e.what();
     }
   }
+}
+
+// Sessions on two threads, each going through shapes the other makes instances of.
+TEST(DnnlModule, ConcurrentRunsOfAShapePolymorphicFunction) {
+  testing::Compiled c = testing::compile(convNet(symbolic()), {"dnnl", "host"}, 1, /*shape_cache=*/2);
+  std::vector<ir::OwnedTensor> inputs, want;
+  for (size_t i = 0; i < kShapes.size(); ++i) {
+    inputs.push_back(randomTensor(kShapes[i], 300 + i));
+    want.push_back(fixedResult(kShapes[i], inputs.back(), {"dnnl", "host"}));
+  }
+  std::atomic<int> wrong{0};
+  auto worker = [&](size_t offset) {
+    auto state = c.executor->newRunState();
+    for (size_t k = 0; k < 6; ++k) {
+      const size_t i = (k + offset) % kShapes.size();
+      std::vector<ir::Tensor> in = {inputs[i].view()};
+      if (relativeError(c.executor->run(*state, in)[0], want[i]) > 1e-5) ++wrong;
+    }
+  };
+  std::thread a(worker, 0), b(worker, 1);
+  a.join();
+  b.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_LE(dnnlModule(c).instancesCached(), 2u);
+}
+
+// A shape-polymorphic blob with bytes changed is refused with an Error or, when what
+// it says still holds together, loads and runs: never a crash.
+TEST(DnnlPolymorphic, ChangedBytesInTheRegionGraphAreRefusedOrRun) {
+  testing::Compiled c = testing::compile(convNet(symbolic()), {"dnnl", "host"});
+  const backend::ModuleImage& image = c.parts.modules.at(0);
+  Program p = readProgram(image.blob.data(), image.blob.size());
+  // The region graph and records lie between the last step and the embedded data: 64
+  // positions spread over the 4000 bytes before it.
+  const size_t end = p.embedded_offset, begin = end > 4000 ? end - 4000 : 0;
+  size_t refused = 0, loaded = 0;
+  for (size_t at = begin; at < end; at += (end - begin) / 64 + 1) {
+    std::vector<std::byte> blob = image.blob;
+    blob[at] = std::byte(uint8_t(blob[at]) ^ 0x5a);
+    runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(blob)), c.store.get(), image.uses, 2,
+                                   image.assumptions, 2};
+    try {
+      std::shared_ptr<DnnlModule> m = DnnlModule::load(ctx);
+      ++loaded;
+      ir::OwnedTensor x = randomTensor({1, 3, 20, 24}, 5);
+      std::vector<ir::Tensor> in = {x.view()};
+      std::vector<std::vector<int64_t>> shapes = m->outputShapes(0, in);
+      if (shapes.size() != 1) continue;
+      ir::OwnedTensor y(ir::DType::kFloat32, shapes[0]);
+      m->run(0, in, {y.view()});
+    } catch (const Error&) {
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0u);
+  RecordProperty("loaded", int(loaded));
 }
 
 }  // namespace
