@@ -1,4 +1,4 @@
-// partita_bench_dynamic MODEL.onnx INPUT SHAPE... [--runs N] [--threads T] [--hint SHAPE] [--no-layout-probes]
+// partita_bench_dynamic MODEL.onnx INPUT SHAPE... [--runs N] [--threads T] [--hint SHAPE] [--no-layout-probes] [--cpu]
 //
 // What symbolic shapes cost (docs/dynamic_shapes.md). MODEL.onnx has symbolic dims on
 // its input INPUT; it is compiled once without --shape (the shape-polymorphic model,
@@ -13,6 +13,7 @@
 //              would choose another one at this shape (no repacking at run time)
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+// --cpu: the process's CPU time instead of the wall clock (with --threads 1, the
+// latency the run would have on an idle core: other processes' time is not counted).
+bool g_cpu = false;
+double now() {
+  if (g_cpu) {
+    timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
+  }
+  return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count();
+}
 
 std::vector<int64_t> parseShape(const std::string& s) {
   std::vector<int64_t> out;
@@ -74,13 +87,13 @@ std::pair<double, double> steady(partita::Session& a, partita::Session& b, int r
   }
   std::vector<double> ta, tb;
   for (int i = 0; i < runs; ++i) {
-    auto t0 = Clock::now();
+    const double t0 = now();
     a.run();
-    auto t1 = Clock::now();
+    const double t1 = now();
     b.run();
-    auto t2 = Clock::now();
-    ta.push_back(ms(t0, t1));
-    tb.push_back(ms(t1, t2));
+    const double t2 = now();
+    ta.push_back(t1 - t0);
+    tb.push_back(t2 - t1);
   }
   return {median(ta), median(tb)};
 }
@@ -104,7 +117,7 @@ int main(int argc, char** argv) {
   if (argc < 4) {
     std::fprintf(stderr,
                  "usage: partita_bench_dynamic MODEL.onnx INPUT SHAPE... [--runs N] [--threads T] [--hint SHAPE] "
-                 "[--no-layout-probes]\n");
+                 "[--no-layout-probes] [--cpu]\n");
     return 2;
   }
   const std::string path = argv[1], input = argv[2];
@@ -118,6 +131,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads" && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
     else if (a == "--hint" && i + 1 < argc) hint = argv[++i];
     else if (a == "--no-layout-probes") probes = false;
+    else if (a == "--cpu") g_cpu = true;
     else shapes.push_back(parseShape(a));
   }
   try {
@@ -128,10 +142,11 @@ int main(int argc, char** argv) {
     if (!hint.empty()) options.shape_hints[input] = parseShape(hint);
     auto t0 = Clock::now();
     auto poly = partita::compileOnnx(path, options);
-    std::printf("%s: polymorphic model compiled in %.0f ms (representative %s%s), %d threads, %s of %d runs\n",
+    std::printf("%s: polymorphic model compiled in %.0f ms (representative %s%s), %d threads, %s of %d runs%s\n",
                 path.c_str(), ms(t0, Clock::now()), hint.empty() ? "default" : hint.c_str(),
                 probes ? "" : ", no layout probes", threads, std::getenv("PARTITA_BENCH_MIN") ? "fastest" : "median",
-                runs);
+                runs, g_cpu ? " (CPU time)" : "");
+    std::fflush(stdout);
     const auto* module = wholeInputModule(*poly);
     std::printf("%-16s %10s %10s %8s %12s %14s %6s\n", "shape", "fixed ms", "poly ms", "poly/fix", "first ms",
                 "of it: lower", "kept");
@@ -141,15 +156,15 @@ int main(int argc, char** argv) {
       session.setInput(input, x);
       double lower = -1;
       size_t kept = 0;
-      auto a = Clock::now();
+      const double a = now();
       if (module) {
         std::vector<partita::ir::Tensor> in = {x.view()};
-        auto l0 = Clock::now();
+        const double l0 = now();
         module->outputShapes(0, in);  // lowers the region and creates its primitives
-        lower = ms(l0, Clock::now());
+        lower = now() - l0;
       }
       session.run();
-      const double first = ms(a, Clock::now());
+      const double first = now() - a;
       if (module) {
         std::vector<partita::ir::Tensor> in = {x.view()};
         kept = module->instanceFallbackSteps(0, in);
@@ -175,6 +190,7 @@ int main(int argc, char** argv) {
       const auto [p, f] = steady(session, fs, runs);
       std::printf("%-16s %10.3f %10.3f %8.3f %12.1f %14.1f %6zu\n", shapeText(shape).c_str(), f, p, p / f, first,
                   lower, kept);
+      std::fflush(stdout);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

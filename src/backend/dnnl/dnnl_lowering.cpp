@@ -3,11 +3,13 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "backend/constant_sink.h"
@@ -154,14 +156,15 @@ std::vector<std::pair<int64_t, std::vector<int64_t>>> syntheticSizes(const Step&
   const std::vector<int64_t> rep(sd.begin() + 2, sd.end());
   const int64_t batch = sd[0];
   auto scaled = [&](double f, int64_t v) { return std::max<int64_t>(1, int64_t(double(v) * f + 0.5)); };
-  constexpr int kSteps = 40;
+  constexpr int kSteps = 24;
+  std::set<std::vector<int64_t>> seen{rep};  // each size once (small sides round alike)
   for (int i = 0; i <= kSteps; ++i) {
     const double f = (32.0 / 224.0) * std::pow(1024.0 / 32.0, double(i) / kSteps);
     std::vector<int64_t> all(rep.size()), one = rep;
     for (size_t d = 0; d < rep.size(); ++d) all[d] = scaled(f, rep[d]);
-    out.push_back({batch, all});
     one[i % rep.size()] = scaled(f, rep[i % rep.size()]);  // one side at a time
-    if (one != rep) out.push_back({batch, one});
+    for (const std::vector<int64_t>* sizes : {&all, &one})
+      if (seen.insert(*sizes).second) out.push_back({batch, *sizes});
   }
   for (int64_t b : {int64_t(2), int64_t(8)})
     if (b != batch) out.push_back({b, rep});
@@ -241,7 +244,8 @@ std::map<WeightsKey, memory::desc> robustWeights(const PolyFunction& poly, const
   std::map<WeightsKey, memory::desc> pins;
   const bool debug = std::getenv("PARTITA_DEBUG_WEIGHTS") != nullptr;
   for (const auto& [key, uses] : tries) {
-    auto slow = [&](const memory::desc& md) {
+    // The tries without a fast kernel for layout `md`, counted up to `limit`.
+    auto slow = [&](const memory::desc& md, size_t limit = SIZE_MAX) {
       size_t n = 0;
       for (const Step& s : uses) {
         Step t = s;
@@ -249,6 +253,7 @@ std::map<WeightsKey, memory::desc> robustWeights(const PolyFunction& poly, const
         w->md = md;
         w->chosen = false;
         n += fastKernel(t) ? 0 : 1;
+        if (n > limit) break;
       }
       return n;
     };
@@ -270,7 +275,7 @@ std::map<WeightsKey, memory::desc> robustWeights(const PolyFunction& poly, const
     size_t best = 0, best_slow = stored_slow;
     int best_rank = rankAtRep(stored);
     for (size_t i = 1; i < c.size(); ++i) {
-      const size_t n = slow(c[i]);
+      const size_t n = slow(c[i], best_slow);
       if (n > best_slow) continue;
       const int rank = rankAtRep(c[i]);
       if (n < best_slow || rank > best_rank) {

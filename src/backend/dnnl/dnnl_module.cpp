@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <unordered_map>
 
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "backend/dnnl/dnnl_primitive.h"
