@@ -14,6 +14,16 @@ namespace partita {
 struct CompileOptions {
   // Fixes symbolic input dimensions: input name -> full static shape.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Inputs left symbolic: the shape the model's shape-polymorphic regions are compiled
+  // for first (backends choose weight layouts at it; docs/dynamic_shapes.md). Input
+  // name -> full shape; an input not named here gets 1 for dim 0 and 224 otherwise.
+  std::map<std::string, std::vector<int64_t>> shape_hints;
+  // Shape-polymorphic regions: check the weight layouts chosen at the representative
+  // shape at other sizes and store, for weights whose layout would leave a step
+  // without a fast oneDNN kernel somewhere, one that every size can use
+  // (docs/dynamic_shapes.md has what each costs). Off: the representative shape's
+  // layouts as oneDNN chose them.
+  bool layout_probes = true;
   // Backends in priority order, e.g. {"dnnl", "host"}; "host" runs what no other takes.
   std::vector<std::string> backends = {"host"};
   // Per-backend op allow / deny lists (backend name -> op types) and minimum region size.

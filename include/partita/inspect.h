@@ -91,6 +91,11 @@ struct ArtifactInfo {
     std::vector<std::string> ops;    // op types ("domain.Op" outside the default domain)
     std::vector<std::string> nodes;  // node names, parallel to ops
     bool recorded = true;            // false: a Call node without the lists (an older artifact)
+    // A shape-polymorphic region (some value it reads or makes has symbolic dims): its
+    // inputs ("x float32[batch,3,h,w]") and the shapes its module was compiled for first
+    // (the Call node's "representative" attribute).
+    bool polymorphic = false;
+    std::vector<std::string> inputs, representative;
   };
   std::vector<Region> partition;
 

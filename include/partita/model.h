@@ -42,6 +42,10 @@ struct LoadOptions {
   // are checked at load, data-dependent ones and inputs at every run (TensorLimits:
   // 2^40 bytes and rank 16 unless set).
   TensorLimits limits = {};
+  // Models compiled with symbolic dims (docs/dynamic_shapes.md): how many distinct
+  // input shapes each module function and the executor keep compiled and planned (an
+  // LRU cache each). 0: the environment variable PARTITA_SHAPE_CACHE, else 8.
+  size_t shape_cache = 0;
 };
 
 class Model {

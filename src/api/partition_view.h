@@ -18,8 +18,9 @@ using PartitionUnit = ArtifactInfo::Region;
 // The units of `a.graph` in execution order.
 std::vector<PartitionUnit> partitionUnits(const artifact::Artifact& a);
 
-// "partition: 1 region on dnnl (49 nodes), 2 host nodes" and one line per unit, or
-// "partition: host only (N nodes)".
+// "partition: 1 region on dnnl (49 nodes), 2 host nodes" and one line per unit (a
+// shape-polymorphic region with a second line: its symbolic inputs and
+// representative shapes), or "partition: host only (N nodes)".
 std::string partitionText(const std::vector<PartitionUnit>& units);
 
 // A Graphviz digraph of the executor graph: graph inputs and outputs as ellipses,

@@ -20,6 +20,8 @@ backend::PartitionOptions partitionOptions(const CompileOptions& options) {
   for (const auto& [b, ops] : options.allow_ops) p.allow_ops[b].insert(ops.begin(), ops.end());
   for (const auto& [b, ops] : options.deny_ops) p.deny_ops[b].insert(ops.begin(), ops.end());
   p.min_region_size = options.min_region_size;
+  p.shape_hints = options.shape_hints;
+  p.layout_probes = options.layout_probes;
   return p;
 }
 }  // namespace
@@ -70,7 +72,7 @@ std::shared_ptr<const Model> modelOf(CompiledGraph c, const CompileOptions& opti
   std::vector<std::string> kinds;
   for (backend::ModuleImage& image : c.parts.modules) {
     runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(image.blob)), store.get(), image.uses, options.threads,
-                                   image.assumptions};
+                                   image.assumptions, runtime::shapeCacheEntries(0)};
     modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));
     kinds.push_back(image.kind);
   }

@@ -25,6 +25,10 @@ namespace partita::runtime {
 struct RunOptions {
   int threads = 2;  // kernel threads (the OpenMP team of each run), 1 .. kMaxThreads
   ir::TensorLimits limits = {};  // ranks and sizes of inputs and values (TensorLimits)
+  // Models with symbolic dims: how many input shapes the executor keeps an arena plan
+  // for, and each shape-polymorphic module its compiled form (0: shapeCacheEntries's
+  // default, module.h).
+  size_t shape_cache = 0;
 };
 inline constexpr int kMaxThreads = 1024;
 

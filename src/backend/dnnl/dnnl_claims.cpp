@@ -102,4 +102,18 @@ bool supportsNode(const ir::Graph& g, const ir::Node& n, std::string* why) {
   return supportsAt(g, n, why, 0);
 }
 
+bool supportsPolymorphicNode(const ir::Graph& g, const ir::Graph& rep, ir::NodeId node, std::string* why) {
+  const ir::Node& n = g.nodes[size_t(node)];
+  if (!n.hasInput(0)) return noBool(why, "input 0 missing");
+  for (const auto& [name, a] : n.attrs.all())
+    if (a.kind == ir::Attribute::Kind::kTensor) return noBool(why, "a tensor attribute with symbolic dims");
+  // Channels, reduction and normalized dims need not be known here: the constant
+  // weights, statistics or scales fix them, and the host's inference checks the inputs
+  // against them at every run-time shape. A MatMul's second operand must be fixed: the
+  // lowering folds batches of rows against it by its shape.
+  if (classify(n) == OpClass::kMatMul && (!n.hasInput(1) || !g.typeOf(n.inputs[1]).isStatic()))
+    return noBool(why, "a second operand with symbolic dims");
+  return supportsNode(rep, rep.nodes[size_t(node)], why);
+}
+
 }  // namespace partita::dnnl_backend

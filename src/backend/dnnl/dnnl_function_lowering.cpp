@@ -5,10 +5,13 @@
 #include "backend/dnnl/dnnl_claims.h"
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_primitive.h"
+#include "partita/error.h"
 
 namespace partita::dnnl_backend {
 
 using ir::ValueId;
+
+void internal(const std::string& msg) { throw Error(ErrorCode::kInternal, "dnnl backend: " + msg); }
 
 Function FunctionLowering::run() {
   const size_t n = r_.nodes.size();

@@ -49,7 +49,13 @@ bool FunctionLowering::lowerUpsamplingDeconv(size_t pos, const ConvSpec& spec) {
   step.pad_l = {0, 0};
   step.pad_r = {0, 0};
   step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, anyDesc(spec.in_shape), true});
-  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, anyDesc({K * Co, C, 1, 1}), true});
+  // The weights are computed from the ConvTranspose's (`folded`): a replay of a
+  // shape-polymorphic region reads them in the layout the compiler stored.
+  const ir::ConstId w_id = constOf(node.inputs[1]);
+  if (std::optional<memory::desc> stored = mb_.storedWeights(w_id, true))
+    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, *stored, false});
+  else
+    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, anyDesc({K * Co, C, 1, 1}), true});
   if (spec.has_bias) step.args.push_back(Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, plainDesc({K * Co}), false});
   step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, mid_md, false});
   std::vector<ChainItem> chain = collectChain(out, false, false);
@@ -62,22 +68,28 @@ bool FunctionLowering::lowerUpsamplingDeconv(size_t pos, const ConvSpec& spec) {
   }
   chain.resize(k);
   recordChosenLayouts(step, pd);
-
-  // Weights [C, Co, kh, kw] -> [(i, j, co), C, 1, 1]; bias [Co] -> [(i, j, co)].
-  const float* w = constData(node.inputs[1]);
-  std::vector<float> wk(size_t(K * Co * C));
-  for (int64_t c = 0; c < C; ++c)
-    for (int64_t co = 0; co < Co; ++co)
-      for (int64_t t = 0; t < K; ++t) wk[size_t((t * Co + co) * C + c)] = w[(c * Co + co) * K + t];
   Arg* wa = step.find(DNNL_ARG_WEIGHTS);
-  wa->index = mb_.derive(constOf(node.inputs[1]), plainDesc({K * Co, C, 1, 1}), wk.data(), wa->md, false);
-  if (spec.has_bias) {
-    const float* b = constData(node.inputs[2]);
-    std::vector<float> bk(size_t(K * Co));
-    for (int64_t t = 0; t < K; ++t)
-      for (int64_t co = 0; co < Co; ++co) bk[size_t(t * Co + co)] = b[co];
-    *step.find(DNNL_ARG_BIAS) = mb_.embed(DNNL_ARG_BIAS, bk.data(), plainDesc({K * Co}), {constOf(node.inputs[2])});
+  mb_.chosenWeights(w_id, true, wa->md);
+
+  // Weights [C, Co, kh, kw] -> [(i, j, co), C, 1, 1]; bias [Co] -> [(i, j, co)]. A
+  // replay computes nothing: it finds the constants the compiler made.
+  std::vector<float> wk, bk;
+  if (mb_.computes()) {
+    const float* w = constData(node.inputs[1]);
+    wk.resize(size_t(K * Co * C));
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t co = 0; co < Co; ++co)
+        for (int64_t t = 0; t < K; ++t) wk[size_t((t * Co + co) * C + c)] = w[(c * Co + co) * K + t];
+    if (spec.has_bias) {
+      const float* b = constData(node.inputs[2]);
+      bk.resize(size_t(K * Co));
+      for (int64_t t = 0; t < K; ++t)
+        for (int64_t co = 0; co < Co; ++co) bk[size_t(t * Co + co)] = b[co];
+    }
   }
+  wa->index = mb_.derive(w_id, plainDesc({K * Co, C, 1, 1}), wk.data(), wa->md, false);
+  if (spec.has_bias)
+    *step.find(DNNL_ARG_BIAS) = mb_.embed(DNNL_ARG_BIAS, bk.data(), plainDesc({K * Co}), {constOf(node.inputs[2])});
   Arg* src = step.find(DNNL_ARG_SRC);
   src->index = get(x, src->md).buffer;
 
@@ -148,17 +160,19 @@ void FunctionLowering::lowerConv(size_t pos) {
       std::optional<NormSpec> ns = decodeBatchNorm(g_, bn, nullptr);
       if (ns && bn.inputs[0] == out) {
         bn_pos = next;
-        const float *gamma = constData(bn.inputs[1]), *beta = constData(bn.inputs[2]);
-        const float *mean = constData(bn.inputs[3]), *var = constData(bn.inputs[4]);
-        const float* w = constData(node.inputs[1]);
-        const float* b = spec.has_bias ? constData(node.inputs[2]) : nullptr;
-        const int64_t per_oc = ir::shapeNumel(spec.weight_shape) / c_out;
-        folded_w.resize(size_t(c_out * per_oc));
-        folded_b.resize(size_t(c_out));
-        for (int64_t oc = 0; oc < c_out; ++oc) {
-          float scale = gamma[oc] / std::sqrt(var[oc] + ns->epsilon);
-          for (int64_t i = 0; i < per_oc; ++i) folded_w[size_t(oc * per_oc + i)] = w[oc * per_oc + i] * scale;
-          folded_b[size_t(oc)] = ((b ? b[oc] : 0.0f) - mean[oc]) * scale + beta[oc];
+        if (mb_.computes()) {  // a replay finds the folded constants the compiler made
+          const float *gamma = constData(bn.inputs[1]), *beta = constData(bn.inputs[2]);
+          const float *mean = constData(bn.inputs[3]), *var = constData(bn.inputs[4]);
+          const float* w = constData(node.inputs[1]);
+          const float* b = spec.has_bias ? constData(node.inputs[2]) : nullptr;
+          const int64_t per_oc = ir::shapeNumel(spec.weight_shape) / c_out;
+          folded_w.resize(size_t(c_out * per_oc));
+          folded_b.resize(size_t(c_out));
+          for (int64_t oc = 0; oc < c_out; ++oc) {
+            float scale = gamma[oc] / std::sqrt(var[oc] + ns->epsilon);
+            for (int64_t i = 0; i < per_oc; ++i) folded_w[size_t(oc * per_oc + i)] = w[oc * per_oc + i] * scale;
+            folded_b[size_t(oc)] = ((b ? b[oc] : 0.0f) - mean[oc]) * scale + beta[oc];
+          }
         }
         for (size_t i = 1; i < 5; ++i) absorbed.push_back(constOf(bn.inputs[i]));
         if (spec.has_bias) absorbed.push_back(constOf(node.inputs[2]));
@@ -185,7 +199,12 @@ void FunctionLowering::lowerConv(size_t pos) {
     step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, plainDesc(spec.in_shape), false});
   else
     step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, anyDesc(spec.in_shape), true});
-  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, anyDesc(w_dims), true});
+  // A replay reads the weights in the layout the compiler stored them in.
+  const bool folded = bn_pos.has_value();
+  if (std::optional<memory::desc> stored = mb_.storedWeights(w_id, folded))
+    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, *stored, false});
+  else
+    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, anyDesc(w_dims), true});
   const bool has_bias = spec.has_bias || bn_pos;
   if (has_bias) step.args.push_back(Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, plainDesc({c_out}), false});
   step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(spec.out_shape), true});
@@ -200,6 +219,7 @@ void FunctionLowering::lowerConv(size_t pos) {
   size_t k = fitChain(step, chain, bn_pos ? 1 : 0, pd);
   chain.resize(k);
   recordChosenLayouts(step, pd);
+  mb_.chosenWeights(w_id, folded, step.find(DNNL_ARG_WEIGHTS)->md);
 
   Arg* src = step.find(DNNL_ARG_SRC);
   src->index = get(x, src->md).buffer;
