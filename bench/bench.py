@@ -122,11 +122,26 @@ def loadavg():
 
 # ---- models ---------------------------------------------------------------------
 
+def script_digest(script):
+    """What an export stamp records: the export script's content."""
+    with open(script, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def run_export(script, out_dir, models):
+    os.makedirs(out_dir, exist_ok=True)
+    out = subprocess.run([PYTHON, script, "--out", out_dir, "--models", ",".join(models)],
+                         capture_output=True, text=True)
+    sys.stdout.write(out.stdout)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr)
+        raise SystemExit("model export failed")
+
+
 def export_models(models_dir, names):
     """Exports what is missing or stale (keyed by the export script's content)."""
     script = os.path.join(ROOT, "scripts", "export_models.py")
-    with open(script, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    digest = script_digest(script)
     stamp = os.path.join(models_dir, "export.stamp")
     fresh = os.path.exists(stamp) and open(stamp).read().strip() == digest
     todo = [n for n in names if not fresh or not all(
@@ -134,15 +149,9 @@ def export_models(models_dir, names):
     if not todo:
         log(f"models up to date in {models_dir}")
         return {}
-    os.makedirs(models_dir, exist_ok=True)
     log(f"exporting {','.join(todo)} (opset 13, seeded random weights)")
     t0 = time.perf_counter()
-    out = subprocess.run([PYTHON, script, "--out", models_dir, "--models", ",".join(todo)],
-                         capture_output=True, text=True)
-    sys.stdout.write(out.stdout)
-    if out.returncode != 0:
-        sys.stderr.write(out.stderr)
-        raise SystemExit("model export failed")
+    run_export(script, models_dir, todo)
     if set(todo) == set(names) or fresh:
         with open(stamp, "w") as f:
             f.write(digest + "\n")
@@ -150,23 +159,17 @@ def export_models(models_dir, names):
 
 
 def export_shipped(shipped_dir, names):
-    """Exports the shipped-style models NAME@SIZE need, when missing or stale."""
+    """Exports the shipped-style models NAME@SIZE need, when missing or stale (all of
+    them at once: the stamp covers the set)."""
     script = os.path.join(ROOT, "scripts", "export_shipped.py")
-    with open(script, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    digest = script_digest(script)
     stamp = os.path.join(shipped_dir, "export.stamp")
     models = sorted({n.split("@")[0] for n in names})
     fresh = os.path.exists(stamp) and open(stamp).read().strip() == digest
     if fresh and all(os.path.exists(os.path.join(shipped_dir, m + ".onnx")) for m in models):
         return
-    os.makedirs(shipped_dir, exist_ok=True)
-    log(f"exporting {','.join(models)} with symbolic dims (scripts/export_shipped.py)")
-    out = subprocess.run([PYTHON, script, "--out", shipped_dir, "--models", ",".join(SHIPPED_MODELS)],
-                         capture_output=True, text=True)
-    sys.stdout.write(out.stdout)
-    if out.returncode != 0:
-        sys.stderr.write(out.stderr)
-        raise SystemExit("model export failed")
+    log(f"exporting {','.join(SHIPPED_MODELS)} with symbolic dims (scripts/export_shipped.py)")
+    run_export(script, shipped_dir, SHIPPED_MODELS)
     with open(stamp, "w") as f:
         f.write(digest + "\n")
 

@@ -113,6 +113,7 @@ class FunctionLowering {
   bool lowerUpsamplingDeconv(size_t pos, const ConvSpec& spec);
   void lowerPool(size_t pos);
   void lowerResample(size_t pos);
+  void emitWindowStep(Step step, size_t pos, ValueId x, ValueId out, const std::vector<int64_t>& dst_dims);
   void lowerMatMul(size_t pos);
   void lowerEltwise(size_t pos);
   void emitEltwise(ValueId x, const std::vector<EltwiseOp>& ops, size_t pos,

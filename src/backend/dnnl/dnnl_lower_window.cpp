@@ -240,51 +240,15 @@ void FunctionLowering::lowerConv(size_t pos) {
   finishAnchor(step, pos, chain, out);
 }
 
-void FunctionLowering::lowerPool(size_t pos) {
-  const ir::Node& node = nodeAt(pos);
-  const PoolSpec spec = decoded(decodePool(g_, node, nullptr), pos);
-  const ValueId x = node.inputs[0], out = node.outputs[0];
-  Step step;
-  step.kind = StepKind::kPooling;
-  step.label = labelOf(pos, {});
-  step.alg = int32_t(spec.alg);
-  step.kernel = spec.kernel;
-  step.strides = spec.strides;
-  step.dilates = spec.dilates;
-  step.pad_l = spec.pad_l;
-  step.pad_r = spec.pad_r;
-  Loc src = primary(x);
-  step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, src.buffer, src.md, false});
-  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(shapeOf(out)), true});
-  dnnl::primitive_desc_base pd;
-  try {
-    pd = makePrimitiveDesc(step, cpuEngine());
-  } catch (const dnnl::error&) {
-    src = plain(x);
-    step.args[0] = Arg{DNNL_ARG_SRC, ArgSource::kBuffer, src.buffer, src.md, false};
-    pd = makePrimitiveDesc(step, cpuEngine());
-  }
-  recordChosenLayouts(step, pd);
-  consume(pos);
-  Arg* dst = step.find(DNNL_ARG_DST);
-  dst->index = newBuffer(dst->md);
-  place(out, Loc{uint32_t(dst->index), dst->md});
-  fn_.steps.push_back(std::move(step));
-}
-
-void FunctionLowering::lowerResample(size_t pos) {
-  const ir::Node& node = nodeAt(pos);
-  const ResampleSpec spec = decoded(decodeResize(g_, node, nullptr), pos);
-  const ValueId x = node.inputs[0], out = node.outputs[0];
-  Step step;
-  step.kind = StepKind::kResampling;
-  step.label = labelOf(pos, {});
-  step.alg = int32_t(spec.alg);
-  // The source in the layout its producer wrote (a blocked conv output stays blocked);
-  // the destination in the layout oneDNN prefers for it.
+// A step with one source and a destination of `dst_dims` (pooling, resampling): the
+// source in the layout its producer wrote (a blocked conv output stays blocked) unless
+// oneDNN refuses it there (then row-major), the destination in the layout oneDNN
+// prefers.
+void FunctionLowering::emitWindowStep(Step step, size_t pos, ValueId x, ValueId out,
+                                      const std::vector<int64_t>& dst_dims) {
   Loc src = primary(x);
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
-  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(spec.dst_dims), true});
+  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(dst_dims), true});
   dnnl::primitive_desc_base pd;
   try {
     pd = makePrimitiveDesc(step, cpuEngine());
@@ -299,6 +263,33 @@ void FunctionLowering::lowerResample(size_t pos) {
   dst->index = newBuffer(dst->md);
   place(out, Loc{uint32_t(dst->index), dst->md});
   fn_.steps.push_back(std::move(step));
+}
+
+void FunctionLowering::lowerPool(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const PoolSpec spec = decoded(decodePool(g_, node, nullptr), pos);
+  const ValueId x = node.inputs[0], out = node.outputs[0];
+  Step step;
+  step.kind = StepKind::kPooling;
+  step.label = labelOf(pos, {});
+  step.alg = int32_t(spec.alg);
+  step.kernel = spec.kernel;
+  step.strides = spec.strides;
+  step.dilates = spec.dilates;
+  step.pad_l = spec.pad_l;
+  step.pad_r = spec.pad_r;
+  emitWindowStep(std::move(step), pos, x, out, shapeOf(out));
+}
+
+void FunctionLowering::lowerResample(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const ResampleSpec spec = decoded(decodeResize(g_, node, nullptr), pos);
+  const ValueId x = node.inputs[0], out = node.outputs[0];
+  Step step;
+  step.kind = StepKind::kResampling;
+  step.label = labelOf(pos, {});
+  step.alg = int32_t(spec.alg);
+  emitWindowStep(std::move(step), pos, x, out, spec.dst_dims);
 }
 
 }  // namespace partita::dnnl_backend
