@@ -349,6 +349,62 @@ def kernels_section(res, notes):
     return lines
 
 
+def contention_table(c, notes):
+    """The table of bench/contention.py's results (also printed by it)."""
+    t, target = c.get("threads"), c.get("target_ratio", 1.5)
+    slow = c.get("slow_ms", 100)
+    keys = []
+    for model in c.get("models", []):
+        for k in model.get("busy", {}):
+            if isinstance(model["busy"][k], dict) and k not in keys:
+                keys.append(k)
+    label = {"partita_dnnl": "partita", "ort": "ORT"}
+    lines = [f"| Model | Runtime ({t} threads) | idle median | busy mean | busy median | busy p90 | busy max | "
+             f"runs > {slow:g} ms | busy mean / ORT's | load avg before / busy |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for model in c.get("models", []):
+        ort_mean = model["busy"].get("ort", {}).get("mean_ms")
+        for k in keys:
+            b, i = model["busy"].get(k), model["idle"].get(k, {})
+            if b is None:
+                continue
+            name = label.get(k, k.replace("partita_dnnl", "partita"))
+            if "mean_ms" not in b:
+                lines.append(f"| {model['name']} | {name} | " + " | ".join([notes.na(b.get("na", "no timing"))] * 8)
+                             + " |")
+                continue
+            if k == "ort":
+                r = "-"
+            elif ort_mean:
+                r = fmt_ratio(b["mean_ms"] / ort_mean, target if k == "partita_dnnl" else None)
+            else:
+                r = notes.na("ONNX Runtime: " + model["busy"].get("ort", {}).get("na", "no timing"))
+            lines.append(f"| {model['name']} | {name} | {ms(i.get('median_ms'))} | {ms(b['mean_ms'])} | "
+                         f"{ms(b['median_ms'])} | {ms(b['p90_ms'])} | {ms(b['max_ms'])} | "
+                         f"{b['over_100ms']}/{b['n']} | {r} | "
+                         f"{model.get('loadavg_before', 0):.1f} / {model.get('loadavg_busy', 0):.1f} |")
+    return lines
+
+
+def contention_section(res, notes):
+    c = res.get("contention")
+    lines = ["## Under contention: other processes keep every core busy", ""]
+    if not c:
+        return lines + ["Not run (`--no-contention`)."]
+    if "na" in c:
+        return lines + [notes.na(c["na"])]
+    lines += [f"bench/contention.py: {c.get('busy_loops')} busy-looping processes (`python3 -c 'while True: pass'`, "
+              "one per core, not pinned, normal priority) run while partita (oneDNN + host, artifact compiled for "
+              f"{c.get('threads')} threads) and ONNX Runtime, both at {c.get('threads')} threads, take turns of "
+              f"{c.get('per_turn')} runs until each has {c.get('runs')} runs; idle: the same workers, "
+              f"{c.get('idle_runs')} runs each, just before the loops start. Target: partita's busy mean at most "
+              f"{c.get('target_ratio', 1.5)}x ONNX Runtime's, and no run above {c.get('slow_ms', 100):g} ms on a "
+              "model whose idle run takes under 10 ms. How partita's threads wait (spin, then sleep) is in "
+              "[threads.md](threads.md). The load average before the loops counts other work on the machine; "
+              "with them it includes the loops and the worker.", ""]
+    return lines + contention_table(c, notes)
+
+
 def method_section(res):
     s = res["settings"]
     return ["## Method", "",
@@ -379,7 +435,7 @@ def write_markdown(res, path):
     notes = Notes()
     lines = header(res) + [""]
     for section in (targets_section, ratio_section, latency_section, agreement_section, artifact_section,
-                    startup_section, memory_section, kernels_section):
+                    startup_section, memory_section, contention_section, kernels_section):
         lines += section(res, notes) + [""]
     lines += method_section(res) + [""]
     if notes.items:
