@@ -8,6 +8,7 @@
 
 #include "kernels/op_util.h"
 #include "runtime/graph_validate.h"
+#include "runtime/team_wait.h"
 #include "partita/error.h"
 
 namespace partita::runtime {
@@ -139,6 +140,8 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
   // The team size of this model's runs: OpenMP's per-thread setting, so sessions of
   // models with different thread counts can run in one process.
   omp_set_num_threads(options().threads);
+  // Whether the team's idle threads spin or sleep during this run (team_wait.h).
+  const TeamWaitScope wait(options().threads);
   auto& values = state.values;
   state.dynamic.clear();
 
@@ -151,6 +154,7 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
   for (size_t n = 0; n < steps_.size(); ++n) {
     const ir::Node& node = g.nodes[n];
     try {
+      teamWaitCheckpoint();
       runStep(state, n, constants);
     } catch (const std::bad_alloc&) {
       // A kernel's scratch or a data-dependent value the machine cannot hold.

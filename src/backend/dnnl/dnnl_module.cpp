@@ -14,6 +14,7 @@
 #include "runtime/executor.h"
 #include "partita/error.h"
 #include "runtime/memory_plan.h"
+#include "runtime/team_wait.h"
 
 namespace partita::dnnl_backend {
 
@@ -317,7 +318,10 @@ void DnnlModule::run(uint32_t fn, const std::vector<ir::Tensor>& inputs,
     b.memory.set_data_handle(b.input ? inputs[b.index].data : outputs[b.index].data);
   size_t s = 0;
   try {
-    for (; s < lf.steps.size(); ++s) lf.steps[s].primitive.execute(ws.stream, ws.args[fn][s]);
+    for (; s < lf.steps.size(); ++s) {
+      runtime::teamWaitCheckpoint();
+      lf.steps[s].primitive.execute(ws.stream, ws.args[fn][s]);
+    }
     ws.stream.wait();
   } catch (const dnnl::error& e) {
     throw Error(ErrorCode::kInternal,
