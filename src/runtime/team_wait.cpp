@@ -142,13 +142,14 @@ int64_t runnableNow() {
   return end == slash ? v : -1;
 }
 
-// Whether, besides the calling thread, more threads are runnable now than the CPUs the
-// team's other threads leave free: then a spinning team would take CPUs others wait for.
-// Called in block mode, where the team's other threads sleep. False when unknown.
-bool othersRunnable(int threads) {
+// Whether, besides the team, more threads are runnable now than the CPUs the team's
+// other threads leave free: then a spinning team would take CPUs others wait for.
+// `ours` of the team may be counted: this thread, and in spin mode the others, which
+// may still spin after the last run. False when unknown.
+bool othersRunnable(int threads, int ours) {
   const int64_t r = runnableNow();
   if (r < 0) return false;
-  return r - 1 > int64_t(process().cpus) - threads;
+  return r - ours > int64_t(process().cpus) - threads;
 }
 
 // One calling thread's team and its policy.
@@ -160,11 +161,13 @@ struct ThreadState {
   bool unreadable = false;  // no schedstat here: spin, unwatched
   TeamWaitPolicy policy;
   int watched_runs = 0;
-  // The current run.
+  // The current run: the team's delay and the time at the last reading; the run time
+  // and the delay gathered since the last judged interval.
   bool in_run = false;
   bool watching = false;
-  Clock::time_point start{}, last_check{};
-  int64_t delay_at_start = 0;
+  Clock::time_point mark_time{};
+  int64_t mark_delay = 0;
+  int64_t interval_ns = 0, waited_ns = 0;
 
   ~ThreadState() { closeTeam(); }
 
@@ -209,15 +212,24 @@ struct ThreadState {
     return sum;
   }
 
-  void evaluate(Clock::time_point now) {
-    last_check = now;
+  // Adds the run time and the team's delay since the last reading to the interval, and
+  // judges the interval once it is long enough.
+  void measure(Clock::time_point now) {
     const int64_t delay = teamDelay();
     if (delay < 0) {  // a thread of the team is gone: capture it again next run
       watching = false;
       team_threads = 0;
+      interval_ns = waited_ns = 0;
       return;
     }
-    if (policy.observe(now, delay - delay_at_start, nsBetween(start, now))) {
+    interval_ns += nsBetween(mark_time, now);
+    waited_ns += delay - mark_delay;
+    mark_time = now;
+    mark_delay = delay;
+    if (interval_ns < kTeamWaitIntervalNs) return;
+    const bool switched = policy.observe(now, waited_ns, interval_ns);
+    interval_ns = waited_ns = 0;
+    if (switched) {
       watching = false;
       process().set_blocktime(0);  // the team's next regions
     }
@@ -241,7 +253,9 @@ TeamWaitScope::TeamWaitScope(int threads) {
     return;
   }
   const Clock::time_point now = Clock::now();
-  if (!s.policy.startRun(now, [&] { return othersRunnable(threads); })) {
+  const int ours = s.policy.blocking() ? 1 : threads;
+  if (!s.policy.startRun(now, [&] { return othersRunnable(threads, ours); })) {
+    s.interval_ns = s.waited_ns = 0;
     p.set_blocktime(0);
     return;
   }
@@ -254,8 +268,8 @@ TeamWaitScope::TeamWaitScope(int threads) {
     s.team_threads = 0;
     return;
   }
-  s.delay_at_start = team;
-  s.start = s.last_check = now;
+  s.mark_delay = team;
+  s.mark_time = now;
   s.watching = true;
   ++s.watched_runs;
 }
@@ -263,10 +277,7 @@ TeamWaitScope::TeamWaitScope(int threads) {
 TeamWaitScope::~TeamWaitScope() {
   if (!active_) return;
   ThreadState& s = t_state;
-  if (s.watching) {
-    s.evaluate(Clock::now());
-    if (!s.policy.blocking()) s.policy.endSpinRun();
-  }
+  if (s.watching) s.measure(Clock::now());
   s.watching = false;
   s.in_run = false;
 }
@@ -275,8 +286,8 @@ void teamWaitCheckpoint() {
   ThreadState& s = t_state;
   if (!s.watching) return;
   const Clock::time_point now = Clock::now();
-  if (nsBetween(s.last_check, now) < kTeamWaitCheckNs) return;
-  s.evaluate(now);
+  if (s.interval_ns + nsBetween(s.mark_time, now) < kTeamWaitIntervalNs) return;
+  s.measure(now);
 }
 
 TeamWaitInfo teamWaitInfo() {
@@ -288,6 +299,13 @@ TeamWaitInfo teamWaitInfo() {
 TeamWaitState teamWaitState() {
   const ThreadState& s = t_state;
   return {s.policy.blocking(), s.policy.switchesToBlock(), s.watched_runs};
+}
+
+int64_t teamRunDelayNs(int threads) {
+  ThreadState& s = t_state;
+  if (s.unreadable) return -1;
+  if (s.team_threads != threads) s.captureTeam(threads);
+  return s.fds.empty() ? -1 : s.teamDelay();
 }
 
 }  // namespace partita::runtime

@@ -9,17 +9,22 @@
 // needs, or shares a core with it, and runs took 10 to 100 times longer.
 //
 // So each run on LLVM's OpenMP runtime (libomp: kmp_set_blocktime sets, per calling
-// thread, how long its team's idle threads spin before they sleep):
-//   * spin mode (block time kTeamWaitSpinMs): the team's threads' run delays (the time
-//     each spent runnable, waiting for a CPU: /proc/self/task/<tid>/schedstat) are read
-//     between steps, at most once a millisecond. Once the team waited for more than
-//     0.5 ms and a fifth of the run so far, it sleeps at once (block time 0) from the
-//     next region on: block mode.
+// thread, how long its team's idle threads spin before they sleep) starts by counting
+// the machine's runnable threads (/proc/loadavg): when more are runnable than the CPUs
+// the team's other threads leave free, a spinning team would take CPUs others wait
+// for, and they its own.
+//   * spin mode (block time kTeamWaitSpinMs): kept while nobody else is runnable beyond
+//     the free CPUs at a run's start, and while the team gets its CPUs: between steps,
+//     at most once a millisecond, the team's threads' run delays (time spent runnable,
+//     waiting for a CPU: /proc/self/task/<tid>/schedstat) are read, and each millisecond
+//     of run time in which the team waited for more than a fifth of it is contended.
+//     After two contended milliseconds in a row (one alone is often a thread woken late
+//     at a run's start) the team sleeps at once (block time 0) from the next region on:
+//     block mode.
 //   * block mode: after a back-off (20 ms, doubled after each failed try up to 2 s) a
-//     run tries spin mode again, unless more threads are runnable right now than the
-//     CPUs the team's other threads leave free (/proc/loadavg); that veto holds for 10 s
-//     after the team last spun at most, for runnable threads that would not compete (a
-//     job at a lower priority).
+//     run tries spin mode again if nobody else is runnable beyond the free CPUs; with
+//     others runnable it tries anyway once a minute (they may not compete: a job at a
+//     lower priority), watched as above.
 //
 // Nothing happens per run when the process's OpenMP calls are served by another runtime
 // (GCC's libgomp reads its spin from OMP_WAIT_POLICY / GOMP_SPINCOUNT when it loads),
@@ -37,12 +42,12 @@ namespace partita::runtime {
 
 // The policy's numbers (docs/threads.md has the measurements behind them).
 inline constexpr int kTeamWaitSpinMs = 10;               // spin mode: sleep after 10 ms without work
-inline constexpr int64_t kTeamWaitCheckNs = 1'000'000;   // run delays read at most once a ms
-inline constexpr int64_t kTeamWaitMinDelayNs = 500'000;  // contended: the team waited more than this
-inline constexpr int64_t kTeamWaitDelayShare = 5;        // ... and more than 1/5 of the run so far
+inline constexpr int64_t kTeamWaitIntervalNs = 1'000'000;  // run delays judged per ms of run time
+inline constexpr int64_t kTeamWaitDelayShare = 5;          // an interval is contended: waited > 1/5 of it
+inline constexpr int kTeamWaitContendedIntervals = 2;      // this many in a row: block mode
 inline constexpr std::chrono::milliseconds kTeamWaitFirstBackoff{20};
 inline constexpr std::chrono::milliseconds kTeamWaitMaxBackoff{2000};
-inline constexpr std::chrono::milliseconds kTeamWaitForceRetry{10000};
+inline constexpr std::chrono::seconds kTeamWaitForceRetry{60};
 
 // The decisions of the adaptive policy, apart from where their inputs come from.
 class TeamWaitPolicy {
@@ -50,29 +55,49 @@ class TeamWaitPolicy {
   using Clock = std::chrono::steady_clock;
 
   // At the start of a run: true when the team spins this run (and the run is watched
-  // with observe()), false when it sleeps at once. `others_runnable` is asked only when
-  // a try would be due: whether more threads are runnable now than the CPUs the team's
-  // other threads leave free.
+  // with observe()), false when it sleeps at once. `others_runnable()` tells whether
+  // more threads are runnable now than the CPUs the team's other threads leave free; it
+  // is asked unless the run sleeps anyway (back-off).
   template <typename OthersRunnable>
   bool startRun(Clock::time_point now, OthersRunnable&& others_runnable) {
-    if (blocking_) {
-      if (now < retry_at_) return false;
-      if (now < spun_at_ + kTeamWaitForceRetry && others_runnable()) {
-        retry_at_ = now + backoff_;
-        return false;
-      }
-      retrying_ = true;
-      blocking_ = false;
-      spun_at_ = now;
+    if (!blocking_) {
+      if (!others_runnable()) return true;
+      toBlock(now);
+      return false;
     }
+    if (now < retry_at_) return false;
+    if (now < spun_at_ + kTeamWaitForceRetry && others_runnable()) {
+      retry_at_ = now + backoff_;
+      return false;
+    }
+    retrying_ = true;
+    blocking_ = false;
+    spun_at_ = now;
     return true;
   }
 
-  // During a spin run: `waited_ns` is how long the team's threads waited for a CPU since
-  // the run started `elapsed_ns` ago. True when this switches to block mode (the caller
-  // then makes the team sleep at once).
-  bool observe(Clock::time_point now, int64_t waited_ns, int64_t elapsed_ns) {
-    if (blocking_ || waited_ns <= kTeamWaitMinDelayNs || waited_ns * kTeamWaitDelayShare <= elapsed_ns) return false;
+  // During spin runs: the team waited `waited_ns` for CPUs in the last `interval_ns`
+  // (at least kTeamWaitIntervalNs) of run time, which may span several short runs. True
+  // when this switches to block mode (the caller then makes the team sleep at once).
+  bool observe(Clock::time_point now, int64_t waited_ns, int64_t interval_ns) {
+    if (blocking_) return false;
+    if (waited_ns * kTeamWaitDelayShare <= interval_ns) {
+      contended_ = 0;
+      retrying_ = false;  // spinning went well: the next contention backs off from the start
+      return false;
+    }
+    if (++contended_ < kTeamWaitContendedIntervals) return false;
+    toBlock(now);
+    return true;
+  }
+
+  bool blocking() const { return blocking_; }
+  Clock::duration backoff() const { return backoff_; }
+  Clock::time_point retryAt() const { return retry_at_; }
+  int switchesToBlock() const { return switches_to_block_; }
+
+ private:
+  void toBlock(Clock::time_point now) {
     if (retrying_) {
       backoff_ = std::min<Clock::duration>(backoff_ * 2, kTeamWaitMaxBackoff);
     } else {
@@ -81,22 +106,14 @@ class TeamWaitPolicy {
     }
     blocking_ = true;
     retrying_ = false;
+    contended_ = 0;
     retry_at_ = now + backoff_;
     ++switches_to_block_;
-    return true;
   }
 
-  // A spin run ended without switching: the next contention starts the back-off anew.
-  void endSpinRun() { retrying_ = false; }
-
-  bool blocking() const { return blocking_; }
-  Clock::duration backoff() const { return backoff_; }
-  Clock::time_point retryAt() const { return retry_at_; }
-  int switchesToBlock() const { return switches_to_block_; }
-
- private:
   bool blocking_ = false;
-  bool retrying_ = false;  // this spin run is a try after block mode
+  bool retrying_ = false;  // spinning is a try after block mode, not yet seen to go well
+  int contended_ = 0;      // contended intervals in a row
   Clock::time_point retry_at_{};
   Clock::time_point spun_at_{};  // when the team last spun: left spin mode, or tried it
   Clock::duration backoff_ = kTeamWaitFirstBackoff;
@@ -137,5 +154,9 @@ struct TeamWaitState {
   int watched_runs = 0;
 };
 TeamWaitState teamWaitState();
+
+// For tests: the summed run delay (ns spent runnable, waiting for a CPU) of the calling
+// thread's team of `threads` threads, as the adaptive policy reads it; -1 when it cannot.
+int64_t teamRunDelayNs(int threads);
 
 }  // namespace partita::runtime

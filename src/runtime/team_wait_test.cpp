@@ -20,32 +20,43 @@ using std::chrono::milliseconds;
 
 constexpr int64_t kMs = 1'000'000;
 
-TEST(TeamWaitPolicy, SpinsUntilTheTeamWaitsForCpus) {
+TEST(TeamWaitPolicy, SpinsUntilTheTeamWaitsForCpusTwoIntervalsInARow) {
   TeamWaitPolicy p;
   const Clock::time_point t0{};
   auto never = [] { return false; };
   EXPECT_TRUE(p.startRun(t0, never));
-  // Waits a quiet machine sees: under 0.5 ms, or under a fifth of the run.
-  EXPECT_FALSE(p.observe(t0 + milliseconds(1), kMs / 4, kMs));
-  EXPECT_FALSE(p.observe(t0 + milliseconds(10), 2 * kMs, 10 * kMs));
-  p.endSpinRun();
-  EXPECT_TRUE(p.startRun(t0 + milliseconds(11), never));
+  // Waits a quiet machine sees: up to a fifth of an interval.
+  EXPECT_FALSE(p.observe(t0 + milliseconds(1), kMs / 5, kMs));
+  EXPECT_FALSE(p.observe(t0 + milliseconds(3), 0, 2 * kMs));
+  // One contended interval alone (a thread woken late): still spinning.
+  EXPECT_FALSE(p.observe(t0 + milliseconds(4), 8 * kMs / 10, kMs));
+  EXPECT_FALSE(p.observe(t0 + milliseconds(5), kMs / 10, kMs));
+  EXPECT_FALSE(p.observe(t0 + milliseconds(6), kMs, kMs));
+  EXPECT_TRUE(p.startRun(t0 + milliseconds(7), never));
   EXPECT_FALSE(p.blocking());
-  // Contended: waited 3 ms of 6.
-  EXPECT_TRUE(p.observe(t0 + milliseconds(17), 3 * kMs, 6 * kMs));
+  // Two in a row: block mode.
+  EXPECT_TRUE(p.observe(t0 + milliseconds(8), kMs / 2, kMs));
   EXPECT_TRUE(p.blocking());
   EXPECT_EQ(p.switchesToBlock(), 1);
   EXPECT_EQ(p.backoff(), kTeamWaitFirstBackoff);
-  EXPECT_FALSE(p.observe(t0 + milliseconds(18), 5 * kMs, 7 * kMs));  // already blocking: no second switch
+  EXPECT_FALSE(p.observe(t0 + milliseconds(9), kMs, kMs));  // already blocking: no second switch
   EXPECT_EQ(p.switchesToBlock(), 1);
+  EXPECT_FALSE(p.startRun(t0 + milliseconds(10), never));
 }
 
-TEST(TeamWaitPolicy, BacksOffAfterFailedTriesAndStartsAnewAfterASuccess) {
+// Feeds `n` contended intervals.
+bool contend(TeamWaitPolicy& p, Clock::time_point now, int n = kTeamWaitContendedIntervals) {
+  bool switched = false;
+  for (int i = 0; i < n; ++i) switched = p.observe(now + milliseconds(i), 2 * kMs, 2 * kMs);
+  return switched;
+}
+
+TEST(TeamWaitPolicy, BacksOffAfterFailedTriesAndStartsAnewAfterACleanInterval) {
   TeamWaitPolicy p;
   Clock::time_point now{};
   auto never = [] { return false; };
   ASSERT_TRUE(p.startRun(now, never));
-  ASSERT_TRUE(p.observe(now, 3 * kMs, 6 * kMs));
+  ASSERT_TRUE(contend(p, now));
   // Blocks until the back-off ends; each failed try doubles it, up to the maximum.
   Clock::duration expect = kTeamWaitFirstBackoff;
   for (int i = 0; i < 10; ++i) {
@@ -53,55 +64,55 @@ TEST(TeamWaitPolicy, BacksOffAfterFailedTriesAndStartsAnewAfterASuccess) {
     EXPECT_FALSE(p.startRun(p.retryAt() - milliseconds(1), never));
     now = p.retryAt();
     ASSERT_TRUE(p.startRun(now, never)) << "try " << i;
-    ASSERT_TRUE(p.observe(now + milliseconds(5), 3 * kMs, 5 * kMs));
+    ASSERT_TRUE(contend(p, now + milliseconds(1))) << "try " << i;
     expect = std::min<Clock::duration>(expect * 2, kTeamWaitMaxBackoff);
   }
   EXPECT_EQ(p.backoff(), kTeamWaitMaxBackoff);
-  // A try that ends quietly: the next contention backs off from the start again.
+  // A try whose first interval is quiet: the next contention backs off from the start.
   now = p.retryAt();
   ASSERT_TRUE(p.startRun(now, never));
-  EXPECT_FALSE(p.observe(now + milliseconds(5), 0, 5 * kMs));
-  p.endSpinRun();
-  ASSERT_TRUE(p.startRun(now + milliseconds(6), never));
-  ASSERT_TRUE(p.observe(now + milliseconds(9), 2 * kMs, 3 * kMs));
+  EXPECT_FALSE(p.observe(now + milliseconds(1), 0, kMs));
+  ASSERT_TRUE(contend(p, now + milliseconds(2)));
   EXPECT_EQ(p.backoff(), kTeamWaitFirstBackoff);
 }
 
-TEST(TeamWaitPolicy, RunnableOthersPostponeTriesForAtMostTheForcedRetry) {
+TEST(TeamWaitPolicy, RunnableOthersKeepTheTeamSleepingButForATryAMinute) {
   TeamWaitPolicy p;
   const Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
   int asked = 0;
-  auto busy = [&] { ++asked; return true; };
-  ASSERT_TRUE(p.startRun(t0, busy));
-  EXPECT_EQ(asked, 0);  // not asked in spin mode
-  ASSERT_TRUE(p.observe(t0, 3 * kMs, 6 * kMs));
-  // Others runnable postpone every try by a back-off...
+  bool others = true;
+  auto runnable = [&] { ++asked; return others; };
+  // Spin mode, others runnable at a run's start: sleep from this run on.
+  EXPECT_FALSE(p.startRun(t0, runnable));
+  EXPECT_EQ(asked, 1);
+  EXPECT_TRUE(p.blocking());
+  EXPECT_EQ(p.switchesToBlock(), 1);
+  // Not asked before the back-off ends; then postponed by a back-off each time...
+  asked = 0;
+  EXPECT_FALSE(p.startRun(p.retryAt() - milliseconds(1), runnable));
+  EXPECT_EQ(asked, 0);
   Clock::time_point now = t0;
-  while (now < t0 + kTeamWaitForceRetry - kTeamWaitFirstBackoff) {
+  while (p.retryAt() < t0 + kTeamWaitForceRetry) {
     now = p.retryAt();
-    EXPECT_FALSE(p.startRun(now, busy));
-    EXPECT_TRUE(p.blocking());
+    EXPECT_FALSE(p.startRun(now, runnable));
   }
   EXPECT_GT(asked, 100);
-  // ...until the forced try, kTeamWaitForceRetry after the team left spin mode.
-  now = t0 + kTeamWaitForceRetry;
-  EXPECT_TRUE(p.startRun(now, busy));
+  EXPECT_EQ(p.backoff(), kTeamWaitFirstBackoff);  // postponing is not failing
+  // ...until a try a minute after the team last spun, whoever is runnable.
+  now = p.retryAt();
+  EXPECT_TRUE(p.startRun(now, runnable));
   EXPECT_FALSE(p.blocking());
-  // Failed: postponed again for up to kTeamWaitForceRetry after that try; a try is not
-  // asked about before its back-off ends.
-  ASSERT_TRUE(p.observe(now, 3 * kMs, 6 * kMs));
-  asked = 0;
-  EXPECT_FALSE(p.startRun(now + milliseconds(1), busy));
-  EXPECT_EQ(asked, 0);
-  EXPECT_FALSE(p.startRun(now + kTeamWaitForceRetry - milliseconds(1), busy));
-  EXPECT_EQ(asked, 1);
-  EXPECT_GE(p.retryAt(), now + kTeamWaitForceRetry);
-  EXPECT_TRUE(p.startRun(p.retryAt(), busy));
-  // Nobody else runnable: the try goes ahead at the end of the back-off.
-  TeamWaitPolicy q;
-  ASSERT_TRUE(q.startRun(t0, busy));
-  ASSERT_TRUE(q.observe(t0, 3 * kMs, 6 * kMs));
-  EXPECT_TRUE(q.startRun(q.retryAt(), [] { return false; }));
+  // The try went well (the others did not take the team's CPUs), but they are still
+  // runnable at the next run's start: sleep again.
+  EXPECT_FALSE(p.observe(now + milliseconds(1), 0, kMs));
+  EXPECT_FALSE(p.startRun(now + milliseconds(5), runnable));
+  EXPECT_EQ(p.switchesToBlock(), 2);
+  // Once nobody else is runnable, the try goes ahead at the end of the back-off.
+  others = false;
+  EXPECT_FALSE(p.startRun(p.retryAt() - milliseconds(1), runnable));
+  EXPECT_TRUE(p.startRun(p.retryAt(), runnable));
+  EXPECT_TRUE(p.startRun(p.retryAt() + milliseconds(30), runnable));
+  EXPECT_FALSE(p.blocking());
 }
 
 ir::Node node(const std::string& op, const std::string& name, std::vector<ir::ValueId> in,
@@ -144,7 +155,8 @@ TEST(TeamWait, RunsOnLlvmOpenMpWhenBuiltForIt) {
 }
 
 // Busy threads on every core: the team waits for CPUs, the policy makes it sleep at
-// once, and the results stay right through the switch.
+// once (seeing the busy threads runnable at a run's start, or the team's own waits
+// within a run), and the results stay right through the switch.
 TEST(TeamWait, SleepsAtOnceWhileOtherThreadsHoldTheCores) {
   const TeamWaitInfo info = teamWaitInfo();
   if (!info.adaptive) GTEST_SKIP() << "wait policy is " << info.policy << " (runtime " << info.runtime << ")";
@@ -163,6 +175,8 @@ TEST(TeamWait, SleepsAtOnceWhileOtherThreadsHoldTheCores) {
     for (int i = 0; i < (1 << 20); i += 4099) ASSERT_EQ(y[i], float(i % 7) * (kSteps + 1)) << i;
   };
   check(e->run(*state, inputs));
+  const int64_t delay_before = teamRunDelayNs(2);
+  ASSERT_GE(delay_before, 0) << "the team's schedstat cannot be read";
 
   std::atomic<bool> stop{false};
   std::vector<std::thread> busy;
@@ -182,9 +196,11 @@ TEST(TeamWait, SleepsAtOnceWhileOtherThreadsHoldTheCores) {
   const TeamWaitState during = teamWaitState();
   stop = true;
   for (std::thread& t : busy) t.join();
+  const int64_t delay_after = teamRunDelayNs(2);
   EXPECT_TRUE(during.blocking) << runs << " runs with " << cores << " busy threads";
   EXPECT_GE(during.switches_to_block, 1);
-  EXPECT_GE(during.watched_runs, 1);
+  // The team did wait for CPUs, and its delays were read.
+  EXPECT_GT(delay_after, delay_before);
 }
 
 }  // namespace
