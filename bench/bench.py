@@ -601,7 +601,7 @@ def main():
         copts = argparse.Namespace(
             models=opts.contention_models or ",".join(names), runs=opts.contention_runs,
             idle_runs=opts.contention_idle_runs, threads=opts.contention_threads, busy=opts.contention_busy,
-            per_turn=opts.contention_per_turn, warmup=opts.warmup, settle=opts.settle,
+            per_turn=opts.contention_per_turn, partita=opts.contention_partita, warmup=opts.warmup, settle=opts.settle,
             load_timeout=opts.load_timeout)
         if opts.quick:
             copts.runs, copts.idle_runs = 10, 5

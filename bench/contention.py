@@ -19,7 +19,8 @@ from the artifact compiled for N threads, ONNX Runtime at N threads), then
 Only one worker runs at a time; between turns the driver pauses --settle seconds so
 that a runtime whose idle threads spin does not steal from the next one. Reported per
 worker: mean, median, p90, max, and how many runs took more than 100 ms; the target
-is partita's mean at most 1.5x ONNX Runtime's under contention. The machine's load
+is partita's mean at most 1.5x ONNX Runtime's under contention (oneDNN + host;
+--partita partita_host times the host-only artifact instead). The machine's load
 average is recorded before the loops start (other work on the machine) and after.
 """
 import argparse
@@ -113,26 +114,27 @@ def contention_model(name, bins, work, opts, variants):
     os.makedirs(model_dir, exist_ok=True)
     t = opts.threads
     res = {"name": name, "idle": {}, "busy": {}}
-    arts = bench.compile_artifacts(bins["partita"], files, model_dir, name, [t], variants=["partita_dnnl"])
-    art = arts["partita_dnnl"]
+    rt = opts.partita
+    arts = bench.compile_artifacts(bins["partita"], files, model_dir, name, [t], variants=[rt])
+    art = arts[rt]
     specs = []  # (key, runtime, model path, env, runner, na)
     if "na" in art:
-        specs.append(("partita_dnnl", "partita_dnnl", None, None, None, art["na"]))
+        specs.append((rt, rt, None, None, None, art["na"]))
     else:
         pta = bench.artifact_for(art, t)
-        specs.append(("partita_dnnl", "partita_dnnl", pta, None, None, None))
+        specs.append((rt, rt, pta, None, None, None))
         for label, env, runner in variants:
-            specs.append((f"partita_dnnl[{label}]", "partita_dnnl", pta, env, runner, None))
+            specs.append((f"{rt}[{label}]", rt, pta, env, runner, None))
     specs.append(("ort", "ort", files["onnx"], None, None, bins.get("ort_na")))
 
     workers = []
-    for key, rt, path, env, runner, na in specs:
+    for key, runtime, path, env, runner, na in specs:
         if na:
             res["idle"][key] = res["busy"][key] = {"na": na}
             continue
         out_npy = os.path.join(model_dir, f"contention.{key}.out.npy")
         use_bins = dict(bins, model_runner=runner) if runner else bins
-        cmd = bench.worker_command(rt, use_bins, files, name, t, path, out_npy)
+        cmd = bench.worker_command(runtime, use_bins, files, name, t, path, out_npy)
         if opts.nice:
             cmd = ["nice", "-n", str(opts.nice)] + cmd
         w = bench.Worker(key, cmd, os.path.join(model_dir, f"contention.{key}.log"), cwd=HERE,
@@ -170,7 +172,7 @@ def contention_model(name, bins, work, opts, variants):
                 if w.error:
                     res[phase][w.key]["note"] = w.error
     for phase in ("idle", "busy"):
-        p, o = res[phase].get("partita_dnnl", {}), res[phase].get("ort", {})
+        p, o = res[phase].get(rt, {}), res[phase].get("ort", {})
         if "mean_ms" in p and "mean_ms" in o:
             res[phase]["ratio_mean"] = p["mean_ms"] / o["mean_ms"]
             res[phase]["ratio_median"] = p["median_ms"] / o["median_ms"]
@@ -179,7 +181,7 @@ def contention_model(name, bins, work, opts, variants):
 
 def run(bins, work, opts, variants=()):
     """The contention section of the results (bench.py calls this with its bins)."""
-    out = {"threads": opts.threads, "runs": opts.runs, "idle_runs": opts.idle_runs, "busy_loops": opts.busy,
+    out = {"partita": opts.partita, "threads": opts.threads, "runs": opts.runs, "idle_runs": opts.idle_runs, "busy_loops": opts.busy,
            "per_turn": opts.per_turn, "settle_s": opts.settle, "target_ratio": TARGET_RATIO,
            "slow_ms": SLOW_MS, "models": []}
     if not bins.get("partita") or not bins.get("model_runner"):
@@ -211,6 +213,8 @@ def add_options(ap, prefix=""):
     ap.add_argument(f"--{prefix}threads", type=int, default=2)
     ap.add_argument(f"--{prefix}busy", type=int, default=os.cpu_count() or 2, help="busy-looping processes")
     ap.add_argument(f"--{prefix}per-turn", type=int, default=5, help="runs per worker per turn")
+    ap.add_argument(f"--{prefix}partita", default="partita_dnnl", choices=["partita_dnnl", "partita_host"],
+                    help="which partita artifact (oneDNN + host, or host only)")
 
 
 def main():

@@ -358,7 +358,8 @@ def contention_table(c, notes):
         for k in model.get("busy", {}):
             if isinstance(model["busy"][k], dict) and k not in keys:
                 keys.append(k)
-    label = {"partita_dnnl": "partita", "ort": "ORT"}
+    main = c.get("partita", "partita_dnnl")
+    label = {"partita_dnnl": "partita", "partita_host": "partita host", "ort": "ORT"}
     lines = [f"| Model | Runtime ({t} threads) | idle median | busy mean | busy median | busy p90 | busy max | "
              f"runs > {slow:g} ms | busy mean / ORT's | load avg before / busy |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -368,7 +369,7 @@ def contention_table(c, notes):
             b, i = model["busy"].get(k), model["idle"].get(k, {})
             if b is None:
                 continue
-            name = label.get(k, k.replace("partita_dnnl", "partita"))
+            name = label.get(k, k.replace("partita_dnnl", "partita").replace("partita_host", "partita host"))
             if "mean_ms" not in b:
                 lines.append(f"| {model['name']} | {name} | " + " | ".join([notes.na(b.get("na", "no timing"))] * 8)
                              + " |")
@@ -376,7 +377,7 @@ def contention_table(c, notes):
             if k == "ort":
                 r = "-"
             elif ort_mean:
-                r = fmt_ratio(b["mean_ms"] / ort_mean, target if k == "partita_dnnl" else None)
+                r = fmt_ratio(b["mean_ms"] / ort_mean, target if k == main else None)
             else:
                 r = notes.na("ONNX Runtime: " + model["busy"].get("ort", {}).get("na", "no timing"))
             lines.append(f"| {model['name']} | {name} | {ms(i.get('median_ms'))} | {ms(b['mean_ms'])} | "

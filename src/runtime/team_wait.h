@@ -23,8 +23,9 @@
 //     block mode.
 //   * block mode: after a back-off (20 ms, doubled after each failed try up to 2 s) a
 //     run tries spin mode again if nobody else is runnable beyond the free CPUs; with
-//     others runnable it tries anyway once a minute (they may not compete: a job at a
-//     lower priority), watched as above.
+//     others runnable it tries anyway once a minute, watched as above: when the team
+//     does not wait, the runnable others do not compete (a job at a lower priority), and
+//     they are not counted any more until the team is seen waiting again.
 //
 // Nothing happens per run when the process's OpenMP calls are served by another runtime
 // (GCC's libgomp reads its spin from OMP_WAIT_POLICY / GOMP_SPINCOUNT when it loads),
@@ -61,16 +62,18 @@ class TeamWaitPolicy {
   template <typename OthersRunnable>
   bool startRun(Clock::time_point now, OthersRunnable&& others_runnable) {
     if (!blocking_) {
-      if (!others_runnable()) return true;
+      if (!heed_runnable_ || !others_runnable()) return true;
       toBlock(now);
       return false;
     }
     if (now < retry_at_) return false;
-    if (now < spun_at_ + kTeamWaitForceRetry && others_runnable()) {
+    const bool others = heed_runnable_ && others_runnable();
+    if (others && now < spun_at_ + kTeamWaitForceRetry) {
       retry_at_ = now + backoff_;
       return false;
     }
     retrying_ = true;
+    forced_ = others;
     blocking_ = false;
     spun_at_ = now;
     return true;
@@ -84,9 +87,14 @@ class TeamWaitPolicy {
     if (waited_ns * kTeamWaitDelayShare <= interval_ns) {
       contended_ = 0;
       retrying_ = false;  // spinning went well: the next contention backs off from the start
+      // A forced try went well although others were runnable: they do not compete (a
+      // lower priority); stop asking until the team is seen waiting again.
+      if (forced_) heed_runnable_ = false;
+      forced_ = false;
       return false;
     }
     if (++contended_ < kTeamWaitContendedIntervals) return false;
+    heed_runnable_ = true;
     toBlock(now);
     return true;
   }
@@ -106,6 +114,7 @@ class TeamWaitPolicy {
     }
     blocking_ = true;
     retrying_ = false;
+    forced_ = false;
     contended_ = 0;
     retry_at_ = now + backoff_;
     ++switches_to_block_;
@@ -113,6 +122,8 @@ class TeamWaitPolicy {
 
   bool blocking_ = false;
   bool retrying_ = false;  // spinning is a try after block mode, not yet seen to go well
+  bool forced_ = false;    // ... made although others were runnable
+  bool heed_runnable_ = true;  // whether others runnable count (see observe)
   int contended_ = 0;      // contended intervals in a row
   Clock::time_point retry_at_{};
   Clock::time_point spun_at_{};  // when the team last spun: left spin mode, or tried it

@@ -102,17 +102,43 @@ TEST(TeamWaitPolicy, RunnableOthersKeepTheTeamSleepingButForATryAMinute) {
   now = p.retryAt();
   EXPECT_TRUE(p.startRun(now, runnable));
   EXPECT_FALSE(p.blocking());
-  // The try went well (the others did not take the team's CPUs), but they are still
-  // runnable at the next run's start: sleep again.
-  EXPECT_FALSE(p.observe(now + milliseconds(1), 0, kMs));
-  EXPECT_FALSE(p.startRun(now + milliseconds(5), runnable));
+  // A contended try: back to sleep, others heeded.
+  ASSERT_TRUE(contend(p, now + milliseconds(1)));
   EXPECT_EQ(p.switchesToBlock(), 2);
   // Once nobody else is runnable, the try goes ahead at the end of the back-off.
   others = false;
   EXPECT_FALSE(p.startRun(p.retryAt() - milliseconds(1), runnable));
-  EXPECT_TRUE(p.startRun(p.retryAt(), runnable));
-  EXPECT_TRUE(p.startRun(p.retryAt() + milliseconds(30), runnable));
-  EXPECT_FALSE(p.blocking());
+  now = p.retryAt();
+  EXPECT_TRUE(p.startRun(now, runnable));
+  EXPECT_FALSE(p.observe(now + milliseconds(1), 0, kMs));
+  // Others runnable again at a run's start: sleep at once.
+  others = true;
+  EXPECT_FALSE(p.startRun(now + milliseconds(2), runnable));
+  EXPECT_EQ(p.switchesToBlock(), 3);
+}
+
+TEST(TeamWaitPolicy, OthersThatDoNotCompeteStopCountingUntilTheTeamWaitsAgain) {
+  TeamWaitPolicy p;
+  const Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
+  int asked = 0;
+  auto runnable = [&] { ++asked; return true; };  // a job at a lower priority, always runnable
+  EXPECT_FALSE(p.startRun(t0, runnable));
+  Clock::time_point now = t0 + kTeamWaitForceRetry;
+  while (!p.startRun(now, runnable)) now = p.retryAt();  // the forced try
+  // It goes well: the team spins from now on, whoever is runnable.
+  EXPECT_FALSE(p.observe(now + milliseconds(1), kMs / 10, kMs));
+  asked = 0;
+  for (int i = 2; i < 100; ++i) {
+    EXPECT_TRUE(p.startRun(now + milliseconds(i), runnable));
+    EXPECT_FALSE(p.observe(now + milliseconds(i), 0, kMs));
+  }
+  EXPECT_EQ(asked, 0);
+  EXPECT_EQ(p.switchesToBlock(), 1);
+  // The team waits: block mode, and runnable others count again.
+  ASSERT_TRUE(contend(p, now + milliseconds(100)));
+  now = p.retryAt();
+  EXPECT_FALSE(p.startRun(now, runnable));
+  EXPECT_GT(asked, 0);
 }
 
 ir::Node node(const std::string& op, const std::string& name, std::vector<ir::ValueId> in,
