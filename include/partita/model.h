@@ -36,12 +36,25 @@ struct IoInfo {
 // Settings of a loaded model's runs. They belong to the model, not the process: two
 // models loaded with different thread counts run side by side in one program.
 struct LoadOptions {
-  int threads = 2;  // kernel threads of each run (an OpenMP team per run), >= 1
+  // Kernel threads of each run (an OpenMP team per run, >= 1): the calling thread and
+  // threads-1 workers. How idle workers wait (spin, or sleep while other processes hold
+  // the cores) is in docs/threads.md and threadRuntimeInfo().
+  int threads = 2;
   // The ranks and sizes the model's tensors may have: its declared and planned types
   // are checked at load, data-dependent ones and inputs at every run (TensorLimits:
   // 2^40 bytes and rank 16 unless set).
   TensorLimits limits = {};
 };
+
+// The OpenMP runtime serving this process's kernel threads (oneDNN's too) and how their
+// idle threads wait, e.g. {"libomp.so.5", "adaptive"}: docs/threads.md. The policy is
+// "adaptive", "spin" or "block" (PARTITA_THREAD_WAIT), or "runtime default (...)" when
+// partita leaves it to the runtime (GNU libgomp, or KMP_BLOCKTIME set).
+struct ThreadRuntimeInfo {
+  std::string openmp_runtime;
+  std::string wait_policy;
+};
+ThreadRuntimeInfo threadRuntimeInfo();
 
 class Model {
  public:

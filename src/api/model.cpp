@@ -1,6 +1,7 @@
 #include "partita/model.h"
 
 #include "runtime/executor.h"
+#include "runtime/team_wait.h"
 
 namespace partita {
 
@@ -16,6 +17,11 @@ IoInfo describe(const runtime::IoSpec& v) {
   return info;
 }
 }  // namespace
+
+ThreadRuntimeInfo threadRuntimeInfo() {
+  const runtime::TeamWaitInfo info = runtime::teamWaitInfo();
+  return {info.runtime, info.policy};
+}
 
 Model::Model(std::shared_ptr<const runtime::Executor> executor) : executor_(std::move(executor)) {
   for (const runtime::IoSpec& in : executor_->inputs()) inputs_.push_back(describe(in));
