@@ -6,7 +6,8 @@ report gets an "Under contention" section); alone it prints its table and writes
 build/bench/contention.json:
 
     /usr/bin/python3 bench/contention.py [--build build] [--models resnet18,...] [--runs 40]
-        [--update-report]    also merge into build/bench/results.json and rewrite docs/benchmarks.md
+        [--update-report [RESULTS_JSON]]  also merge into the results (default: the committed
+                             bench/results/results.json) and rewrite docs/benchmarks.md
         [--variant LABEL:ENV=VALUE,ENV=VALUE]   an extra partita worker run with that environment
         [--variant-runner LABEL:PATH]           ... and/or another partita_bench_model binary
 
@@ -181,7 +182,9 @@ def contention_model(name, bins, work, opts, variants):
 
 def run(bins, work, opts, variants=()):
     """The contention section of the results (bench.py calls this with its bins)."""
-    out = {"partita": opts.partita, "threads": opts.threads, "runs": opts.runs, "idle_runs": opts.idle_runs, "busy_loops": opts.busy,
+    machine = bench.machine_info()
+    out = {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": machine.get("commit"),
+           "cores": machine.get("cores"), "partita": opts.partita, "threads": opts.threads, "runs": opts.runs, "idle_runs": opts.idle_runs, "busy_loops": opts.busy,
            "per_turn": opts.per_turn, "settle_s": opts.settle, "target_ratio": TARGET_RATIO,
            "slow_ms": SLOW_MS, "models": []}
     if not bins.get("partita") or not bins.get("model_runner"):
@@ -228,8 +231,10 @@ def main():
     ap.add_argument("--nice", type=int, default=0, help="start the workers under `nice -n N` (experiments)")
     ap.add_argument("--variant", action="append", help="LABEL:ENV=VALUE,... an extra partita worker")
     ap.add_argument("--variant-runner", action="append", help="LABEL:PATH another partita_bench_model")
-    ap.add_argument("--update-report", action="store_true",
-                    help="merge into build/bench/results.json and rewrite docs/benchmarks.md")
+    ap.add_argument("--update-report", nargs="?", const=os.path.join(bench.HERE, "results", "results.json"),
+                    metavar="RESULTS_JSON",
+                    help="merge into RESULTS_JSON (default: the committed bench/results/results.json) and "
+                         "rewrite docs/benchmarks.md from it")
     opts = ap.parse_args()
     build = os.path.abspath(opts.build)
     work = os.path.join(build, "bench")
@@ -237,7 +242,6 @@ def main():
     bins = bench.find_bins(build)
     started = time.time()
     out = run(bins, work, opts, parse_variants(opts))
-    out["date"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     out["duration_s"] = time.time() - started
     path = os.path.join(work, "contention.json")
     with open(path, "w") as f:
@@ -246,11 +250,8 @@ def main():
     import report
     print("\n".join(report.contention_table(out, report.Notes())))
     if opts.update_report:
-        results_path = os.path.join(work, "results.json")
-        results = json.load(open(results_path))
+        results = json.load(open(opts.update_report))
         results["contention"] = out
-        with open(results_path, "w") as f:
-            json.dump(results, f, indent=1)
         report.write_all(results, bench.ROOT)
 
 

@@ -360,8 +360,8 @@ def contention_table(c, notes):
                 keys.append(k)
     main = c.get("partita", "partita_dnnl")
     label = {"partita_dnnl": "partita", "partita_host": "partita host", "ort": "ORT"}
-    lines = [f"| Model | Runtime ({t} threads) | idle median | busy mean | busy median | busy p90 | busy max | "
-             f"runs > {slow:g} ms | busy mean / ORT's | load avg before / busy |",
+    lines = [f"| Model | Runtime ({t} threads) | without loops: median | with loops: mean | median | p90 | max | "
+             f"runs > {slow:g} ms | mean / ORT's | load average before / with loops |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for model in c.get("models", []):
         ort_mean = model["busy"].get("ort", {}).get("mean_ms")
@@ -394,15 +394,21 @@ def contention_section(res, notes):
         return lines + ["Not run (`--no-contention`)."]
     if "na" in c:
         return lines + [notes.na(c["na"])]
-    lines += [f"bench/contention.py: {c.get('busy_loops')} busy-looping processes (`python3 -c 'while True: pass'`, "
+    lines += [f"Measured {c.get('date', '?')} on partita commit {c.get('commit', '?')}, {c.get('cores', '?')} cores. "
+              f"bench/contention.py: {c.get('busy_loops')} busy-looping processes (`python3 -c 'while True: pass'`, "
               "one per core, not pinned, normal priority) run while partita (oneDNN + host, artifact compiled for "
               f"{c.get('threads')} threads) and ONNX Runtime, both at {c.get('threads')} threads, take turns of "
-              f"{c.get('per_turn')} runs until each has {c.get('runs')} runs; idle: the same workers, "
-              f"{c.get('idle_runs')} runs each, just before the loops start. Target: partita's busy mean at most "
+              f"{c.get('per_turn')} runs until each has {c.get('runs')} runs; without loops: the same workers, "
+              f"{c.get('idle_runs')} runs each, just before the loops start. Target: partita's mean with the loops at most "
               f"{c.get('target_ratio', 1.5)}x ONNX Runtime's, and no run above {c.get('slow_ms', 100):g} ms on a "
               "model whose idle run takes under 10 ms. How partita's threads wait (spin, then sleep) is in "
               "[threads.md](threads.md). The load average before the loops counts other work on the machine; "
               "with them it includes the loops and the worker.", ""]
+    before = [m.get("loadavg_before", 0) for m in c.get("models", [])]
+    if before and max(before) > 0.5:
+        lines += [f"> **Caution:** other work ran on the machine during this run (load average up to {max(before):.1f} "
+                  "before the loops started): the contention was heavier than the two loops alone, and \"without "
+                  "loops\" is not idle.", ""]
     return lines + contention_table(c, notes)
 
 
