@@ -18,9 +18,9 @@
 //     at most once a millisecond, the team's threads' run delays (time spent runnable,
 //     waiting for a CPU: /proc/self/task/<tid>/schedstat) are read, and each millisecond
 //     of run time in which the team waited for more than a fifth of it is contended.
-//     After two contended milliseconds in a row (one alone is often a thread woken late
-//     at a run's start) the team sleeps at once (block time 0) from the next region on:
-//     block mode.
+//     After 8 contended milliseconds in a row (fewer are often a thread woken late, or
+//     both threads put on one CPU after sleeping, until the kernel moves one), the team
+//     sleeps at once (block time 0) from the next region on: block mode.
 //   * block mode: after a back-off (20 ms, doubled after each failed try up to 2 s) a
 //     run tries spin mode again if nobody else is runnable beyond the free CPUs; with
 //     others runnable it tries anyway once a minute, watched as above: when the team
@@ -45,7 +45,7 @@ namespace partita::runtime {
 inline constexpr int kTeamWaitSpinMs = 10;               // spin mode: sleep after 10 ms without work
 inline constexpr int64_t kTeamWaitIntervalNs = 1'000'000;  // run delays judged per ms of run time
 inline constexpr int64_t kTeamWaitDelayShare = 5;          // an interval is contended: waited > 1/5 of it
-inline constexpr int kTeamWaitContendedIntervals = 2;      // this many in a row: block mode
+inline constexpr int kTeamWaitContendedIntervals = 8;      // this many in a row: block mode
 inline constexpr std::chrono::milliseconds kTeamWaitFirstBackoff{20};
 inline constexpr std::chrono::milliseconds kTeamWaitMaxBackoff{2000};
 inline constexpr std::chrono::seconds kTeamWaitForceRetry{60};

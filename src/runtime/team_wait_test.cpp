@@ -20,7 +20,7 @@ using std::chrono::milliseconds;
 
 constexpr int64_t kMs = 1'000'000;
 
-TEST(TeamWaitPolicy, SpinsUntilTheTeamWaitsForCpusTwoIntervalsInARow) {
+TEST(TeamWaitPolicy, SpinsUntilTheTeamWaitsForCpusIntervalAfterInterval) {
   TeamWaitPolicy p;
   const Clock::time_point t0{};
   auto never = [] { return false; };
@@ -28,20 +28,33 @@ TEST(TeamWaitPolicy, SpinsUntilTheTeamWaitsForCpusTwoIntervalsInARow) {
   // Waits a quiet machine sees: up to a fifth of an interval.
   EXPECT_FALSE(p.observe(t0 + milliseconds(1), kMs / 5, kMs));
   EXPECT_FALSE(p.observe(t0 + milliseconds(3), 0, 2 * kMs));
-  // One contended interval alone (a thread woken late): still spinning.
-  EXPECT_FALSE(p.observe(t0 + milliseconds(4), 8 * kMs / 10, kMs));
-  EXPECT_FALSE(p.observe(t0 + milliseconds(5), kMs / 10, kMs));
-  EXPECT_FALSE(p.observe(t0 + milliseconds(6), kMs, kMs));
-  EXPECT_TRUE(p.startRun(t0 + milliseconds(7), never));
+  // Contended intervals short of the count (a thread woken late, two threads on one CPU
+  // until the kernel moves one), then a quiet one: still spinning.
+  Clock::time_point now = t0 + milliseconds(3);
+  for (int i = 0; i + 1 < kTeamWaitContendedIntervals; ++i) {
+    now += milliseconds(1);
+    EXPECT_FALSE(p.observe(now, 8 * kMs / 10, kMs));
+  }
+  now += milliseconds(1);
+  EXPECT_FALSE(p.observe(now, kMs / 10, kMs));
+  EXPECT_TRUE(p.startRun(now, never));
   EXPECT_FALSE(p.blocking());
-  // Two in a row: block mode.
-  EXPECT_TRUE(p.observe(t0 + milliseconds(8), kMs / 2, kMs));
+  // The full count in a row (the count runs on across runs): block mode.
+  for (int i = 0; i + 1 < kTeamWaitContendedIntervals; ++i) {
+    now += milliseconds(1);
+    EXPECT_FALSE(p.observe(now, kMs, kMs));
+    if (i == 2) {
+      EXPECT_TRUE(p.startRun(now, never));
+    }
+  }
+  now += milliseconds(1);
+  EXPECT_TRUE(p.observe(now, kMs / 2, kMs));
   EXPECT_TRUE(p.blocking());
   EXPECT_EQ(p.switchesToBlock(), 1);
   EXPECT_EQ(p.backoff(), kTeamWaitFirstBackoff);
-  EXPECT_FALSE(p.observe(t0 + milliseconds(9), kMs, kMs));  // already blocking: no second switch
+  EXPECT_FALSE(p.observe(now + milliseconds(1), kMs, kMs));  // already blocking: no second switch
   EXPECT_EQ(p.switchesToBlock(), 1);
-  EXPECT_FALSE(p.startRun(t0 + milliseconds(10), never));
+  EXPECT_FALSE(p.startRun(now + milliseconds(2), never));
 }
 
 // Feeds `n` contended intervals.
