@@ -425,7 +425,8 @@ def method_section(res):
             f"turn for a batch of about {s.get('batch_s')} s of runs, rotating the order every round, for at "
             f"least {s.get('rounds')} rounds and {s.get('min_runs')} runs per worker; only one worker runs at a "
             "time. Latency is wall time around one inference call inside the worker.",
-            "- Threads: partita `setNumThreads(n)` (OpenMP kernels; oneDNN shares the OpenMP pool); ONNX "
+            "- Threads: partita `LoadOptions::threads = n` (an OpenMP team per run on LLVM's libomp, which oneDNN "
+            "shares; idle threads spin while the team gets its CPUs, see threads.md); ONNX "
             "Runtime intraOpNumThreads = n, interOpNumThreads = 1, sequential execution, all graph "
             "optimizations; PyTorch `torch.set_num_threads(n)`, one inter-op thread, `torch.inference_mode()`.",
             "- PyTorch rebuilds each model with the export's seeds (for the demo model: its architecture with "
