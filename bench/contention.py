@@ -136,8 +136,6 @@ def contention_model(name, bins, work, opts, variants):
         out_npy = os.path.join(model_dir, f"contention.{key}.out.npy")
         use_bins = dict(bins, model_runner=runner) if runner else bins
         cmd = bench.worker_command(runtime, use_bins, files, name, t, path, out_npy)
-        if opts.nice:
-            cmd = ["nice", "-n", str(opts.nice)] + cmd
         w = bench.Worker(key, cmd, os.path.join(model_dir, f"contention.{key}.log"), cwd=HERE,
                          env=dict(os.environ, **env) if env else None)
         try:
@@ -228,7 +226,6 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--settle", type=float, default=0.05)
     ap.add_argument("--load-timeout", type=float, default=600)
-    ap.add_argument("--nice", type=int, default=0, help="start the workers under `nice -n N` (experiments)")
     ap.add_argument("--variant", action="append", help="LABEL:ENV=VALUE,... an extra partita worker")
     ap.add_argument("--variant-runner", action="append", help="LABEL:PATH another partita_bench_model")
     ap.add_argument("--update-report", nargs="?", const=os.path.join(bench.HERE, "results", "results.json"),
