@@ -3,10 +3,10 @@
 // A thread of the team with nothing to do (between two parallel regions, or at a
 // barrier for its partner's share) either spins, and starts the next region within
 // nanoseconds, or sleeps, and takes tens of microseconds to wake: on the 2-vCPU VM of
-// docs/benchmarks.md sleeping at once made MobileNetV2 at 2 threads 35% slower and
-// SqueezeNet 90% (a region or two per operator). Spinning loses far worse when other
-// processes keep the cores busy: a spinning thread burns the time slice its partner
-// needs, or shares a core with it, and runs took 10 to 100 times longer.
+// docs/benchmarks.md sleeping at once made the bench models 22-87% slower at 2 threads
+// (a region or two per operator). Spinning loses far worse when other processes keep
+// the cores busy: a spinning thread burns the time slice its partner needs, or shares a
+// core with it, and runs took 10 to 100 times longer.
 //
 // So each run on LLVM's OpenMP runtime (libomp: kmp_set_blocktime sets, per calling
 // thread, how long its team's idle threads spin before they sleep) starts by counting
