@@ -19,6 +19,11 @@ then times partita and ONNX Runtime while busy loops keep every core busy
 committed copy bench/results/results.json, docs/benchmarks.md and the PNG charts
 (bench/report.py).
 
+Models as shipped (scripts/export_shipped.py: OCR detector and recognizer, audio
+front end, keyword spotter, ShuffleNetV2, exported with symbolic dims) are entries
+NAME@SIZE: each model is compiled once, without --shape (`--backends dnnl,ewise,host`),
+and that one artifact is run at every size against ONNX Runtime on the same .onnx.
+
 A runtime or feature that is missing shows as n/a with the reason, never a number.
 """
 import argparse
@@ -42,6 +47,12 @@ PYTHON = "/usr/bin/python3"
 
 EXPORTED = ["resnet18", "mobilenet_v2", "squeezenet1_1", "efficientnet_b0", "bert_encoder"]
 DEMO = "fashion_cnn"
+# Models as shipped, NAME@SIZE (the sizes scripts/export_shipped.py writes inputs for).
+SHIPPED = ["ocr_det@640x640", "ocr_det@960x544", "ocr_rec@w160", "ocr_rec@w320", "ocr_rec@w640",
+           "audio_mel@1s", "audio_mel@2s", "kws_cnn@76", "kws_cnn@152", "kws_cnn@76b8",
+           "shufflenet_v2@224", "shufflenet_v2@320", "shufflenet_v2@224b8"]
+SHIPPED_RUNTIMES = ["partita_dnnl", "ort"]
+SHIPPED_BACKENDS = "dnnl,ewise,host"
 ENCODERS = {"bert_encoder"}
 
 # Runtimes, in the order the report shows them.
@@ -139,7 +150,38 @@ def export_models(models_dir, names):
     return {"export_s": time.perf_counter() - t0}
 
 
+def export_shipped(shipped_dir, names):
+    """Exports the shipped-style models NAME@SIZE need, when missing or stale."""
+    script = os.path.join(ROOT, "scripts", "export_shipped.py")
+    with open(script, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    stamp = os.path.join(shipped_dir, "export.stamp")
+    models = sorted({n.split("@")[0] for n in names})
+    fresh = os.path.exists(stamp) and open(stamp).read().strip() == digest
+    if fresh and all(os.path.exists(os.path.join(shipped_dir, m + ".onnx")) for m in models):
+        return
+    os.makedirs(shipped_dir, exist_ok=True)
+    log(f"exporting {','.join(models)} with symbolic dims (scripts/export_shipped.py)")
+    out = subprocess.run([PYTHON, script, "--out", shipped_dir, "--models", ",".join(SHIPPED_MODELS)],
+                         capture_output=True, text=True)
+    sys.stdout.write(out.stdout)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr)
+        raise SystemExit("model export failed")
+    with open(stamp, "w") as f:
+        f.write(digest + "\n")
+
+
+SHIPPED_MODELS = sorted({n.split("@")[0] for n in SHIPPED})
+
+
 def model_files(models_dir, name):
+    if "@" in name:
+        model, size = name.split("@", 1)
+        d = os.path.join(os.path.dirname(models_dir), "shipped")
+        return {"onnx": os.path.join(d, f"{model}.onnx"), "input": os.path.join(d, f"{model}.{size}.input.npy"),
+                "expected": os.path.join(d, f"{model}.{size}.expected.npy"), "input_name": "input",
+                "shipped": True}
     if name == DEMO:
         d = os.path.join(ROOT, "models", "fashion")
         return {"onnx": os.path.join(d, "fashion_cnn.onnx"), "input": os.path.join(d, "test_images.npy"),
@@ -185,13 +227,26 @@ def compare(actual_path, expected_path):
 
 # ---- compile --------------------------------------------------------------------
 
-def compile_artifacts(partita, files, work, name, thread_counts, variants=("partita_host", "partita_dnnl")):
+_compiled = {}
+
+
+def compile_artifacts(partita, files, work, name, thread_counts, only=None):
     """Compiles NAME.host.pta and NAME.dnnl.tN.pta for each thread count N (oneDNN picks
     weight layouts for the thread count it will run at: `partita compile --threads`).
-    Returns {variant: info}; info["pta"] is the first thread count's artifact."""
+    Returns {variant: info}; info["pta"] is the first thread count's artifact.
+    A shipped model (one .onnx, several input sizes) is compiled once, without
+    --shape, with SHIPPED_BACKENDS, and every size reuses those artifacts."""
+    if files.get("shipped"):
+        if files["onnx"] in _compiled:
+            return json.loads(json.dumps(_compiled[files["onnx"]]))
+        name = os.path.basename(files["onnx"])[:-len(".onnx")]
+        work = os.path.join(os.path.dirname(work), name)
+        os.makedirs(work, exist_ok=True)
+    variants = (("partita_dnnl", SHIPPED_BACKENDS),) if files.get("shipped") else \
+        (("partita_host", "host"), ("partita_dnnl", "dnnl,host"))
     out = {}
-    for variant, backends in (("partita_host", "host"), ("partita_dnnl", "dnnl,host")):
-        if variant not in variants:
+    for variant, backends in variants:
+        if only and variant not in only:
             continue
         per_threads = thread_counts if backends != "host" else thread_counts[:1]
         for threads in per_threads:
@@ -214,6 +269,9 @@ def compile_artifacts(partita, files, work, name, thread_counts, variants=("part
             if insp.returncode == 0:
                 with open(pta + ".inspect.txt", "w") as f:
                     f.write(insp.stdout)
+    if files.get("shipped"):
+        out["partita_host"] = {"na": "not measured for the shipped-style models"}
+        _compiled[files["onnx"]] = out
     return out
 
 
@@ -288,6 +346,8 @@ def worker_command(runtime, bins, files, name, threads, model_path, out_npy):
     inp = f"{files['input_name']}={files['input']}"
     if runtime.startswith("partita"):
         backends = "dnnl,host" if runtime == "partita_dnnl" else "host"
+        if files.get("shipped") and runtime == "partita_dnnl":
+            backends = SHIPPED_BACKENDS
         return [bins["model_runner"], model_path, "--input", inp, "--threads", str(threads), "--output", out_npy,
                 "--backends", backends]
     if runtime == "ort":
@@ -356,9 +416,10 @@ def bench_model(name, files, bins, work, opts):
     sources["torch"] = (files["onnx"], None)
 
     runs = {}
+    runtimes = [r for r in opts.runtimes if r in SHIPPED_RUNTIMES] if files.get("shipped") else opts.runtimes
     for threads in opts.threads:
         workers = []
-        for rt in opts.runtimes:
+        for rt in runtimes:
             key = f"{rt}/t{threads}"
             model_path, na = sources[rt]
             if rt in arts and "pta" in arts[rt]:
@@ -412,7 +473,11 @@ def bench_model(name, files, bins, work, opts):
 
     # Process start -> first result.
     res["startup"] = {}
+    res["shipped"] = bool(files.get("shipped"))
     for v in ("partita_host", "partita_dnnl"):
+        if files.get("shipped"):
+            res["startup"][v] = {"na": "not measured for the shipped-style models"}
+            continue
         if "pta" not in arts[v] or not bins.get("partita"):
             res["startup"][v] = {"na": arts[v].get("na") or "no partita CLI"}
             continue
@@ -544,7 +609,8 @@ def find_bins(build):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--models", default=",".join(EXPORTED + [DEMO]))
+    ap.add_argument("--models", default=",".join(EXPORTED + [DEMO] + SHIPPED),
+                    help="model set; shipped-style entries are NAME@SIZE (--models shipped: all of them)")
     ap.add_argument("--runtimes", default=",".join(RUNTIMES))
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=5, help="minimum interleaved rounds")
@@ -558,7 +624,8 @@ def main():
     ap.add_argument("--kernel-min-time", type=float, default=0.3)
     ap.add_argument("--no-kernels", action="store_true")
     ap.add_argument("--no-contention", action="store_true", help="skip bench/contention.py")
-    ap.add_argument("--contention-models", default=None, help="models of the contention run (default: --models)")
+    ap.add_argument("--contention-models", default=None,
+                    help="models of the contention run (default: --models but the shipped ones)")
     ap.add_argument("--quick", action="store_true", help="few runs: checks the harness, numbers are rough")
     ap.add_argument("--report-only", metavar="RESULTS_JSON",
                     help="only regenerate docs/benchmarks.md and the charts from a results file")
@@ -576,7 +643,9 @@ def main():
         opts.startup_runs, opts.kernel_min_time = 2, 0.05
     opts.threads = [int(t) for t in opts.threads.split(",")]
     opts.runtimes = [r for r in opts.runtimes.split(",") if r]
-    names = [n for n in opts.models.split(",") if n]
+    names = []
+    for n in opts.models.split(","):
+        names += SHIPPED if n == "shipped" else [n] if n else []
     build = os.path.abspath(opts.build)
     work = os.path.join(build, "bench")
     os.makedirs(work, exist_ok=True)
@@ -588,7 +657,9 @@ def main():
                             "batch_s": opts.batch_s, "startup_runs": opts.startup_runs, "quick": opts.quick,
                             "agree_tol": AGREE_TOL},
                "loadavg_start": loadavg(), "models": [], "tool_na": {k: v for k, v in bins.items() if k.endswith("_na")}}
-    results.update(export_models(os.path.join(work, "models"), [n for n in names if n != DEMO]))
+    results.update(export_models(os.path.join(work, "models"), [n for n in names if n != DEMO and "@" not in n]))
+    if any("@" in n for n in names):
+        export_shipped(os.path.join(work, "shipped"), [n for n in names if "@" in n])
     loads = [loadavg()]
     for name in names:
         files = model_files(os.path.join(work, "models"), name)
@@ -599,7 +670,7 @@ def main():
         loads.append(loadavg())
     if not opts.no_contention:
         copts = argparse.Namespace(
-            models=opts.contention_models or ",".join(names), runs=opts.contention_runs,
+            models=opts.contention_models or ",".join(n for n in names if "@" not in n), runs=opts.contention_runs,
             idle_runs=opts.contention_idle_runs, threads=opts.contention_threads, busy=opts.contention_busy,
             per_turn=opts.contention_per_turn, partita=opts.contention_partita, warmup=opts.warmup, settle=opts.settle,
             load_timeout=opts.load_timeout)

@@ -116,7 +116,7 @@ def contention_model(name, bins, work, opts, variants):
     t = opts.threads
     res = {"name": name, "idle": {}, "busy": {}}
     rt = opts.partita
-    arts = bench.compile_artifacts(bins["partita"], files, model_dir, name, [t], variants=[rt])
+    arts = bench.compile_artifacts(bins["partita"], files, model_dir, name, [t], only=[rt])
     art = arts[rt]
     specs = []  # (key, runtime, model path, env, runner, na)
     if "na" in art:

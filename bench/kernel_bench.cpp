@@ -7,19 +7,35 @@
 // oneDNN side: the primitive with the layouts it prefers (format_tag::any; weights
 // reordered once, outside the timing), i.e. the best case for the library.
 //
+// Upsampling (kind `upsample`): an FPN / U-Net ConvTranspose with stride equal to its
+// kernel: `partita` (the ONNX node compiled with --backends dnnl,host and run through
+// a Session: partita's lowering, plus the region's input and output reorders from
+// and to the plain layout), `partita-conv` (the yardstick, measured the same way: the
+// Conv with the same channels and kernel on the output-sized image, padded at the end
+// to keep its size; partita's ConvTranspose should reach at least half its GFLOP/s),
+// and the raw primitives with the layouts oneDNN prefers: `onednn-deconv` (the
+// deconvolution partita used to emit) and `onednn-conv`. FLOPS counts each one's own
+// arithmetic.
+//
 // Benchmarks are named kind/shape/impl/tN and report a FLOPS counter (flop/s); run
 // with --benchmark_format=json for bench/bench.py.
 #include <benchmark/benchmark.h>
 #include <omp.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <dnnl.hpp>
+#include <fstream>
 #include <random>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "kernels/op_registry.h"
+#include "partita/compiler.h"
+#include "partita/model.h"
 #include "kernels/op_util.h"
 #include "ir/tensor.h"
 
@@ -51,6 +67,20 @@ const std::vector<ConvShape> kConvShapes = {
     {"mobilenet_v2.expand.1x1", 24, 56, 56, 144, 1, 1, 0, 1},
     {"mobilenet_v2.dw.3x3", 144, 56, 56, 144, 3, 1, 1, 144},
     {"efficientnet_b0.dw.5x5", 240, 28, 28, 240, 5, 1, 2, 240},
+};
+
+// ConvTranspose with stride = kernel on a c x h x w input (output c x h*k x w*k).
+struct UpsampleShape {
+  std::string name;
+  int64_t c, h, w, k;
+  double deconvFlops() const { return 2.0 * double(c * c * k * k) * double(h * w); }
+  // The convolution with the same channels and kernel on the output-sized image.
+  double convFlops() const { return 2.0 * double(c * c * k * k) * double(h * k * w * k); }
+};
+
+const std::vector<UpsampleShape> kUpsampleShapes = {
+    {"fpn.24ch.2x2s2.160x160", 24, 160, 160, 2},  // OCR detector neck at 640x640
+    {"unet.64ch.2x2s2.64x64", 64, 64, 64, 2},
 };
 
 // BERT-shaped encoder, sequence 128, hidden 256, 4 heads, FFN 1024.
@@ -234,6 +264,106 @@ void dnnlMatMul(benchmark::State& state, const MatMulShape& s, int threads) {
   }
 }
 
+// ---- upsampling -----------------------------------------------------------------
+
+// `conv`: the yardstick Conv on the output-sized image instead of the ConvTranspose.
+void partitaUpsample(benchmark::State& state, const UpsampleShape& s, int threads, bool conv) {
+  const int64_t ih = conv ? s.h * s.k : s.h, iw = conv ? s.w * s.k : s.w;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("upsample");
+  auto value = [](onnx::ValueInfoProto* v, const char* name, std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  value(g->add_input(), "x", {1, s.c, ih, iw});
+  value(g->add_output(), "y", {1, s.c, s.h * s.k, s.w * s.k});
+  auto init = [&](const char* name, std::vector<int64_t> dims, unsigned seed) {
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    std::vector<float> v = randomFloats(numel(dims), seed);
+    t->set_raw_data(v.data(), v.size() * sizeof(float));
+  };
+  init("w", {s.c, s.c, s.k, s.k}, 2);
+  init("b", {s.c}, 3);
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type(conv ? "Conv" : "ConvTranspose");
+  n->set_name("up");
+  for (const char* i : {"x", "w", "b"}) n->add_input(i);
+  n->add_output("y");
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name("strides");
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 2; ++i) a->add_ints(conv ? 1 : s.k);
+  if (conv) {
+    a = n->add_attribute();
+    a->set_name("pads");
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t p : {int64_t(0), int64_t(0), s.k - 1, s.k - 1}) a->add_ints(p);
+  }
+  char path[] = "/tmp/partita_upsample_XXXXXX.onnx";
+  int fd = mkstemps(path, 5);
+  if (fd < 0) {
+    state.SkipWithError("cannot create a temporary model file");
+    return;
+  }
+  close(fd);
+  {
+    std::ofstream out(path, std::ios::binary);
+    m.SerializeToOstream(&out);
+  }
+  try {
+    partita::CompileOptions options;
+    options.backends = {"dnnl", "host"};
+    options.threads = threads;
+    std::shared_ptr<const partita::Model> model = partita::compileOnnx(path, options);
+    std::remove(path);
+    partita::Session session(model);
+    std::vector<float> x = randomFloats(s.c * ih * iw, 1);
+    session.setInput("x", partita::TensorView{partita::DType::kFloat32, {1, s.c, ih, iw}, x.data()});
+    session.run();
+    for (auto _ : state) session.run();
+  } catch (const std::exception& e) {
+    std::remove(path);
+    state.SkipWithError((std::string("partita: ") + e.what()).c_str());
+    return;
+  }
+  state.counters["FLOPS"] =
+      benchmark::Counter(conv ? s.convFlops() : s.deconvFlops(), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void dnnlDeconv(benchmark::State& state, const UpsampleShape& s, int threads) {
+  setThreads(threads);
+  try {
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream strm(eng);
+    const auto f32 = memory::data_type::f32;
+    memory::dims src_dims = {1, s.c, s.h, s.w}, dst_dims = {1, s.c, s.h * s.k, s.w * s.k};
+    memory::dims wei_dims = {s.c, s.c, s.k, s.k}, bias_dims = {s.c};
+    dnnl::deconvolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
+        memory::desc(src_dims, f32, Tag::any), memory::desc(wei_dims, f32, Tag::any),
+        memory::desc(bias_dims, f32, Tag::x), memory::desc(dst_dims, f32, Tag::any), {s.k, s.k}, {0, 0}, {0, 0});
+    dnnl::deconvolution_forward::primitive_desc pd(desc, eng);
+    memory src = filled(eng, strm, pd.src_desc(), src_dims, Tag::nchw, 1);
+    memory wei = filled(eng, strm, pd.weights_desc(), wei_dims, Tag::iohw, 2);
+    memory bias = filled(eng, strm, pd.bias_desc(), bias_dims, Tag::x, 3);
+    memory dst(pd.dst_desc(), eng);
+    dnnl::deconvolution_forward deconv(pd);
+    timePrimitive(state, deconv, strm,
+                  {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}},
+                  s.deconvFlops());
+  } catch (const dnnl::error& e) {
+    state.SkipWithError((std::string("oneDNN: ") + e.what()).c_str());
+  }
+}
+
 void registerAll() {
   for (int threads : {1, 2}) {
     const std::string t = "/t" + std::to_string(threads);
@@ -243,6 +373,23 @@ void registerAll() {
           ->UseRealTime();
       benchmark::RegisterBenchmark(("conv/" + s.name + "/onednn" + t).c_str(),
                                    [s, threads](benchmark::State& st) { dnnlConv(st, s, threads); })
+          ->UseRealTime();
+    }
+    for (const UpsampleShape& s : kUpsampleShapes) {
+      benchmark::RegisterBenchmark(("upsample/" + s.name + "/partita" + t).c_str(),
+                                   [s, threads](benchmark::State& st) { partitaUpsample(st, s, threads, false); })
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(("upsample/" + s.name + "/partita-conv" + t).c_str(),
+                                   [s, threads](benchmark::State& st) { partitaUpsample(st, s, threads, true); })
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(("upsample/" + s.name + "/onednn-deconv" + t).c_str(),
+                                   [s, threads](benchmark::State& st) { dnnlDeconv(st, s, threads); })
+          ->UseRealTime();
+      // The yardstick: the convolution with the same channels and kernel, stride 1, on
+      // the output-sized image (unpadded: one row and column fewer, FLOPS counted for it).
+      const ConvShape conv{s.name, s.c, s.h * s.k, s.w * s.k, s.c, s.k, 1, 0, 1};
+      benchmark::RegisterBenchmark(("upsample/" + s.name + "/onednn-conv" + t).c_str(),
+                                   [conv, threads](benchmark::State& st) { dnnlConv(st, conv, threads); })
           ->UseRealTime();
     }
     for (const MatMulShape& s : kMatMulShapes) {

@@ -339,6 +339,8 @@ def kernels_section(res, notes):
     lines += ["![kernel GFLOP/s](../bench/results/kernels.png)", "",
               "| Kernel | Shape | Threads | host GFLOP/s | oneDNN GFLOP/s | host / oneDNN |", "|---|---|---|---|---|---|"]
     for row in sorted(k["rows"], key=lambda r: (r["threads"], r["kind"])):
+        if row["kind"] == "upsample":
+            continue
         cells = []
         for impl in ("host", "onednn"):
             v = row.get(impl, {})
@@ -346,6 +348,26 @@ def kernels_section(res, notes):
         h, o = row.get("host", {}).get("gflops"), row.get("onednn", {}).get("gflops")
         cells.append(f"{h / o:.2f}" if h and o else "n/a")
         lines.append(f"| {row['kind']} | {row['shape']} | {row['threads']} | " + " | ".join(cells) + " |")
+    up = sorted((r for r in k["rows"] if r["kind"] == "upsample"), key=lambda r: (r["threads"], r["shape"]))
+    if up:
+        lines += ["", "### Upsampling ConvTranspose (stride = kernel)", "",
+                  "The FPN / U-Net upsampler as partita runs it (compiled with `--backends dnnl,host`, run through "
+                  "a Session, including the reorders of the region's input and output from and to the plain "
+                  "layout) next to the yardstick measured the same way: the Conv with the same channels and "
+                  "kernel on the output-sized image. Target: partita's ConvTranspose at least half the "
+                  "yardstick's GFLOP/s. The raw oneDNN primitives (preferred layouts, no reorders) are shown "
+                  "too: the deconvolution is what partita emitted before it lowered these to a 1x1 "
+                  "convolution and a depth-to-space reorder.", "",
+                  "| Shape | Threads | partita ConvTranspose | partita Conv (yardstick) | ratio | oneDNN deconvolution "
+                  "| oneDNN convolution |", "|---|---|---|---|---|---|---|"]
+        for row in up:
+            g = {i: row.get(i, {}).get("gflops") for i in ("partita", "partita-conv", "onednn-deconv", "onednn-conv")}
+            cell = lambda v: f"{v:.1f}" if v else "n/a"
+            ratio = g["partita"] / g["partita-conv"] if g["partita"] and g["partita-conv"] else None
+            mark = "" if ratio is None else (" ✓" if ratio >= 0.5 else " ✗")
+            lines.append(f"| {row['shape']} | {row['threads']} | {cell(g['partita'])} | {cell(g['partita-conv'])} | "
+                         f"{'n/a' if ratio is None else f'{ratio:.2f}'}{mark} | {cell(g['onednn-deconv'])} | "
+                         f"{cell(g['onednn-conv'])} |")
     return lines
 
 
@@ -359,6 +381,8 @@ def contention_table(c, notes):
             if isinstance(model["busy"][k], dict) and k not in keys:
                 keys.append(k)
     main = c.get("partita", "partita_dnnl")
+    # partita, its variants (in their order), ONNX Runtime (results.json sorts the keys).
+    keys.sort(key=lambda k: (k != main, k == "ort"))
     label = {"partita_dnnl": "partita", "partita_host": "partita host", "ort": "ORT"}
     lines = [f"| Model | Runtime ({t} threads) | without loops: median | with loops: mean | median | p90 | max | "
              f"runs > {slow:g} ms | mean / ORT's | load average before / with loops |",
@@ -439,12 +463,65 @@ def method_section(res):
             ]
 
 
+# What the shipped-style set is read against (issue: at most 0.9x ORT on geometric
+# mean and no entry above 1.1x, at every thread count).
+TARGET_SHIPPED_GEOMEAN = 0.9
+TARGET_SHIPPED_MAX = 1.1
+
+
+def fixed_models(res):
+    """`res` with only the fixed-shape model set (the shipped-style entries have their
+    own section)."""
+    return dict(res, models=[m for m in res["models"] if not m.get("shipped")])
+
+
+def shipped_section(res, notes):
+    models = [m for m in res["models"] if m.get("shipped")]
+    if not models:
+        return []
+    threads = res["settings"]["threads"]
+    lines = ["## Models as shipped (symbolic dims)", "",
+             "scripts/export_shipped.py: stand-ins for third-party OCR, audio and vision models, exported with "
+             "symbolic batch, height, width, samples or frames dims. Each model is compiled once "
+             "without `--shape` (`--backends dnnl,ewise,host`) and that artifact runs at every size (NAME@SIZE; "
+             "`b8`: batch 8); ONNX Runtime runs the same .onnx. Median ms; ratio = partita / ORT. Targets: "
+             f"geometric mean at most {TARGET_SHIPPED_GEOMEAN}x and no entry above {TARGET_SHIPPED_MAX}x, at "
+             "each thread count.", "",
+             "| Model@size | " + " | ".join(f"partita {t}T | ORT {t}T | ratio {t}T" for t in threads) + " |",
+             "|---|" + "---|---|---|" * len(threads)]
+    logs = {t: [] for t in threads}
+    for m in models:
+        cells = []
+        for t in threads:
+            cells += [latency_cell(m, "partita_dnnl", t, notes).split(" / ")[0],
+                      latency_cell(m, "ort", t, notes).split(" / ")[0]]
+            r = ratio(median(run_of(m, "partita_dnnl", t)), median(run_of(m, "ort", t)))
+            if r is not None:
+                logs[t].append(r)
+            cells.append(fmt_ratio(r, TARGET_SHIPPED_MAX) if r is not None else "n/a")
+        lines.append(f"| {m['name']} | " + " | ".join(cells) + " |")
+    import math
+    summary = []
+    for t in threads:
+        if not logs[t]:
+            continue
+        gm = math.exp(sum(math.log(r) for r in logs[t]) / len(logs[t]))
+        summary.append(f"{t} thread{'s' if t > 1 else ''}: geometric mean {fmt_ratio(gm, TARGET_SHIPPED_GEOMEAN)}, "
+                       f"worst {fmt_ratio(max(logs[t]), TARGET_SHIPPED_MAX)} over {len(logs[t])} entries")
+    return lines + [""] + ["- " + s for s in summary]
+
+
 def write_markdown(res, path):
     notes = Notes()
     lines = header(res) + [""]
+    fixed = fixed_models(res)
     for section in (targets_section, ratio_section, latency_section, agreement_section, artifact_section,
-                    startup_section, memory_section, contention_section, kernels_section):
-        lines += section(res, notes) + [""]
+                    startup_section, memory_section):
+        lines += section(fixed, notes) + [""]
+    shipped = shipped_section(res, notes)
+    lines += shipped + [""] if shipped else []
+    lines += contention_section(res, notes) + [""]
+    lines += kernels_section(res, notes) + [""]
     lines += method_section(res) + [""]
     if notes.items:
         lines += ["## Notes (why a cell is n/a)", ""] + notes.render() + [""]
@@ -460,7 +537,9 @@ def latency_chart(res, path):
     import matplotlib.pyplot as plt
 
     threads = res["settings"]["threads"]
-    models = res["models"]
+    models = fixed_models(res)["models"]
+    if not models:
+        return False
     fig, axes = plt.subplots(1, len(threads), figsize=(6 * len(threads), 4.2), sharey=True, squeeze=False)
     width = 0.8 / len(RUNTIMES)
     for ax, t in zip(axes[0], threads):
@@ -496,7 +575,7 @@ def kernels_chart(res, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = res.get("kernels", {}).get("rows")
+    rows = [r for r in res.get("kernels", {}).get("rows") or [] if r["kind"] != "upsample"]
     if not rows:
         return False
     threads = sorted({r["threads"] for r in rows})

@@ -5,7 +5,12 @@ For each model NAME writes DIR/NAME.onnx, DIR/NAME.input.npy (seeded random
 float32 input) and DIR/NAME.expected.npy (torch eval-mode output, float32).
 Graph input is named "input", output "output"; batch 1, fixed shapes.
 
-Usage: export_models.py --out DIR [--models resnet18,mobilenet_v2,...]
+With --dynamic the graph input's batch and image sides (bert_encoder: batch and
+sequence length) are symbolic dims (torch.onnx.export's dynamic_axes) and the files
+are DIR/NAME.dynamic.onnx etc.: what a model shipped for inputs of any size looks
+like (docs/dynamic_shapes.md).
+
+Usage: export_models.py --out DIR [--models resnet18,mobilenet_v2,...] [--dynamic] [--skip-existing]
 """
 import argparse
 import os
@@ -75,7 +80,14 @@ def randomise_params(model, gen):
                 p.copy_(0.05 * torch.randn(p.shape, generator=gen))
 
 
-def export_one(name, out_dir):
+# The symbolic dims of --dynamic exports: input axis -> name.
+DYNAMIC_AXES = {
+    "bert_encoder": {0: "batch", 1: "sequence"},
+}
+VISION_AXES = {0: "batch", 2: "height", 3: "width"}
+
+
+def export_one(name, out_dir, dynamic=False):
     import onnx
 
     ctor, shape = MODELS[name]
@@ -89,15 +101,22 @@ def export_one(name, out_dir):
     with torch.no_grad():
         expected = model(x)
 
-    onnx_path = os.path.join(out_dir, f"{name}.onnx")
+    stem = f"{name}.dynamic" if dynamic else name
+    onnx_path = os.path.join(out_dir, f"{stem}.onnx")
+    axes = {}
+    if dynamic:
+        in_axes = DYNAMIC_AXES.get(name, VISION_AXES)
+        out_axes = {0: "batch", 1: "sequence"} if name in DYNAMIC_AXES else {0: "batch"}
+        axes = {"input": in_axes, "output": out_axes}
     t0 = time.time()
     torch.onnx.export(model, x, onnx_path, opset_version=13,
                       input_names=["input"], output_names=["output"],
                       do_constant_folding=True,
+                      dynamic_axes=axes or None,
                       training=torch.onnx.TrainingMode.EVAL)
     dt = time.time() - t0
-    np.save(os.path.join(out_dir, f"{name}.input.npy"), x.numpy().astype(np.float32))
-    np.save(os.path.join(out_dir, f"{name}.expected.npy"),
+    np.save(os.path.join(out_dir, f"{stem}.input.npy"), x.numpy().astype(np.float32))
+    np.save(os.path.join(out_dir, f"{stem}.expected.npy"),
             expected.numpy().astype(np.float32))
 
     m = onnx.load(onnx_path)
@@ -118,15 +137,23 @@ def main():
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--models", default=",".join(MODELS),
                     help=f"comma-separated subset of: {','.join(MODELS)}")
+    ap.add_argument("--skip-existing", action="store_true",
+                    help="leave out a model whose three files are there already")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="symbolic batch and image sides (sequence length): NAME.dynamic.onnx")
     args = ap.parse_args()
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         ap.error(f"unknown model(s): {', '.join(unknown)}")
+    if args.skip_existing:
+        names = [n for n in names if not all(
+            os.path.isfile(os.path.join(args.out, n + (".dynamic" if args.dynamic else "") + suffix))
+            for suffix in (".onnx", ".input.npy", ".expected.npy"))]
     torch.set_num_threads(2)
     os.makedirs(args.out, exist_ok=True)
     for name in names:
-        export_one(name, args.out)
+        export_one(name, args.out, args.dynamic)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "base/atomic_file.h"
 #include "base/checked_int.h"
 #include "compiler/backends.h"
 #include "backend/backend.h"
@@ -22,14 +23,14 @@ bool endsWith(const std::string& s, const std::string& suffix) {
 }
 }  // namespace
 
-std::map<std::string, std::vector<int64_t>> parseShapes(const std::vector<std::string>& specs) {
+std::map<std::string, std::vector<int64_t>> parseShapes(const std::vector<std::string>& specs, const std::string& flag) {
   std::map<std::string, std::vector<int64_t>> out;
   for (const std::string& spec : specs) {
     auto eq = spec.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-      throw Error(ErrorCode::kInvalidArgument, "--shape expects NAME=DxDxD, got '" + spec + "'");
+      throw Error(ErrorCode::kInvalidArgument, flag + " expects NAME=DxDxD, got '" + spec + "'");
     const std::string name = spec.substr(0, eq);
-    if (out.count(name)) throw Error(ErrorCode::kInvalidArgument, "--shape gives input '" + name + "' twice");
+    if (out.count(name)) throw Error(ErrorCode::kInvalidArgument, flag + " gives input '" + name + "' twice");
     std::vector<int64_t> dims;
     uint64_t numel = 1;
     size_t start = eq + 1;
@@ -38,12 +39,12 @@ std::map<std::string, std::vector<int64_t>> parseShapes(const std::vector<std::s
       std::string item = spec.substr(start, x == std::string::npos ? std::string::npos : x - start);
       std::optional<int64_t> v = parseDecimal(item);
       if (!v || *v == 0)
-        throw Error(ErrorCode::kInvalidArgument, "--shape " + name + ": dimension '" + item + "' in '" + spec +
+        throw Error(ErrorCode::kInvalidArgument, flag + " " + name + ": dimension '" + item + "' in '" + spec +
                                                      "' is not a positive decimal integer (at most 2^63-1)");
       std::optional<uint64_t> n = mulAtMost(numel, uint64_t(*v), kMaxInputTensorBytes);
       if (!n)
         throw Error(ErrorCode::kInvalidArgument,
-                    "--shape " + name + ": '" + spec.substr(eq + 1) + "' has more than 2^40 elements");
+                    flag + " " + name + ": '" + spec.substr(eq + 1) + "' has more than 2^40 elements");
       numel = *n;
       dims.push_back(*v);
       if (x == std::string::npos) break;
@@ -65,6 +66,12 @@ void CompileFlags::add(CLI::App* cmd) {
   cmd->add_option("--deny", deny, "Never these ops for a backend: BACKEND=Op1,Op2; repeatable");
   cmd->add_option("--min-region-size", min_region_size, "Smaller regions stay on the host (default 1)");
   cmd->add_option("--shape", shapes, "Fix a symbolic input shape: NAME=1x3x224x224; repeatable");
+  cmd->add_option("--shape-hint", shape_hints,
+                  "Leave an input symbolic but compile its shape-polymorphic regions for this shape first "
+                  "(weight layouts are chosen at it): NAME=1x3x480x640; repeatable");
+  cmd->add_flag("--no-layout-probes", no_layout_probes,
+                "Shape-polymorphic regions: keep the weight layouts oneDNN chooses at the representative shape, "
+                "unchecked at other sizes (faster there, maybe far slower elsewhere)");
   cmd->add_option("--external-data-root", external_data_root,
                   "Also trust this folder for ONNX external data: a location may lead (through symlinks) to a "
                   "file beneath it, not only beneath the model's folder (e.g. a cache's blob folder)");
@@ -92,6 +99,8 @@ void parseOpLists(const std::vector<std::string>& specs, const char* flag,
 CompileOptions CompileFlags::options() const {
   CompileOptions o;
   o.input_shapes = parseShapes(shapes);
+  o.shape_hints = parseShapes(shape_hints, "--shape-hint");
+  o.layout_probes = !no_layout_probes;
   o.backends = splitComma(backends);
   if (o.backends.empty()) throw Error(ErrorCode::kInvalidArgument, "--backends needs at least one backend");
   for (const std::string& name : o.backends) {
@@ -111,6 +120,17 @@ CompileOptions CompileFlags::options() const {
     o.external_data_root = external_data_root;
   }
   return o;
+}
+
+void writeTextFile(const std::string& path, const std::string& text) {
+  try {
+    artifact::AtomicFile file(path);
+    file.writeAt(0, text.data(), text.size());
+    file.commit();
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kIo) throw;  // a refused target: the message names it and the rule
+    throw Error(ErrorCode::kIo, "cannot write '" + path + "' (" + e.what() + ")");
+  }
 }
 
 Tensor readTensorFile(const std::string& path) {

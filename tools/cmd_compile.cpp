@@ -7,12 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "base/atomic_file.h"
-#include "base/safe_open.h"
-#include "compiler/artifact_writer.h"
-#include "compiler/partition.h"
-#include "partita/model.h"
-#include "compiler/compile.h"
+#include "partita/compiler.h"
 #include "tools/cli.h"
 #include "tools/cli_util.h"
 
@@ -36,30 +31,22 @@ std::string defaultOutput(const std::string& model) {
 
 void compileCommand(const CompileArgs& args) {
   const std::string output = args.output.empty() ? defaultOutput(args.model) : args.output;
-  // Refuse a target the writer would refuse before spending the compile on it (the
-  // writer checks again, with the external-data files the import read).
-  std::vector<SourceFile> keep;
-  FileId model_id;
-  if (fileIdOf(args.model, model_id)) keep.push_back({model_id, "the input model '" + args.model + "'"});
-  artifact::checkReplaceable(output, keep);
   // oneDNN chooses weight layouts (stored in the artifact) for the thread count it
   // will run at; a loader at another count keeps them, possibly on slower code.
   CompileOptions options = args.flags.options();
   options.threads = args.threads;
-  CompiledGraph compiled = compileGraph(args.model, options);
-  const ir::Graph& graph = compiled.graph;
-  const backend::PartitionResult& parts = compiled.parts;
-  artifact::LinkReport r = artifact::writeArtifact(graph, parts.modules, output, compiled.sources);
+  const CompileReport report = compileToArtifact(args.model, output, options);
   if (args.quiet) return;
+  const ByteAccounting& r = report.bytes;
   std::printf("wrote %s: %llu bytes\n", output.c_str(), (unsigned long long)r.file_bytes);
   std::printf("  weights  %llu bytes in %zu constants, %llu distinct in %zu tensors (repeats: %llu bytes)\n",
               (unsigned long long)r.weight_bytes, r.constants, (unsigned long long)r.distinct_weight_bytes,
               r.distinct_constants, (unsigned long long)(r.weight_bytes - r.distinct_weight_bytes));
   std::printf("  padding  %llu bytes, metadata %llu bytes, modules %llu bytes\n", (unsigned long long)r.padding_bytes,
               (unsigned long long)r.metadata_bytes, (unsigned long long)r.module_bytes);
-  for (size_t m = 0; m < parts.modules.size(); ++m)
-    std::printf("  module %zu: %s, %u functions, %zu constant uses, %zu bytes\n", m, parts.modules[m].kind.c_str(),
-                parts.modules[m].num_functions, parts.modules[m].uses.size(), parts.modules[m].blob.size());
+  for (size_t m = 0; m < report.modules.size(); ++m)
+    std::printf("  module %zu: %s, %u functions, %zu constant uses, %zu bytes\n", m, report.modules[m].kind.c_str(),
+                report.modules[m].functions, report.modules[m].constant_uses, report.modules[m].bytes);
   if (r.distinct_weight_bytes) std::printf("  file / distinct weights = %.4f\n", r.overheadRatio());
 }
 

@@ -256,7 +256,10 @@ void runConformance(Options& opt) {
       line += " " + ranked[i].second + " (" + std::to_string(-ranked[i].first) + ")";
     std::printf("%s\n", line.c_str());
   }
-  for (const auto& [root, counts] : totals) {
+  for (const auto& entry : totals) {
+    // Not a structured binding: clang before 16 cannot capture one in a lambda.
+    const std::string& root = entry.first;
+    const auto& counts = entry.second;
     auto get = [&](Status s) {
       auto it = counts.find(s);
       return it == counts.end() ? 0 : it->second;

@@ -9,13 +9,15 @@
 #include <string>
 
 #include "api/module_kinds.h"
-#include "frontend/onnx/onnx_importer.h"
-#include "runtime/artifact_reader.h"
+#include "api/partition_view.h"
 #include "base/process_memory.h"
+#include "frontend/onnx/onnx_importer.h"
 #include "partita/error.h"
-#include "runtime/graph_executor.h"
+#include "partita/inspect.h"
+#include "runtime/artifact_reader.h"
+#include "runtime/executor_kinds.h"
 #include "tools/cli.h"
-#include "tools/partition_view.h"
+#include "tools/cli_util.h"
 
 namespace partita::cli {
 
@@ -42,24 +44,18 @@ std::string moduleList(const std::vector<uint32_t>& mods) {
   return s;
 }
 
-void printConstants(const artifact::Artifact& a) {
-  std::printf("constants (%zu)\n", a.constants.size());
+void printConstants(const std::vector<ArtifactInfo::Constant>& constants) {
+  std::printf("constants (%zu)\n", constants.size());
   std::printf("  %-6s %-28s %-8s %-18s %-10s %12s %12s  %-8s %-16s %s\n", "id", "name", "dtype", "shape", "layout",
               "bytes", "offset", "storage", "hash", "modules");
-  std::map<std::pair<uint64_t, uint64_t>, ir::ConstId> first;  // extent -> first id stored there
-  for (const artifact::ConstantEntry& c : a.constants) {
-    std::string note;
-    if (c.storage == artifact::Storage::kWeights) {
-      auto [it, inserted] = first.emplace(std::pair(c.offset, c.nbytes), c.id);
-      if (!inserted) note = "  (same bytes as #" + std::to_string(it->second) + ")";
-    }
+  for (const ArtifactInfo::Constant& c : constants) {
+    std::string note = c.same_bytes_as < 0 ? "" : "  (same bytes as #" + std::to_string(c.same_bytes_as) + ")";
     std::string name = c.name.size() > 28 ? "..." + c.name.substr(c.name.size() - 25) : c.name;
     std::printf("  %-6u %-28s %-8s %-18s %-10s %12" PRIu64 " %12s  %-8s %-16s %s%s\n", c.id, name.c_str(),
-                std::string(ir::dtypeName(c.dtype)).c_str(), ir::shapeStr(c.shape).c_str(),
-                c.layout.empty() ? "-" : c.layout.c_str(), c.nbytes,
-                c.storage == artifact::Storage::kWeights ? std::to_string(c.offset).c_str() : "-",
-                std::string(artifact::storageName(c.storage)).c_str(), hex(c.hash).c_str(),
-                moduleList(c.consumers).c_str(), note.c_str());
+                std::string(dtypeName(c.dtype)).c_str(), ir::shapeStr(c.shape).c_str(),
+                c.layout.empty() ? "-" : c.layout.c_str(), c.bytes,
+                c.offset >= 0 ? std::to_string(c.offset).c_str() : "-", c.storage.c_str(), hex(c.hash).c_str(),
+                moduleList(c.modules).c_str(), note.c_str());
   }
 }
 
@@ -80,9 +76,9 @@ std::vector<ir::OwnedTensor> zeroInputs(const ir::Graph& g) {
 // private memory over both (the inputs, the caller's, are allocated before). A first,
 // discarded round initialises the kernel libraries (OpenMP thread pool, BLAS
 // buffers), which are per process, not per model.
-uint64_t measureLoadAndFirstRun(const std::string& path, const ir::Graph& graph) {
+uint64_t measureLoadAndFirstRun(const std::string& path) {
   configureMallocForMeasurement();
-  std::vector<ir::OwnedTensor> inputs = zeroInputs(graph);
+  std::vector<ir::OwnedTensor> inputs = zeroInputs(*artifact::openArtifact(path).graph);
   std::vector<ir::Tensor> views;
   for (const ir::OwnedTensor& t : inputs) views.push_back(t.view());
   uint64_t growth = 0;
@@ -99,33 +95,33 @@ uint64_t measureLoadAndFirstRun(const std::string& path, const ir::Graph& graph)
 }
 
 void inspectCommand(const InspectArgs& args) {
-  artifact::Artifact a = artifact::openArtifact(args.artifact);
+  const ArtifactInfo info = inspectArtifact(args.artifact, {args.verify});
   // First, so that an unwritable path fails before anything is printed.
-  if (!args.dot.empty()) writeTextFile(args.dot, partitionDot(a));
+  if (!args.dot.empty()) writeTextFile(args.dot, inspectDot(args.artifact));
 
-  std::printf("artifact %s\n", a.path.c_str());
-  std::printf("header\n  format version %u, %" PRIu64 " bytes, %u sections, producer \"%s\", checksum %s\n",
-              a.header.version, a.header.file_size, a.header.section_count, a.producer.c_str(),
-              hex(a.header.header_checksum).c_str());
+  std::printf("artifact %s\n", info.path.c_str());
+  std::printf("header\n  format version %u, %" PRIu64 " bytes, %zu sections, producer \"%s\", checksum %s\n",
+              info.format_version, info.file_bytes, info.sections.size(), info.producer.c_str(),
+              hex(info.header_checksum).c_str());
 
   std::printf("sections\n  %-3s %-9s %14s %14s %6s  %s\n", "#", "kind", "offset", "size", "align", "checksum");
-  for (size_t i = 0; i < a.sections.size(); ++i) {
-    const artifact::SectionEntry& s = a.sections[i];
-    std::printf("  %-3zu %-9s %14" PRIu64 " %14" PRIu64 " %6u  %s%s\n", i,
-                std::string(artifact::sectionKindName(s.kind)).c_str(), s.offset, s.size, s.alignment,
-                hex(s.checksum).c_str(), s.kind == artifact::SectionKind::kWeights ? " (checked on demand)" : "");
+  for (size_t i = 0; i < info.sections.size(); ++i) {
+    const ArtifactInfo::Section& s = info.sections[i];
+    std::printf("  %-3zu %-9s %14" PRIu64 " %14" PRIu64 " %6u  %s%s\n", i, s.kind.c_str(), s.offset, s.size, s.alignment,
+                hex(s.checksum).c_str(), s.kind == "weights" ? " (checked on demand)" : "");
   }
 
   std::printf("modules\n  %-3s %-14s %-8s %-10s %s\n", "#", "kind", "section", "functions", "constant uses");
-  for (size_t m = 0; m < a.modules.size(); ++m) {
-    const artifact::ModuleEntry& mod = a.modules[m];
-    std::map<artifact::UseKind, size_t> counts;
-    for (const artifact::ConstUse& u : mod.uses) ++counts[u.kind];
+  for (size_t m = 0; m < info.modules.size(); ++m) {
+    const ArtifactInfo::Module& mod = info.modules[m];
     std::string uses = std::to_string(mod.uses.size());
-    for (const auto& [kind, n] : counts) uses += " " + std::string(artifact::useKindName(kind)) + ":" + std::to_string(n);
+    for (const char* kind : {"borrow", "derive", "embed"}) {
+      size_t n = 0;
+      for (const ArtifactInfo::ConstantUse& u : mod.uses) n += u.kind == kind;
+      if (n) uses += " " + std::string(kind) + ":" + std::to_string(n);
+    }
     std::printf("  %-3zu %-14s %-8s %-10u %s\n", m, mod.kind.c_str(),
-                mod.section == artifact::kNoSection ? "-" : std::to_string(mod.section).c_str(), mod.num_functions,
-                uses.c_str());
+                mod.section < 0 ? "-" : std::to_string(mod.section).c_str(), mod.functions, uses.c_str());
     // What the module's compiled form assumes of the machine (checked by its loader).
     if (!mod.assumptions.empty()) {
       std::string line;
@@ -134,11 +130,11 @@ void inspectCommand(const InspectArgs& args) {
     }
   }
 
-  std::printf("%s", partitionText(partitionUnits(a)).c_str());
-  printConstants(a);
-  if (args.graph) std::printf("graph\n%s", a.graph->str().c_str());
+  std::printf("%s", api::partitionText(info.partition).c_str());
+  printConstants(info.constants);
+  if (args.graph) std::printf("graph\n%s", artifact::openArtifact(args.artifact).graph->str().c_str());
 
-  artifact::LinkReport r = artifact::byteAccounting(a);
+  const ByteAccounting& r = info.bytes;
   std::printf("bytes\n");
   std::printf("  file                     %14" PRIu64 "\n", r.file_bytes);
   std::printf("  weights (all uses)       %14" PRIu64 "  in %zu constants\n", r.weight_bytes, r.constants);
@@ -146,11 +142,8 @@ void inspectCommand(const InspectArgs& args) {
               r.distinct_weight_bytes, r.distinct_constants, r.weight_bytes - r.distinct_weight_bytes);
   std::printf("  padding                  %14" PRIu64 "  (%" PRIu64 " inside the weight section)\n", r.padding_bytes,
               r.weight_padding_bytes);
-  uint64_t manifest_bytes = 0;
-  for (const artifact::SectionEntry& s : a.sections)
-    if (s.kind == artifact::SectionKind::kManifest) manifest_bytes += s.size;
   std::printf("  metadata                 %14" PRIu64 "  (header, section table, manifest: %" PRIu64 ")\n",
-              r.metadata_bytes, manifest_bytes);
+              r.metadata_bytes, info.manifest_bytes);
   if (!args.onnx.empty()) {
     frontend::OnnxFileBytes o = frontend::onnxFileBytes(args.onnx);
     const uint64_t graph_bytes = o.file_bytes - o.weight_bytes;
@@ -163,33 +156,24 @@ void inspectCommand(const InspectArgs& args) {
   if (r.embedded_bytes) std::printf("  embedded in modules      %14" PRIu64 "\n", r.embedded_bytes);
   if (r.distinct_weight_bytes) std::printf("  file / distinct weights  %14.5f\n", r.overheadRatio());
 
-  std::unique_ptr<runtime::GraphExecutor> exec;
-  try {
-    exec = std::make_unique<runtime::GraphExecutor>(a.graph, a.store, artifact::loadModules(a, api::builtinModuleKinds()));
-  } catch (const Error& e) {
-    std::printf("memory\n  (not planned: %s)\n", e.what());
-    if (args.run) throw;
-  }
-  if (exec) {
-    uint64_t scratch = 0;
-    for (const auto& m : exec->modules()) scratch += m->scratchpadBytes();
-    const uint64_t budget = exec->plannedActivationBytes() + scratch + r.weight_bytes / 20;
+  const ArtifactInfo::Memory& mem = info.memory;
+  const bool has_modules = info.modules.size() > 1;  // the last is the graph executor
+  if (!mem.planned) {
+    std::printf("memory\n  (not planned: %s)\n", mem.not_planned.c_str());
+  } else {
     std::printf("memory\n");
-    std::printf("  planned activations      %14zu\n", exec->plannedActivationBytes());
-    if (!exec->modules().empty()) std::printf("  module scratch           %14" PRIu64 "\n", scratch);
-    std::printf("  private growth budget    %14" PRIu64 "  (activations%s + 5%% of weights)\n", budget,
-                exec->modules().empty() ? "" : " + module scratch");
-    if (args.run) {
-      uint64_t growth = measureLoadAndFirstRun(args.artifact, *a.graph);
-      std::printf("  private growth: load + first run %" PRIu64 "  %s\n", growth,
-                  growth <= budget ? "(within budget)" : "(OVER BUDGET)");
-    }
+    std::printf("  planned activations      %14" PRIu64 "\n", mem.activation_bytes);
+    if (has_modules) std::printf("  module scratch           %14" PRIu64 "\n", mem.module_scratch_bytes);
+    std::printf("  private growth budget    %14" PRIu64 "  (activations%s + 5%% of weights)\n", mem.growth_budget,
+                has_modules ? " + module scratch" : "");
+  }
+  if (args.run) {  // an artifact that cannot be planned fails here with the loader's error
+    uint64_t growth = measureLoadAndFirstRun(args.artifact);
+    std::printf("  private growth: load + first run %" PRIu64 "  %s\n", growth,
+                growth <= mem.growth_budget ? "(within budget)" : "(OVER BUDGET)");
   }
 
-  if (args.verify) {
-    artifact::verifyWeights(a);
-    std::printf("weights verified: %" PRIu64 " bytes match their checksums\n", r.weight_section_bytes);
-  }
+  if (args.verify) std::printf("weights verified: %" PRIu64 " bytes match their checksums\n", r.weight_section_bytes);
   if (!args.dot.empty())
     std::printf("wrote %s (Graphviz: dot -Tsvg %s -o partition.svg)\n", args.dot.c_str(), args.dot.c_str());
 }

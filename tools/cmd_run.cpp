@@ -21,7 +21,7 @@ void runCommand(const RunArgs& args) {
     throw Error(ErrorCode::kInvalidArgument, "compile flags (--backends, --shape, ...) apply to .onnx models; an artifact was compiled already");
   CompileOptions options = args.compile.options();
   options.threads = args.run.threads;
-  runModel(args.run, [&] { return loadAnyModel(args.model, options); }, readTensorFile);
+  runModel(args.run, args.model, [&] { return loadAnyModel(args.model, options); }, readTensorFile);
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 #include <stdexcept>
 #include <random>
 
+#include "base/atomic_file.h"
 #include "partita/npy.h"
+#include "partita/profile.h"
 #include "ir/dtype.h"
 #include "ir/tensor.h"
 #include "partita/error.h"
@@ -69,10 +71,29 @@ void addRunOptions(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--seed", o.seed, "Seed for random inputs (default 0)");
   cmd->add_option("-t,--threads", o.threads, "Kernel threads (default 2)")->check(CLI::PositiveNumber);
   cmd->add_flag("-q,--quiet", o.quiet, "Do not print outputs");
+  cmd->add_option("--profile", o.profile,
+                  "Profile the timed runs: write a Trace Event Format JSON (chrome://tracing, ui.perfetto.dev) to "
+                  "FILE and print time by op type and the top nodes (docs/profiling.md)")
+      ->type_name("FILE");
+  cmd->add_option("--profile-top", o.profile_top, "Nodes listed in the profile summary (default 15)")
+      ->check(CLI::NonNegativeNumber);
 }
 
-void runModel(const RunOptions& args, const std::function<std::shared_ptr<const Model>()>& load,
+void runModel(const RunOptions& args, const std::string& model_path,
+              const std::function<std::shared_ptr<const Model>()>& load,
               const std::function<Tensor(const std::string&)>& read_tensor) {
+  // A target the trace may not replace (a directory, a write-protected file, the model
+  // or an input) is refused before the work, not after.
+  if (!args.profile.empty()) {
+    std::vector<SourceFile> keep;
+    FileId id;
+    if (fileIdOf(model_path, id)) keep.push_back({id, "the model '" + model_path + "'"});
+    for (const std::string& spec : args.inputs) {
+      const std::string path = spec.substr(spec.find('=') + 1);
+      if (fileIdOf(path, id)) keep.push_back({id, "the input file '" + path + "'"});
+    }
+    artifact::checkReplaceable(args.profile, keep);
+  }
   auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<const Model> model = load();
   double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -110,6 +131,7 @@ void runModel(const RunOptions& args, const std::function<std::shared_ptr<const 
   }
 
   for (int i = 0; i < args.warmup; ++i) session.run();
+  if (!args.profile.empty()) session.enableProfiling();
   std::vector<double> times;
   for (int i = 0; i < std::max(args.repeat, 1); ++i) {
     auto s = std::chrono::steady_clock::now();
@@ -134,9 +156,18 @@ void runModel(const RunOptions& args, const std::function<std::shared_ptr<const 
   mean /= double(times.size());
   const ThreadRuntimeInfo omp = threadRuntimeInfo();
   std::printf("load %.2f ms; %zu run(s) on %d thread(s): median %.3f ms, min %.3f ms, mean %.3f ms; planned activations %.2f MiB; "
-              "OpenMP %s, wait %s\n",
+              "OpenMP %s%s, wait %s\n",
               load_ms, times.size(), args.threads, times[times.size() / 2], times.front(), mean,
-              double(model->plannedActivationBytes()) / (1 << 20), omp.openmp_runtime.c_str(), omp.wait_policy.c_str());
+              double(model->plannedActivationBytes()) / (1 << 20), omp.openmp_runtime.c_str(),
+              omp.dnnl_openmp_runtime.empty() || omp.dnnl_openmp_runtime == omp.openmp_runtime
+                  ? ""
+                  : (" (oneDNN on " + omp.dnnl_openmp_runtime + ")").c_str(),
+              omp.wait_policy.c_str());
+  if (!args.profile.empty()) {
+    writeTrace(args.profile, session.profileEvents());
+    std::printf("\n%s\nprofile of the %zu timed run(s) written to %s (open it in ui.perfetto.dev or chrome://tracing)\n",
+                profileSummary(session.profileEvents(), args.profile_top).c_str(), times.size(), args.profile.c_str());
+  }
 }
 
 std::string summarize(const Tensor& t) {

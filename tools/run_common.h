@@ -22,15 +22,21 @@ struct RunOptions {
   uint64_t seed = 0;
   int threads = 2;
   bool quiet = false;
+  std::string profile;  // write a trace of the timed runs here (docs/profiling.md)
+  size_t profile_top = 15;
 };
 
-// Adds --input, --output-dir, --repeat, --warmup, --seed, --threads, --quiet.
+// Adds --input, --output-dir, --repeat, --warmup, --seed, --threads, --quiet,
+// --profile, --profile-top.
 void addRunOptions(CLI::App* cmd, RunOptions& options);
 
 // Sets the thread count, loads the model with `load` (timed), feeds its inputs (read
 // with `read_tensor`, or random when no --input is given), runs it, writes and prints
-// the outputs and the timings.
-void runModel(const RunOptions& options, const std::function<std::shared_ptr<const Model>()>& load,
+// the outputs and the timings. With --profile, the timed runs (not the warmup) are
+// profiled into one trace, written atomically, and a summary is printed at the end.
+// `model_path` is the file `load` reads: --profile refuses to replace it.
+void runModel(const RunOptions& options, const std::string& model_path,
+              const std::function<std::shared_ptr<const Model>()>& load,
               const std::function<Tensor(const std::string&)>& read_tensor);
 
 // " min=.. max=.. mean=.. first=[..]" for printing.

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace partita {
 
@@ -26,5 +27,7 @@ enum class DType : uint8_t {
 
 // Bytes per element (0 for kUndefined).
 size_t dtypeSize(DType t);
+// "float32", "float16", "int64", "bool", ... ("invalid" for a value outside the enum).
+std::string_view dtypeName(DType t);
 
 }  // namespace partita

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "partita/error.h"
+#include "partita/profile.h"
 #include "partita/tensor.h"
 
 namespace partita {
@@ -44,6 +45,10 @@ struct LoadOptions {
   // are checked at load, data-dependent ones and inputs at every run (TensorLimits:
   // 2^40 bytes and rank 16 unless set).
   TensorLimits limits = {};
+  // Models compiled with symbolic dims (docs/dynamic_shapes.md): how many distinct
+  // input shapes each module function and the executor keep compiled and planned (an
+  // LRU cache each). 0: the environment variable PARTITA_SHAPE_CACHE, else 8.
+  size_t shape_cache = 0;
 };
 
 // The OpenMP runtime serving this process's kernel threads (oneDNN's too) and how their
@@ -53,6 +58,11 @@ struct LoadOptions {
 struct ThreadRuntimeInfo {
   std::string openmp_runtime;
   std::string wait_policy;
+  // The runtime oneDNN's OpenMP calls go to ("" when libdnnl is not loaded or not known).
+  // Another than openmp_runtime when libdnnl was loaded first by something bound to
+  // GCC's libgomp (in Python: torch imported before partita): two thread pools, and
+  // oneDNN's team follows libgomp's settings (docs/threads.md).
+  std::string dnnl_openmp_runtime;
 };
 ThreadRuntimeInfo threadRuntimeInfo();
 
@@ -62,22 +72,37 @@ class Model {
   // checksums). Throws Error(kIo / kInvalidArtifact), Error(kInvalidArgument) for
   // bad options.
   static std::shared_ptr<const Model> load(const std::string& path, const LoadOptions& options = {});
+  // The same for an artifact's bytes already in memory (`name` stands for the file in
+  // messages). The bytes are copied once, into page-aligned memory the model owns; the
+  // caller's buffer is not used after this returns.
+  static std::shared_ptr<const Model> loadBytes(const void* data, size_t size, const std::string& name,
+                                                const LoadOptions& options = {});
 
   const std::vector<IoInfo>& inputs() const { return inputs_; }
   const std::vector<IoInfo>& outputs() const { return outputs_; }
   // Bytes of the activation arena each Session allocates (planned by liveness).
   size_t plannedActivationBytes() const;
   int threads() const;
+  // The external backends whose modules the model calls ("dnnl", "ewise"), each once,
+  // in the order of its module table; the host, which runs every other node, is
+  // implicit and not listed.
+  const std::vector<std::string>& backends() const { return backends_; }
   // The executor that runs the model's program (runtime/executor.h; internal API).
   const runtime::Executor& executor() const { return *executor_; }
 
   // For the compiler and the loader: wraps a ready executor.
-  explicit Model(std::shared_ptr<const runtime::Executor> executor);
+  // `module_kinds`: the kinds of the external modules it calls, in module order.
+  explicit Model(std::shared_ptr<const runtime::Executor> executor, const std::vector<std::string>& module_kinds = {});
 
  private:
   std::shared_ptr<const runtime::Executor> executor_;
   std::vector<IoInfo> inputs_, outputs_;
+  std::vector<std::string> backends_;
 };
+
+// Whether `data` begins with the signature every .pta file starts with (its first 8
+// bytes): tells an artifact from an ONNX model without parsing either.
+bool hasArtifactSignature(const void* data, size_t size);
 
 class Session {
  public:
@@ -94,11 +119,27 @@ class Session {
   void setInput(const std::string& name, const Tensor& tensor);
   void setInput(const std::string& name, const TensorView& view);
 
+  // Forgets every bound input (a view's bytes are not read after this).
+  void clearInputs();
+
   // Runs the model. Throws Error(kInvalidArgument) when an input is missing.
   void run();
 
   const Tensor& output(const std::string& name) const;
   const std::vector<Tensor>& outputs() const { return outputs_; }
+  // Hands the last run's outputs over (in output order) without copying them; until
+  // the next run, output() then says there is nothing to read.
+  std::vector<Tensor> takeOutputs();
+
+  // Profiling (partita/profile.h, docs/profiling.md). Off by default. While on, each
+  // run() appends its events (the run, each step, what modules report inside a step)
+  // to profileEvents(); writeTrace() and profileSummary() read them. While off, a run
+  // records nothing and allocates nothing for it. Turning it off keeps the events
+  // recorded so far; clearProfile() drops them.
+  void enableProfiling(bool on = true);
+  bool profiling() const;
+  const std::vector<ProfileEvent>& profileEvents() const;
+  void clearProfile();
 
  private:
   struct State;

@@ -1,15 +1,47 @@
+#include <cstdlib>
+#include <cstring>
+
 #include "api/module_kinds.h"
 #include "partita/model.h"
 #include "runtime/artifact_reader.h"
 #include "runtime/executor.h"
+#include "runtime/format.h"
 
 namespace partita {
 
+namespace {
+std::shared_ptr<const Model> modelOf(const artifact::Artifact& a, const LoadOptions& options) {
+  const runtime::RunOptions run{options.threads, options.limits, options.shape_cache};
+  std::vector<std::string> kinds;
+  for (const artifact::ModuleEntry& m : a.modules)
+    if (m.kind != artifact::kHostGraphModule) kinds.push_back(m.kind);
+  return std::make_shared<Model>(api::builtinExecutorKinds().create(a, api::builtinModuleKinds(), run), kinds);
+}
+}  // namespace
+
+bool hasArtifactSignature(const void* data, size_t size) {
+  return size >= artifact::kMagic.size() && std::memcmp(data, artifact::kMagic.data(), artifact::kMagic.size()) == 0;
+}
+
 std::shared_ptr<const Model> Model::load(const std::string& path, const LoadOptions& options) {
   runtime::checkThreads(options.threads);  // before mapping anything
-  const runtime::RunOptions run{options.threads, options.limits};
-  artifact::Artifact a = artifact::openArtifact(path);
-  return std::make_shared<Model>(api::builtinExecutorKinds().create(a, api::builtinModuleKinds(), run));
+  return modelOf(artifact::openArtifact(path), options);
+}
+
+std::shared_ptr<const Model> Model::loadBytes(const void* data, size_t size, const std::string& name,
+                                              const LoadOptions& options) {
+  runtime::checkThreads(options.threads);
+  // Page-aligned, as a mapping is: the weight section's alignment rule (up to a page
+  // for large tensors) holds in memory only when the file's first byte does.
+  const size_t rounded = (size + artifact::kPageAlignment - 1) / artifact::kPageAlignment * artifact::kPageAlignment;
+  void* copy = size ? std::aligned_alloc(artifact::kPageAlignment, rounded) : nullptr;
+  if (size && !copy)
+    throw Error(ErrorCode::kInvalidArgument,
+                "out of memory: cannot copy the " + std::to_string(size) + " bytes of artifact '" + name + "'");
+  std::shared_ptr<const void> owner(copy, [](const void* p) { std::free(const_cast<void*>(p)); });
+  if (size) std::memcpy(copy, data, size);
+  Bytes file{owner, static_cast<const std::byte*>(copy), size};
+  return modelOf(artifact::readArtifact(file, name), options);
 }
 
 }  // namespace partita

@@ -40,6 +40,16 @@ struct Region {
   std::vector<ir::NodeId> nodes;     // topological order (indices into the graph before partitioning)
   std::vector<ir::ValueId> inputs;   // non-constant values the region reads from outside
   std::vector<ir::ValueId> outputs;  // values the region produces that are read outside it
+  // A shape-polymorphic region (some value has symbolic dims): each input's shape in
+  // the model's representative shape (compiler/representative_shapes.h), which the
+  // backend compiles the region for first. Empty for a region of static values.
+  std::vector<std::vector<int64_t>> representative;
+  // Other input shapes of a shape-polymorphic region, consistent with one another
+  // (each the region's inputs at one probe of the model's inputs: representative
+  // shapes scaled; compiler/representative_shapes.h), for a backend to check the
+  // choices it makes at the representative shape against.
+  std::vector<std::vector<std::vector<int64_t>>> probes;
+  bool polymorphic() const { return !representative.empty(); }
 };
 
 class Backend {
@@ -47,6 +57,13 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
   virtual bool supports(const ir::Graph& g, ir::NodeId node) const = 0;
+  // Whether the backend takes `node`, some of whose values have symbolic dims, for
+  // every shape they may take at run time. `rep` is `g` at the representative shape
+  // (every value sized by inference there, same node and value ids); only nodes whose
+  // values all have known ranks in `g` and static shapes in `rep` are asked. A backend
+  // that takes one compiles its regions' `representative` shapes and runs the others
+  // through RuntimeModule::outputShapes. Default: no.
+  virtual bool supportsPolymorphic(const ir::Graph& g, const ir::Graph& rep, ir::NodeId node) const { return false; }
   // Why supports() refuses `node`, for error messages (e.g. "input 0 has a symbolic
   // shape"); empty when the backend does not say.
   virtual std::string whyNot(const ir::Graph& g, ir::NodeId node) const { return {}; }

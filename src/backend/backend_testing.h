@@ -26,6 +26,8 @@ namespace partita::backend::testing {
 class GraphBuilder {
  public:
   ir::ValueId input(const std::string& name, std::vector<int64_t> shape);
+  // An input with symbolic dims, e.g. {ir::Dim::symbolic("N"), ir::Dim::known(3), ir::Dim{}}.
+  ir::ValueId symbolicInput(const std::string& name, std::vector<ir::Dim> dims);
   ir::ValueId constant(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& data);
   ir::ValueId constantInts(const std::string& name, std::vector<int64_t> shape,
                            const std::vector<int64_t>& data);
@@ -70,6 +72,12 @@ inline ir::ValueId GraphBuilder::input(const std::string& name, std::vector<int6
   return v;
 }
 
+inline ir::ValueId GraphBuilder::symbolicInput(const std::string& name, std::vector<ir::Dim> dims) {
+  ir::ValueId v = g.addValue(name, ir::TensorType{ir::DType::kFloat32, true, std::move(dims)});
+  g.inputs.push_back(v);
+  return v;
+}
+
 inline ir::ValueId GraphBuilder::constant(const std::string& name, std::vector<int64_t> shape,
                                           const std::vector<float>& data) {
   ir::ConstId c = g.constants.add(name, ir::DType::kFloat32, std::move(shape),
@@ -107,8 +115,9 @@ inline std::vector<ir::OwnedTensor> Compiled::run(const std::vector<ir::OwnedTen
 }
 
 // Infers shapes (folding off, so constants stay as the test built them), partitions
-// for `backends` and loads every module.
-inline Compiled compile(ir::Graph g, const std::vector<std::string>& backends, size_t min_region_size = 1) {
+// for `backends` and loads every module (`shape_cache`: RunOptions::shape_cache).
+inline Compiled compile(ir::Graph g, const std::vector<std::string>& backends, size_t min_region_size = 1,
+                        size_t shape_cache = 0) {
   Compiled c;
   c.graph = std::make_shared<ir::Graph>(std::move(g));
   passes::FoldOptions fold;
@@ -121,11 +130,12 @@ inline Compiled compile(ir::Graph g, const std::vector<std::string>& backends, s
   c.store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(c.graph->constants));
   for (const backend::ModuleImage& image : c.parts.modules) {
     runtime::ModuleLoadContext ctx{Bytes::copyOf(image.blob.data(), image.blob.size()), c.store.get(),
-                                   image.uses, kernels::threadsUnlessTSan(2), image.assumptions};
+                                   image.uses, kernels::threadsUnlessTSan(2), image.assumptions,
+                                   runtime::shapeCacheEntries(shape_cache)};
     c.modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));
   }
-  c.executor = std::make_shared<runtime::GraphExecutor>(c.graph, c.store, c.modules,
-                                                        runtime::RunOptions{kernels::threadsUnlessTSan(2)});
+  c.executor = std::make_shared<runtime::GraphExecutor>(
+      c.graph, c.store, c.modules, runtime::RunOptions{kernels::threadsUnlessTSan(2), {}, shape_cache});
   return c;
 }
 
@@ -139,6 +149,26 @@ inline std::vector<ir::OwnedTensor> randomInputs(const ir::Graph& g, uint64_t se
     out.push_back(std::move(x));
   }
   return out;
+}
+
+// max|a - e| / max|e| (shapes must match): the relative error the docs quote.
+inline double relativeError(const ir::OwnedTensor& a, const ir::OwnedTensor& e) {
+  EXPECT_EQ(a.shape(), e.shape());
+  if (a.shape() != e.shape()) return INFINITY;
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    diff = std::max(diff, double(std::abs(a.as<float>()[i] - e.as<float>()[i])));
+    scale = std::max(scale, double(std::abs(e.as<float>()[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+// A float32 tensor of `shape` with deterministic random values.
+inline ir::OwnedTensor randomTensor(const std::vector<int64_t>& shape, uint64_t seed) {
+  ir::OwnedTensor x(ir::DType::kFloat32, shape);
+  std::vector<float> r = randomFloats(size_t(x.numel()), seed);
+  std::memcpy(x.data(), r.data(), x.nbytes());
+  return x;
 }
 
 // Largest |a-b| / (atol + rtol*|b|) over all elements (<= 1 means close); shapes must match.

@@ -78,6 +78,7 @@ inline ir::Graph mlpGraph(int64_t in, int64_t hidden, int64_t out, bool tied = f
 class AddConstModule : public runtime::RuntimeModule {
  public:
   explicit AddConstModule(ir::Tensor c) : c_(std::move(c)) {}
+  std::string_view kind() const override { return "test.addconst"; }
   void run(uint32_t fn, const std::vector<ir::Tensor>& in, const std::vector<ir::Tensor>& out) const override {
     if (fn != 0 || in.size() != 1 || out.size() != 1 || in[0].numel() != c_.numel())
       throw Error(ErrorCode::kInvalidArgument, "test.addconst: bad call");

@@ -1,6 +1,9 @@
 #include <omp.h>
 
 #include "api/module_kinds.h"
+#include "base/atomic_file.h"
+#include "compiler/artifact_writer.h"
+#include "compiler/backends.h"
 #include "compiler/compile.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "partita/compiler.h"
@@ -17,6 +20,8 @@ backend::PartitionOptions partitionOptions(const CompileOptions& options) {
   for (const auto& [b, ops] : options.allow_ops) p.allow_ops[b].insert(ops.begin(), ops.end());
   for (const auto& [b, ops] : options.deny_ops) p.deny_ops[b].insert(ops.begin(), ops.end());
   p.min_region_size = options.min_region_size;
+  p.shape_hints = options.shape_hints;
+  p.layout_probes = options.layout_probes;
   return p;
 }
 }  // namespace
@@ -59,19 +64,62 @@ CompiledGraph compileGraphFromBytes(Bytes onnx, const std::string& name, const C
   return optimizeAndPartition(std::move(g), {}, options);
 }
 
-std::shared_ptr<const Model> compileOnnx(const std::string& onnx_path, const CompileOptions& options) {
-  CompiledGraph c = compileGraph(onnx_path, options);
+namespace {
+std::shared_ptr<const Model> modelOf(CompiledGraph c, const CompileOptions& options) {
   auto graph = std::make_shared<ir::Graph>(std::move(c.graph));
   auto store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(graph->constants));
   std::vector<std::shared_ptr<const runtime::RuntimeModule>> modules;
+  std::vector<std::string> kinds;
   for (backend::ModuleImage& image : c.parts.modules) {
     runtime::ModuleLoadContext ctx{Bytes::fromVector(std::move(image.blob)), store.get(), image.uses, options.threads,
-                                   image.assumptions};
+                                   image.assumptions, runtime::shapeCacheEntries(0)};
     modules.push_back(api::builtinModuleKinds().load(image.kind, ctx));
+    kinds.push_back(image.kind);
   }
   auto executor = std::make_shared<runtime::GraphExecutor>(graph, store, std::move(modules),
                                                            runtime::RunOptions{options.threads, options.limits});
-  return std::make_shared<Model>(executor);
+  return std::make_shared<Model>(executor, kinds);
+}
+
+CompileReport link(const CompiledGraph& c, const std::string& output_path) {
+  CompileReport report;
+  report.bytes = artifact::writeArtifact(c.graph, c.parts.modules, output_path, c.sources);
+  for (const backend::ModuleImage& m : c.parts.modules)
+    report.modules.push_back({m.kind, m.num_functions, m.uses.size(), m.blob.size()});
+  return report;
+}
+}  // namespace
+
+std::vector<std::string> availableBackends() {
+  std::vector<std::string> names = {"host"};
+  for (const std::string& name : backend::backendNames()) names.push_back(name);
+  return names;
+}
+
+std::shared_ptr<const Model> compileOnnx(const std::string& onnx_path, const CompileOptions& options) {
+  return modelOf(compileGraph(onnx_path, options), options);
+}
+
+std::shared_ptr<const Model> compileOnnxBytes(const void* data, size_t size, const std::string& name,
+                                              const CompileOptions& options) {
+  return modelOf(compileGraphFromBytes(Bytes::copyOf(data, size), name, options), options);
+}
+
+CompileReport compileToArtifact(const std::string& onnx_path, const std::string& output_path,
+                                const CompileOptions& options) {
+  // Refuse a target the writer would refuse before spending the compile on it (the
+  // writer checks again, with the external-data files the import read).
+  std::vector<SourceFile> keep;
+  FileId model_id;
+  if (fileIdOf(onnx_path, model_id)) keep.push_back({model_id, "the input model '" + onnx_path + "'"});
+  artifact::checkReplaceable(output_path, keep);
+  return link(compileGraph(onnx_path, options), output_path);
+}
+
+CompileReport compileBytesToArtifact(const void* data, size_t size, const std::string& name,
+                                     const std::string& output_path, const CompileOptions& options) {
+  artifact::checkReplaceable(output_path, {});
+  return link(compileGraphFromBytes(Bytes::copyOf(data, size), name, options), output_path);
 }
 
 }  // namespace partita

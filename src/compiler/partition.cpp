@@ -5,6 +5,7 @@
 
 #include "backend/constant_sink.h"
 #include "compiler/backends.h"
+#include "compiler/representative_shapes.h"
 #include "partita/error.h"
 #include "kernels/op_registry.h"
 #include "runtime/graph_executor.h"
@@ -29,9 +30,28 @@ ir::Attribute stringsAttribute(std::vector<std::string> strings) {
   return a;
 }
 
+// Whether every value `node` reads or makes has a static shape (or, with `ranked`,
+// at least a known rank) in `g`.
+bool allValues(const ir::Graph& g, const ir::Node& node, bool ranked) {
+  auto ok = [&](ir::ValueId v) {
+    if (v == ir::kNoValue) return true;
+    const ir::TensorType& t = g.typeOf(v);
+    return ranked ? t.has_rank : t.isStatic();
+  };
+  return std::all_of(node.inputs.begin(), node.inputs.end(), ok) &&
+         std::all_of(node.outputs.begin(), node.outputs.end(), ok);
+}
+
+std::string shapeText(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s.empty() ? "scalar" : s;
+}
+
 struct Partitioner {
   ir::Graph& g;
   const PartitionOptions& options;
+  std::unique_ptr<ir::Graph> rep;  // g at its representative shape, when g has symbolic dims
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<int> backend_of;                 // per node: backend index or kHost
   std::vector<int> region_of;                  // per node: region index or -1
@@ -92,11 +112,18 @@ struct Partitioner {
 
     for (size_t i = 0; i < n; ++i) {
       const ir::Node& node = g.nodes[i];
-      for (size_t b = 0; b < backends.size(); ++b)
-        if (allowed(b, node) && backends[b]->supports(g, ir::NodeId(i))) {
+      // A node with symbolic dims is asked at the representative shape too.
+      const bool fixed = allValues(g, node, false);
+      const bool polymorphic = !fixed && rep && allValues(g, node, true) && allValues(*rep, node, false);
+      for (size_t b = 0; b < backends.size(); ++b) {
+        if (!allowed(b, node)) continue;
+        const bool takes = fixed ? backends[b]->supports(g, ir::NodeId(i))
+                                 : polymorphic && backends[b]->supportsPolymorphic(g, *rep, ir::NodeId(i));
+        if (takes) {
           backend_of[i] = int(b);
           break;
         }
+      }
       if (backend_of[i] == kHost) continue;
       std::vector<ir::NodeId> producers;
       for (ir::ValueId in : node.inputs)
@@ -186,6 +213,10 @@ struct Partitioner {
         if (outside) region.outputs.push_back(out);
       }
     }
+    bool polymorphic = false;
+    for (ir::NodeId m : nodes) polymorphic |= !allValues(g, g.nodes[size_t(m)], false);
+    if (polymorphic)
+      for (ir::ValueId in : region.inputs) region.representative.push_back(rep->typeOf(in).staticShape());
     return region;
   }
 };
@@ -193,7 +224,7 @@ struct Partitioner {
 }  // namespace
 
 PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
-  Partitioner p{g, options, {}, {}, {}, {}, {}, {}};
+  Partitioner p{g, options, {}, {}, {}, {}, {}, {}, {}};
   for (const std::string& name : options.backends) {
     if (name == "host") continue;
     std::unique_ptr<Backend> b = makeBackend(name);
@@ -205,6 +236,8 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
     p.backends.push_back(std::move(b));
   }
   PartitionResult result;
+  if (!p.backends.empty() && hasSymbolicDims(g))
+    p.rep = std::make_unique<ir::Graph>(representativeGraph(g, options.shape_hints));
   if (!p.backends.empty()) p.formRegions();
   p.checkHostKernels();
   if (p.backends.empty()) return result;
@@ -213,12 +246,32 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
   std::vector<int> module_of_region(p.region_nodes.size(), -1), function_of_region(p.region_nodes.size(), -1),
       summary_of_region(p.region_nodes.size(), -1);
   std::vector<Region> regions(p.region_nodes.size());
+  for (size_t r = 0; r < p.region_nodes.size(); ++r)
+    if (!p.region_nodes[r].empty()) regions[r] = p.describeRegion(p.region_nodes[r], int(r));
+  // Shape-polymorphic regions: their inputs at the probe shapes too.
+  bool any_polymorphic = false;
+  for (const Region& r : regions) any_polymorphic |= r.polymorphic();
+  if (any_polymorphic && options.layout_probes)
+    for (const auto& hints : probeShapes(g, *p.rep)) {
+      ir::Graph at;
+      try {
+        at = representativeGraph(g, hints);
+      } catch (const Error&) {
+        continue;
+      }
+      for (Region& r : regions) {
+        if (!r.polymorphic()) continue;
+        std::vector<std::vector<int64_t>> shapes;
+        for (ir::ValueId in : r.inputs)
+          if (at.typeOf(in).isStatic()) shapes.push_back(at.typeOf(in).staticShape());
+        if (shapes.size() == r.inputs.size() && shapes != r.representative) r.probes.push_back(std::move(shapes));
+      }
+    }
   for (size_t b = 0; b < p.backends.size(); ++b) {
     std::vector<Region> mine;
     std::vector<size_t> ids;
     for (size_t r = 0; r < p.region_nodes.size(); ++r) {
       if (p.region_nodes[r].empty() || p.region_backend[r] != int(b)) continue;
-      regions[r] = p.describeRegion(p.region_nodes[r], int(r));
       mine.push_back(regions[r]);
       ids.push_back(r);
     }
@@ -241,6 +294,7 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
         s.ops.push_back(node.domain.empty() ? node.op_type : node.domain + "." + node.op_type);
         s.nodes.push_back(node.name);
       }
+      for (const std::vector<int64_t>& shape : mine[f].representative) s.representative.push_back(shapeText(shape));
       summary_of_region[ids[f]] = int(result.regions.size());
       result.regions.push_back(std::move(s));
     }
@@ -302,6 +356,7 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
       const RegionSummary& summary = result.regions[size_t(summary_of_region[size_t(r)])];
       call.attrs.set("ops", stringsAttribute(summary.ops));
       call.attrs.set("nodes", stringsAttribute(summary.nodes));
+      if (!summary.representative.empty()) call.attrs.set("representative", stringsAttribute(summary.representative));
       rebuilt.push_back(std::move(call));
     }
     for (int s : succ[size_t(u)])

@@ -20,6 +20,11 @@ struct PartitionOptions {
   std::map<std::string, std::set<std::string>> allow_ops;  // backend -> only these op types
   std::map<std::string, std::set<std::string>> deny_ops;   // backend -> never these op types
   size_t min_region_size = 1;  // smaller regions go back to the host
+  // Graphs with symbolic dims: representative shapes of inputs (name -> full shape),
+  // representativeGraph()'s hints.
+  std::map<std::string, std::vector<int64_t>> shape_hints;
+  // Give shape-polymorphic regions probe shapes (Region::probes) to check layouts at.
+  bool layout_probes = true;
 };
 
 struct RegionSummary {
@@ -29,6 +34,9 @@ struct RegionSummary {
   std::vector<std::string> nodes;  // node names in order
   // The region's partita.Call node carries both lists as strings attributes "ops" and
   // "nodes", so an artifact records its partition.
+  // A shape-polymorphic region: its inputs' representative shapes ("1x3x224x224"),
+  // also the Call node's strings attribute "representative". Empty otherwise.
+  std::vector<std::string> representative;
 };
 
 struct PartitionResult {

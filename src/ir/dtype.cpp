@@ -25,18 +25,18 @@ size_t dtypeSize(DType t) {
   return 0;
 }
 
-}  // namespace partita
-
-namespace partita::ir {
-
-static constexpr std::string_view kNames[kNumDTypes] = {
+static constexpr std::string_view kNames[ir::kNumDTypes] = {
     "undefined", "float32", "float16", "bfloat16", "float64", "int8",  "int16",
     "int32",     "int64",   "uint8",   "uint16",   "uint32",  "uint64", "bool"};
 
 std::string_view dtypeName(DType t) {
   auto i = static_cast<size_t>(t);
-  return i < kNumDTypes ? kNames[i] : "invalid";
+  return i < ir::kNumDTypes ? kNames[i] : "invalid";
 }
+
+}  // namespace partita
+
+namespace partita::ir {
 
 DType dtypeFromName(std::string_view name) {
   for (int i = 0; i < kNumDTypes; ++i)

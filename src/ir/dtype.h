@@ -15,7 +15,7 @@ using partita::DType;
 constexpr int kNumDTypes = 14;
 
 using partita::dtypeSize;
-std::string_view dtypeName(DType t);  // "float32", "int64", ...
+using partita::dtypeName;  // "float32", "int64", ...
 DType dtypeFromName(std::string_view name);  // kUndefined when unknown
 // ONNX TensorProto.DataType numbers (as in model files and "to"/"dtype" attributes)
 // -> DType; kUndefined for types partita has no dtype for (string, complex, float8)

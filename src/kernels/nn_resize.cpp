@@ -17,52 +17,35 @@
 
 #include "ir/limits.h"
 #include "kernels/nn_ops.h"
+#include "kernels/nn_resize.h"
 #include "kernels/nn_window.h"
 #include "kernels/op_util.h"
 
 namespace partita::kernels {
 
-namespace {
+std::vector<double> readDoubles(const ir::Tensor& t) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = readScalar(t, int64_t(i));
+  return v;
+}
 
-enum class Mode { kNearest, kLinear, kCubic };
-enum class Coord {
-  kHalfPixel,
-  kPytorchHalfPixel,
-  kAlignCorners,
-  kAsymmetric,
-  kTfHalfPixelForNn,
-  kTfCropAndResize
-};
-enum class Rounding { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
-
-struct ResizeSpec {
-  Mode mode = Mode::kNearest;
-  Coord coord = Coord::kHalfPixel;
-  Rounding rounding = Rounding::kRoundPreferFloor;
-  double cubic_a = -0.75;
-  bool exclude_outside = false;
-  double extrapolation = 0;
-  // Input positions of the scales / sizes / roi inputs (-1: not an input of this op).
-  int scales_input = -1, sizes_input = -1, roi_input = -1;
-};
-
-ResizeSpec readSpec(const ir::Node& node) {
+ResizeSpec readResizeSpec(const ir::Node& node) {
   ResizeSpec s;
   const bool upsample = node.op_type == "Upsample";
   const bool legacy = upsample || node.opset < 11;  // Upsample and Resize-10
   std::string mode = node.attrs.getString("mode", "nearest");
   if (mode == "nearest") {
-    s.mode = Mode::kNearest;
+    s.mode = ResizeMode::kNearest;
   } else if (mode == "linear" || (upsample && mode == "bilinear")) {
-    s.mode = Mode::kLinear;
+    s.mode = ResizeMode::kLinear;
   } else if (mode == "cubic" && !legacy) {
-    s.mode = Mode::kCubic;
+    s.mode = ResizeMode::kCubic;
   } else {
     failNode(node, "unknown mode '" + mode + "'");
   }
   if (legacy) {
-    s.coord = Coord::kAsymmetric;
-    s.rounding = Rounding::kSimple;
+    s.coord = ResizeCoord::kAsymmetric;
+    s.rounding = ResizeRounding::kSimple;
     if (upsample) {
       s.scales_input = node.opset >= 9 ? 1 : -1;
     } else {
@@ -75,29 +58,29 @@ ResizeSpec readSpec(const ir::Node& node) {
   s.sizes_input = 3;
   std::string ctm = node.attrs.getString("coordinate_transformation_mode", "half_pixel");
   if (ctm == "half_pixel") {
-    s.coord = Coord::kHalfPixel;
+    s.coord = ResizeCoord::kHalfPixel;
   } else if (ctm == "pytorch_half_pixel") {
-    s.coord = Coord::kPytorchHalfPixel;
+    s.coord = ResizeCoord::kPytorchHalfPixel;
   } else if (ctm == "align_corners") {
-    s.coord = Coord::kAlignCorners;
+    s.coord = ResizeCoord::kAlignCorners;
   } else if (ctm == "asymmetric") {
-    s.coord = Coord::kAsymmetric;
+    s.coord = ResizeCoord::kAsymmetric;
   } else if (ctm == "tf_half_pixel_for_nn") {
-    s.coord = Coord::kTfHalfPixelForNn;
+    s.coord = ResizeCoord::kTfHalfPixelForNn;
   } else if (ctm == "tf_crop_and_resize") {
-    s.coord = Coord::kTfCropAndResize;
+    s.coord = ResizeCoord::kTfCropAndResize;
   } else {
     failNode(node, "unknown coordinate_transformation_mode '" + ctm + "'");
   }
   std::string nm = node.attrs.getString("nearest_mode", "round_prefer_floor");
   if (nm == "round_prefer_floor") {
-    s.rounding = Rounding::kRoundPreferFloor;
+    s.rounding = ResizeRounding::kRoundPreferFloor;
   } else if (nm == "round_prefer_ceil") {
-    s.rounding = Rounding::kRoundPreferCeil;
+    s.rounding = ResizeRounding::kRoundPreferCeil;
   } else if (nm == "floor") {
-    s.rounding = Rounding::kFloor;
+    s.rounding = ResizeRounding::kFloor;
   } else if (nm == "ceil") {
-    s.rounding = Rounding::kCeil;
+    s.rounding = ResizeRounding::kCeil;
   } else {
     failNode(node, "unknown nearest_mode '" + nm + "'");
   }
@@ -107,56 +90,11 @@ ResizeSpec readSpec(const ir::Node& node) {
   return s;
 }
 
-std::vector<double> readDoubles(const ir::Tensor& t) {
-  std::vector<double> v(static_cast<size_t>(t.numel()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = readScalar(t, int64_t(i));
-  return v;
-}
+namespace {
 
-// What the node asks for: explicit sizes, or scales (with the roi, for crop-and-resize).
-struct Target {
-  bool known = false;
-  std::vector<int64_t> sizes;  // non-empty: explicit output sizes
-  std::vector<double> scales;  // otherwise: one per axis
-  std::vector<double> roi;     // empty or 2 * rank values
-};
-
-// Reads the target from known values (attribute scales for Upsample-7/8). `value(i)`
-// returns the value of input i or nullptr; `present(i)` whether input i is given.
-template <typename ValueFn, typename PresentFn>
-Target readTarget(const ir::Node& node, const ResizeSpec& s, ValueFn value, PresentFn present) {
-  Target t;
-  if (node.op_type == "Upsample" && s.scales_input < 0) {
-    std::vector<float> f = node.attrs.getFloats("scales");
-    if (f.empty()) failNode(node, "attribute scales is required");
-    t.scales.assign(f.begin(), f.end());
-    t.known = true;
-    return t;
-  }
-  const ir::Tensor* sizes = s.sizes_input >= 0 ? value(size_t(s.sizes_input)) : nullptr;
-  const ir::Tensor* scales = value(size_t(s.scales_input));
-  const bool sizes_pending = s.sizes_input >= 0 && present(size_t(s.sizes_input)) && !sizes;
-  const bool scales_pending = present(size_t(s.scales_input)) && !scales;
-  if (s.roi_input >= 0 && s.coord == Coord::kTfCropAndResize && present(size_t(s.roi_input))) {
-    const ir::Tensor* roi = value(size_t(s.roi_input));
-    if (!roi) return t;
-    t.roi = readDoubles(*roi);
-  }
-  if (sizes && sizes->numel() > 0) {
-    if (scales && scales->numel() > 0) failNode(node, "only one of scales and sizes may be given");
-    t.sizes = readInts(*sizes);
-    t.known = true;
-  } else if (scales && scales->numel() > 0) {
-    t.scales = readDoubles(*scales);
-    t.known = true;
-  } else if (!sizes_pending && !scales_pending) {
-    failNode(node, "one of scales and sizes must be given");
-  }
-  return t;
-}
 
 // Output sizes for known input sizes (-1 where the input size is unknown).
-std::vector<int64_t> outputSizes(const ir::Node& node, const ResizeSpec& s, const Target& t,
+std::vector<int64_t> outputSizes(const ir::Node& node, const ResizeSpec& s, const ResizeTarget& t,
                                  const std::vector<int64_t>& in) {
   const size_t rank = in.size();
   if (!t.sizes.empty()) {
@@ -185,8 +123,8 @@ std::vector<int64_t> outputSizes(const ir::Node& node, const ResizeSpec& s, cons
 
 void inferResize(InferContext& c) {
   const ir::TensorType& x = c.input(0);
-  ResizeSpec s = readSpec(c.node);
-  Target t = readTarget(
+  ResizeSpec s = readResizeSpec(c.node);
+  ResizeTarget t = readResizeTarget(
       c.node, s, [&](size_t i) { return c.value(i); }, [&](size_t i) { return c.node.hasInput(i); });
   size_t rank = x.rank();
   if (!x.has_rank) {
@@ -228,20 +166,20 @@ struct AxisTable {
 double sourceCoordinate(const ResizeSpec& s, double x, double scale, int64_t in, int64_t out,
                         double roi_start, double roi_end) {
   switch (s.coord) {
-    case Coord::kHalfPixel:
+    case ResizeCoord::kHalfPixel:
       return (x + 0.5) / scale - 0.5;
-    case Coord::kPytorchHalfPixel:
+    case ResizeCoord::kPytorchHalfPixel:
       return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
-    case Coord::kAlignCorners: {
+    case ResizeCoord::kAlignCorners: {
       // ONNX's reference scales by the unrounded output length (in * scale).
       const double len = double(in) * scale;
       return len == 1.0 ? 0.0 : x * double(in - 1) / (len - 1.0);
     }
-    case Coord::kAsymmetric:
+    case ResizeCoord::kAsymmetric:
       return x / scale;
-    case Coord::kTfHalfPixelForNn:
+    case ResizeCoord::kTfHalfPixelForNn:
       return (x + 0.5) / scale;
-    case Coord::kTfCropAndResize:
+    case ResizeCoord::kTfCropAndResize:
       if (out > 1)
         return roi_start * double(in - 1) + x * (roi_end - roi_start) * double(in - 1) / double(out - 1);
       return 0.5 * (roi_start + roi_end) * double(in - 1);
@@ -254,15 +192,15 @@ int64_t nearestIndex(const ResizeSpec& s, double xo, double scale) {
   if (xo == fl) return int64_t(fl);
   const double r = xo - fl;
   switch (s.rounding) {
-    case Rounding::kRoundPreferFloor:
+    case ResizeRounding::kRoundPreferFloor:
       return int64_t(r <= 0.5 ? fl : fl + 1);
-    case Rounding::kRoundPreferCeil:
+    case ResizeRounding::kRoundPreferCeil:
       return int64_t(r < 0.5 ? fl : fl + 1);
-    case Rounding::kFloor:
+    case ResizeRounding::kFloor:
       return int64_t(fl);
-    case Rounding::kCeil:
+    case ResizeRounding::kCeil:
       return int64_t(fl + 1);
-    case Rounding::kSimple:
+    case ResizeRounding::kSimple:
       return int64_t(scale < 1.0 ? fl + 1 : fl);  // Resize-10 / Upsample
   }
   return int64_t(fl);
@@ -285,7 +223,7 @@ AxisTable buildTable(const ResizeSpec& s, int64_t in, int64_t out, double scale,
   AxisTable t;
   t.in = in;
   t.out = out;
-  t.taps = s.mode == Mode::kNearest ? 1 : s.mode == Mode::kLinear ? 2 : 4;
+  t.taps = s.mode == ResizeMode::kNearest ? 1 : s.mode == ResizeMode::kLinear ? 2 : 4;
   t.index.resize(size_t(out * t.taps));
   t.weight.resize(size_t(out * t.taps));
   t.outside.assign(size_t(out), 0);
@@ -294,13 +232,13 @@ AxisTable buildTable(const ResizeSpec& s, int64_t in, int64_t out, double scale,
     const double xo = sourceCoordinate(s, double(x), scale, in, out, roi_start, roi_end);
     int64_t* idx = t.index.data() + x * t.taps;
     double* w = t.weight.data() + x * t.taps;
-    if (s.coord == Coord::kTfCropAndResize && (xo < 0 || xo > double(in - 1))) {
+    if (s.coord == ResizeCoord::kTfCropAndResize && (xo < 0 || xo > double(in - 1))) {
       t.outside[size_t(x)] = 1;
       identity = false;
       for (int k = 0; k < t.taps; ++k) idx[k] = 0, w[k] = 0;
       continue;
     }
-    if (s.mode == Mode::kNearest) {
+    if (s.mode == ResizeMode::kNearest) {
       idx[0] = std::clamp<int64_t>(nearestIndex(s, xo, scale), 0, in - 1);
       w[0] = 1;
       if (idx[0] != x) identity = false;
@@ -310,7 +248,7 @@ AxisTable buildTable(const ResizeSpec& s, int64_t in, int64_t out, double scale,
     const double r = xo - fl;
     const int64_t i0 = int64_t(fl);
     if (r != 0 || i0 != x) identity = false;
-    if (s.mode == Mode::kLinear) {
+    if (s.mode == ResizeMode::kLinear) {
       idx[0] = i0;
       idx[1] = i0 + 1;
       w[0] = 1 - r;
@@ -497,8 +435,8 @@ void interpolate(const ir::Tensor& xt, ir::Tensor& yt, const std::vector<AxisTab
 void runResize(KernelContext& c) {
   const ir::Tensor& xt = c.inputs[0];
   ir::Tensor& yt = c.outputs[0];
-  ResizeSpec s = readSpec(c.node);
-  Target t = readTarget(
+  ResizeSpec s = readResizeSpec(c.node);
+  ResizeTarget t = readResizeTarget(
       c.node, s, [&](size_t i) { return c.hasInput(i) ? &c.inputs[i] : nullptr; },
       [&](size_t i) { return c.hasInput(i); });
   const size_t rank = xt.rank();
@@ -513,7 +451,7 @@ void runResize(KernelContext& c) {
     double r0 = t.roi.empty() ? 0.0 : t.roi[a], r1 = t.roi.empty() ? 1.0 : t.roi[rank + a];
     tables[a] = buildTable(s, xt.shape[a], out[a], scale, r0, r1);
   }
-  if (s.mode == Mode::kNearest) {
+  if (s.mode == ResizeMode::kNearest) {
     PARTITA_DISPATCH_ALL(xt.dtype, c.node.op_type, nearestGather<T>(xt, yt, tables, T(s.extrapolation)));
     return;
   }

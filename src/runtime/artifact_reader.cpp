@@ -318,11 +318,14 @@ void verifyWeights(const Artifact& a) {
   v.fail("the weight section is corrupted (checksum mismatch in the padding between tensors)");
 }
 
-std::vector<std::shared_ptr<const runtime::RuntimeModule>> loadModules(const Artifact& a, const runtime::ModuleKinds& kinds, int threads) {
+std::vector<std::shared_ptr<const runtime::RuntimeModule>> loadModules(const Artifact& a, const runtime::ModuleKinds& kinds, int threads,
+                                                                       size_t shape_cache) {
   std::vector<std::shared_ptr<const runtime::RuntimeModule>> loaded;
+  const size_t entries = runtime::shapeCacheEntries(shape_cache);
   for (size_t m = 0; m + 1 < a.modules.size(); ++m) {
     const ModuleEntry& mod = a.modules[m];
-    loaded.push_back(kinds.load(mod.kind, {a.moduleBlob(m), a.store.get(), mod.uses, threads, mod.assumptions}));
+    loaded.push_back(
+        kinds.load(mod.kind, {a.moduleBlob(m), a.store.get(), mod.uses, threads, mod.assumptions, entries}));
   }
   return loaded;
 }

@@ -63,10 +63,12 @@ void verifyWeights(const Artifact& artifact);
 // Loads the external modules (all but the last, the graph executor) with their blobs
 // (views into the mapping) and the store, in the order `partita.Call` nodes number
 // them: ready for runtime::GraphExecutor(a.graph, a.store, loadModules(a, kinds)).
-// `threads` is the run thread count the modules are created for (RunOptions).
+// `threads` is the run thread count the modules are created for and `shape_cache` the
+// input shapes each shape-polymorphic function keeps compiled (RunOptions).
 // Error(kUnsupported) when `kinds` lacks a module kind.
 std::vector<std::shared_ptr<const runtime::RuntimeModule>> loadModules(const Artifact& artifact,
-                                                                const runtime::ModuleKinds& kinds, int threads = 2);
+                                                                const runtime::ModuleKinds& kinds, int threads = 2,
+                                                                size_t shape_cache = 0);
 
 // The byte accounting of an opened artifact (equal to the writer's LinkReport).
 LinkReport byteAccounting(const Artifact& artifact);

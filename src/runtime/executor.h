@@ -16,6 +16,7 @@
 #include "ir/limits.h"
 #include "ir/tensor.h"
 #include "ir/type.h"
+#include "runtime/profile.h"
 
 namespace partita::runtime {
 
@@ -24,6 +25,10 @@ namespace partita::runtime {
 struct RunOptions {
   int threads = 2;  // kernel threads (the OpenMP team of each run), 1 .. kMaxThreads
   ir::TensorLimits limits = {};  // ranks and sizes of inputs and values (TensorLimits)
+  // Models with symbolic dims: how many input shapes the executor keeps an arena plan
+  // for, and each shape-polymorphic module its compiled form (0: shapeCacheEntries's
+  // default, module.h).
+  size_t shape_cache = 0;
 };
 inline constexpr int kMaxThreads = 1024;
 
@@ -57,7 +62,10 @@ class Executor {
   virtual std::unique_ptr<ExecutorState> newState() const = 0;
   // Runs the program. `inputs` are in input order and are checked against the declared
   // types (Error kInvalidArgument names the input). Returns the outputs in order.
-  virtual std::vector<ir::OwnedTensor> run(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const = 0;
+  // With a `profile` sink the run records its events there (runtime/profile.h);
+  // without, it records nothing.
+  virtual std::vector<ir::OwnedTensor> run(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
+                                           ProfileSink* profile = nullptr) const = 0;
   // Bytes of activation memory each state plans ahead (by liveness).
   virtual size_t plannedActivationBytes() const = 0;
 

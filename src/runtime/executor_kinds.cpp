@@ -24,7 +24,7 @@ std::shared_ptr<Executor> ExecutorKinds::create(const artifact::Artifact& a, con
   if (!k)
     throw Error(ErrorCode::kUnsupported, "'" + a.path + "' needs executor kind '" + a.executor +
                                              "', which this build of partita does not have");
-  return k->create(a, artifact::loadModules(a, modules, options.threads), options);
+  return k->create(a, artifact::loadModules(a, modules, options.threads, options.shape_cache), options);
 }
 
 ExecutorKind graphExecutorKind() {

@@ -1,8 +1,11 @@
 #include "runtime/graph_executor.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include <omp.h>
 
@@ -41,7 +44,8 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
     : Executor(ioSpecs(*graph, graph->inputs), ioSpecs(*graph, graph->outputs), options),
       graph_(std::move(graph)),
       store_(std::move(store)),
-      modules_(std::move(modules)) {
+      modules_(std::move(modules)),
+      plans_(shapeCacheEntries(options.shape_cache)) {
   const ir::Graph& g = *graph_;
   const size_t nvalues = g.values.size();
   placement_.assign(nvalues, Placement::kUnused);
@@ -77,8 +81,13 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
     // inference does not give the static type recorded for it (validateGraph): then
     // its outputs are checked at run time against what the later steps were built for.
     steps_[n].dynamic = dynamic[n];
-    if (steps_[n].module && dynamic[n])
-      throw Error(ErrorCode::kUnsupported, "call node '" + node.name + "' has values of unknown shape");
+    any_dynamic_ |= dynamic[n];
+    if (steps_[n].module && dynamic[n] && !steps_[n].module->shapePolymorphic(steps_[n].function))
+      throw Error(ErrorCode::kInvalidArtifact, "call node '" + node.name +
+                                                   "' has values of unknown shape, but function " +
+                                                   std::to_string(steps_[n].function) + " of module " +
+                                                   std::to_string(node.attrs.getInt("module", -1)) +
+                                                   " was compiled for fixed shapes");
   }
   for (ir::ValueId out : g.outputs) last_use_[size_t(out)] = int32_t(steps_.size());
 
@@ -126,14 +135,67 @@ std::unique_ptr<GraphExecutor::RunState> GraphExecutor::newRunState() const {
   return state;
 }
 
-std::vector<ir::OwnedTensor> GraphExecutor::run(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const {
-  auto* s = dynamic_cast<RunState*>(&state);
-  if (!s) throw Error(ErrorCode::kInternal, "graph executor given another executor's state");
-  return run(*s, inputs);
+namespace {
+// Appends "float32[1,3,224,224]" (without a stream: this runs for every profiled step).
+void appendType(std::string& s, const ir::Tensor& t) {
+  s += ir::dtypeName(t.dtype);
+  s += '[';
+  char buf[24];
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    if (d) s += ',';
+    s.append(buf, std::to_chars(buf, buf + sizeof buf, t.shape[d]).ptr);
+  }
+  s += ']';
 }
 
-std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vector<ir::Tensor>& inputs) const {
+// "float32[1,3,224,224], int64[2]" for the values a node reads or makes ("" for an
+// omitted optional one).
+std::string shapesOf(const std::vector<ir::ValueId>& ids, const std::vector<ir::Tensor>& values) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ", ";
+    if (ids[i] != ir::kNoValue) appendType(s, values[size_t(ids[i])]);
+  }
+  return s;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+}  // namespace
+
+namespace {
+// Ends a run's profile event with its details (after the clock stopped).
+void endRunEvent(std::optional<ProfileScope>& run_event, const std::vector<ir::Tensor>& inputs, int threads,
+                 size_t steps) {
+  if (!run_event) return;
+  run_event->end();
+  run_event->arg("executor", std::string(GraphExecutor::kKind));
+  run_event->arg("threads", std::to_string(threads));
+  run_event->arg("steps", std::to_string(steps));
+  std::string shapes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i) shapes += ", ";
+    appendType(shapes, inputs[i]);
+  }
+  run_event->arg("inputs", std::move(shapes));
+}
+}  // namespace
+
+std::vector<ir::OwnedTensor> GraphExecutor::run(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
+                                                ProfileSink* profile) const {
+  auto* s = dynamic_cast<RunState*>(&state);
+  if (!s) throw Error(ErrorCode::kInternal, "graph executor given another executor's state");
+  return run(*s, inputs, profile);
+}
+
+std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vector<ir::Tensor>& inputs,
+                                                ProfileSink* profile) const {
   const ir::Graph& g = *graph_;
+  std::optional<ProfileScope> run_event;
+  if (profile) run_event.emplace(*profile, "run", "run", 0);
   if (inputs.size() != g.inputs.size())
     throw Error(ErrorCode::kInvalidArgument, "the model takes " + std::to_string(g.inputs.size()) +
                                                  " inputs but " + std::to_string(inputs.size()) + " were given");
@@ -151,16 +213,41 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
   }
   const StoreConstants constants(*store_);
 
+  // Symbolic dims: the plan of this input-shape signature, or a first run that makes it.
+  std::shared_ptr<const ShapePlan> plan;
+  if (any_dynamic_) {
+    plan = plans_.find(0, inputs);
+    if (!plan) {
+      state.plan = nullptr;  // the discovery run binds values to run-time storage
+      plans_.insert(0, inputs, discover(state, constants));
+      std::vector<ir::OwnedTensor> outputs = collectOutputs(state);
+      endRunEvent(run_event, inputs, options().threads, steps_.size());
+      return outputs;
+    }
+    if (state.plan != plan) bindPlan(state, plan);
+  }
   for (size_t n = 0; n < steps_.size(); ++n) {
     const ir::Node& node = g.nodes[n];
     try {
       teamWaitCheckpoint();
-      runStep(state, n, constants);
+      const bool planned = plan && plan->step_planned[n];
+      if (profile)
+        runStepProfiled(state, n, constants, planned, *profile);
+      else
+        runStep(state, n, constants, planned, nullptr);
     } catch (const std::bad_alloc&) {
       // A kernel's scratch or a data-dependent value the machine cannot hold.
       throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "': out of memory");
     }
   }
+  std::vector<ir::OwnedTensor> outputs = collectOutputs(state);
+  endRunEvent(run_event, inputs, options().threads, steps_.size());
+  return outputs;
+}
+
+std::vector<ir::OwnedTensor> GraphExecutor::collectOutputs(const RunState& state) const {
+  const ir::Graph& g = *graph_;
+  const auto& values = state.values;
 
   std::vector<ir::OwnedTensor> outputs;
   outputs.reserve(g.outputs.size());
@@ -172,22 +259,65 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
   return outputs;
 }
 
-void GraphExecutor::runStep(RunState& state, size_t n, const kernels::ConstResolver& constants) const {
+void GraphExecutor::runStepProfiled(RunState& state, size_t n, const kernels::ConstResolver& constants,
+                                    bool planned, ProfileSink& profile) const {
+  const ir::Graph& g = *graph_;
+  const ir::Node& node = g.nodes[n];
+  const Step& step = steps_[n];
+  ProfileScope event(profile, node.name.empty() ? node.op_type : node.name, step.module ? "region" : "node", 1);
+  runStep(state, n, constants, planned, &profile);
+  event.end();
+  // The details, formatted after the clock stopped.
+  event.reserveArgs(8);
+  if (step.module) {
+    event.arg("op", std::string(kCallDomain) + "." + kCallOp);
+    event.arg("backend", std::string(step.module->kind()));
+    event.arg("module", std::to_string(node.attrs.getInt("module", -1)));
+    event.arg("function", std::to_string(step.function));
+    if (node.attrs.find("ops")) event.arg("ops", joined(node.attrs.getStrings("ops")));
+    if (node.attrs.find("nodes")) event.arg("nodes", joined(node.attrs.getStrings("nodes")));
+  } else {
+    event.arg("op", node.domain.empty() ? node.op_type : node.domain + "." + node.op_type);
+    event.arg("backend", "host");
+    if (step.dynamic) event.arg("dynamic", "shapes inferred at run time");
+  }
+  event.arg("inputs", shapesOf(node.inputs, state.values));
+  event.arg("outputs", shapesOf(node.outputs, state.values));
+}
+
+void GraphExecutor::runStep(RunState& state, size_t n, const kernels::ConstResolver& constants, bool planned,
+                            ProfileSink* profile) const {
   const ir::Graph& g = *graph_;
   const ir::Node& node = g.nodes[n];
   auto& values = state.values;
   kernels::KernelContext ctx{node, &constants, {}, {}, options().threads};
   ctx.inputs.reserve(node.inputs.size());
   for (ir::ValueId in : node.inputs) ctx.inputs.push_back(in == ir::kNoValue ? ir::Tensor{} : values[size_t(in)]);
-  if (steps_[n].dynamic) {
-    std::vector<ir::TensorType> in_types;
-    std::vector<const ir::Tensor*> in_values;
-    for (const ir::Tensor& t : ctx.inputs) {
-      in_types.push_back(t.defined() ? ir::typeOf(t) : ir::TensorType{});
-      in_values.push_back(t.defined() ? &t : nullptr);
+  if (steps_[n].dynamic && !planned) {
+    std::vector<ir::TensorType> out_types;
+    if (steps_[n].module) {
+      // A shape-polymorphic module function: the module says what its inputs make.
+      std::vector<std::vector<int64_t>> shapes = steps_[n].module->outputShapes(steps_[n].function, ctx.inputs);
+      if (shapes.size() != node.outputs.size())
+        throw Error(ErrorCode::kInternal, "call node '" + node.name + "': its module gives " +
+                                              std::to_string(shapes.size()) + " output shapes for " +
+                                              std::to_string(node.outputs.size()) + " outputs");
+      for (size_t o = 0; o < shapes.size(); ++o) {
+        ir::DType dtype = node.outputs[o] == ir::kNoValue ? ir::DType::kFloat32 : g.typeOf(node.outputs[o]).dtype;
+        out_types.push_back(ir::TensorType::of(dtype, shapes[o]));
+        if (node.outputs[o] != ir::kNoValue)
+          ir::checkLimits(out_types.back(), options().limits, ErrorCode::kInvalidArgument,
+                          madeBy(g, node.outputs[o], node));
+      }
+    } else {
+      std::vector<ir::TensorType> in_types;
+      std::vector<const ir::Tensor*> in_values;
+      for (const ir::Tensor& t : ctx.inputs) {
+        in_types.push_back(t.defined() ? ir::typeOf(t) : ir::TensorType{});
+        in_values.push_back(t.defined() ? &t : nullptr);
+      }
+      out_types = kernels::inferNode(node, in_types, in_values, &constants, options().limits, &g);
     }
-    std::vector<ir::TensorType> out_types =
-        kernels::inferNode(node, in_types, in_values, &constants, options().limits, &g);
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       ir::ValueId out = node.outputs[o];
       if (out == ir::kNoValue) continue;
@@ -205,10 +335,134 @@ void GraphExecutor::runStep(RunState& state, size_t n, const kernels::ConstResol
   }
   ctx.outputs.reserve(node.outputs.size());
   for (ir::ValueId out : node.outputs) ctx.outputs.push_back(out == ir::kNoValue ? ir::Tensor{} : values[size_t(out)]);
-  if (steps_[n].module)
-    steps_[n].module->run(steps_[n].function, ctx.inputs, ctx.outputs);
-  else
+  if (steps_[n].module) {
+    if (profile)
+      steps_[n].module->runProfiled(steps_[n].function, ctx.inputs, ctx.outputs, *profile);
+    else
+      steps_[n].module->run(steps_[n].function, ctx.inputs, ctx.outputs);
+  } else {
     steps_[n].op->run(ctx);
+  }
+}
+
+namespace {
+
+// Whether a node's outputs hold the same contents whenever its inputs do: every op
+// but the random ones.
+bool deterministic(const ir::Node& node) {
+  static const char* const kRandom[] = {"RandomNormal", "RandomNormalLike", "RandomUniform",
+                                        "RandomUniformLike", "Multinomial", "Bernoulli"};
+  for (const char* r : kRandom)
+    if (node.op_type == r) return false;
+  return true;
+}
+
+}  // namespace
+
+// Runs every step, as the first run at this input-shape signature, and finds which
+// values' shapes follow from the signature alone: a step's outputs do when its inputs'
+// shapes do and its inference, given only the contents that follow from the signature
+// too (constants, Shape and Size of such values, and what is computed from those),
+// gives the shapes the run made. Those values are planned into one arena; the others
+// (shapes from data) stay dynamic.
+std::shared_ptr<const GraphExecutor::ShapePlan> GraphExecutor::discover(RunState& state,
+                                                                        const kernels::ConstResolver& constants) const {
+  const ir::Graph& g = *graph_;
+  auto plan = std::make_shared<ShapePlan>();
+  plan->step_planned.assign(steps_.size(), false);
+  std::vector<uint8_t> shape_known(g.values.size(), 0), contents_known(g.values.size(), 0);
+  for (ir::ValueId in : g.inputs) shape_known[size_t(in)] = 1;
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (placement_[v] == Placement::kConstant) shape_known[v] = contents_known[v] = 1;
+
+  std::vector<ir::TensorType> in_types;
+  std::vector<const ir::Tensor*> in_values;
+  for (size_t n = 0; n < steps_.size(); ++n) {
+    const ir::Node& node = g.nodes[n];
+    bool inputs_shaped = true, inputs_known = true;
+    for (ir::ValueId in : node.inputs) {
+      if (in == ir::kNoValue) continue;
+      inputs_shaped &= shape_known[size_t(in)] != 0;
+      inputs_known &= contents_known[size_t(in)] != 0;
+    }
+    bool planned = !steps_[n].dynamic;
+    std::vector<ir::TensorType> predicted;
+    if (steps_[n].dynamic && inputs_shaped) {
+      if (steps_[n].module) {
+        planned = true;  // a module function's output shapes follow from its input shapes
+      } else {
+        in_types.clear();
+        in_values.clear();
+        for (ir::ValueId in : node.inputs) {
+          const bool given = in != ir::kNoValue;
+          in_types.push_back(given ? ir::typeOf(state.values[size_t(in)]) : ir::TensorType{});
+          in_values.push_back(given && contents_known[size_t(in)] ? &state.values[size_t(in)] : nullptr);
+        }
+        try {
+          predicted = kernels::inferNode(node, in_types, in_values, &constants, options().limits, &g);
+          planned = std::all_of(predicted.begin(), predicted.end(),
+                                [](const ir::TensorType& t) { return t.dtype == ir::DType::kUndefined || t.isStatic(); });
+        } catch (const Error&) {
+          planned = false;  // the full inference below says what is wrong
+        }
+      }
+    }
+    try {
+      runStep(state, n, constants);
+    } catch (const std::bad_alloc&) {
+      throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "': out of memory");
+    }
+    // What inference predicted without the data must be what the run made.
+    if (steps_[n].dynamic && !steps_[n].module)
+      for (size_t o = 0; planned && o < node.outputs.size(); ++o) {
+        if (node.outputs[o] == ir::kNoValue) continue;
+        if (o >= predicted.size() || !predicted[o].isStatic() ||
+            predicted[o].staticShape() != state.values[size_t(node.outputs[o])].shape)
+          planned = false;
+      }
+    const bool contents = steps_[n].module == nullptr && deterministic(node) &&
+                          ((node.domain.empty() && (node.op_type == "Shape" || node.op_type == "Size"))
+                               ? node.hasInput(0) && shape_known[size_t(node.inputs[0])] != 0
+                               : inputs_known);
+    for (ir::ValueId out : node.outputs) {
+      if (out == ir::kNoValue) continue;
+      shape_known[size_t(out)] = planned;
+      contents_known[size_t(out)] = planned && contents;
+    }
+    if (!steps_[n].dynamic) continue;
+    plan->step_planned[n] = planned;
+  }
+
+  std::vector<BufferRequest> requests;
+  for (size_t n = 0; n < steps_.size(); ++n) {
+    if (!steps_[n].dynamic || !plan->step_planned[n]) continue;
+    for (ir::ValueId out : g.nodes[n].outputs) {
+      if (out == ir::kNoValue) continue;
+      const ir::Tensor& t = state.values[size_t(out)];
+      requests.push_back({t.nbytes(), int32_t(n), std::max(last_use_[size_t(out)], int32_t(n))});
+      plan->values.push_back({out, t.dtype, t.shape, 0});
+    }
+  }
+  MemoryPlan memory = planMemory(requests);
+  for (size_t i = 0; i < plan->values.size(); ++i) plan->values[i].offset = memory.offsets[i];
+  plan->arena_bytes = memory.arena_bytes;
+  return plan;
+}
+
+// Binds the values a plan places to the state's arena for them (grown when too small).
+void GraphExecutor::bindPlan(RunState& state, const std::shared_ptr<const ShapePlan>& plan) const {
+  if (state.shape_arena.size() < plan->arena_bytes) {
+    state.shape_arena = ArenaMemory();
+    state.shape_arena = ArenaMemory(plan->arena_bytes);
+  }
+  std::byte* base = state.shape_arena.data();
+  for (const ShapePlan::Planned& p : plan->values) {
+    ir::Tensor& t = state.values[size_t(p.value)];
+    t.dtype = p.dtype;
+    t.shape.assign(p.shape.begin(), p.shape.end());
+    t.data = base + p.offset;
+  }
+  state.plan = plan;
 }
 
 }  // namespace partita::runtime

@@ -8,6 +8,16 @@
 // and values whose shape depends on data are allocated at run time after
 // re-running shape inference with the actual inputs.
 //
+// Models with symbolic dims (exported with dynamic axes): the values whose shapes
+// follow from the input shapes are planned once per input-shape signature (the
+// inputs' concrete shapes) into a second arena, and the plan is kept in a bounded
+// LRU cache (RunOptions::shape_cache). The first run at a new signature runs every
+// such step as a dynamic one and records what it made; later runs at that signature
+// bind the plan and run without inference or allocation. Calls into
+// shape-polymorphic module functions (RuntimeModule::shapePolymorphic) are steps of
+// this kind: the module gives their output shapes. Only steps whose output shapes
+// depend on data (NonZero, a Reshape to a computed size) stay dynamic on every run.
+//
 // Thread-safety: a GraphExecutor is immutable after construction and may be shared;
 // each concurrent run needs its own RunState (one per Session).
 #pragma once
@@ -22,6 +32,7 @@
 #include "runtime/executor.h"
 #include "runtime/memory_plan.h"
 #include "runtime/module.h"
+#include "runtime/shape_cache.h"
 
 namespace partita::runtime {
 
@@ -47,9 +58,25 @@ class GraphExecutor final : public Executor {
   const std::vector<std::shared_ptr<const RuntimeModule>>& modules() const { return modules_; }
   size_t plannedActivationBytes() const override { return plan_.arena_bytes; }
   size_t unsharedActivationBytes() const { return plan_.unshared_bytes; }
-  // Steps that infer their outputs at run time (shapes from data, or types their own
-  // inference could not confirm at load).
+  // Steps that infer their outputs at run time (shapes from data, symbolic dims, or
+  // types their own inference could not confirm at load).
   size_t dynamicSteps() const;
+  // Input-shape signatures with a cached arena plan, and how many were evicted.
+  size_t shapePlansCached() const { return plans_.size(); }
+  size_t shapePlanEvictions() const { return plans_.evictions(); }
+
+  // The arena plan of one input-shape signature (symbolic dims only).
+  struct ShapePlan {
+    struct Planned {
+      ir::ValueId value = ir::kNoValue;
+      ir::DType dtype = ir::DType::kUndefined;
+      std::vector<int64_t> shape;
+      size_t offset = 0;
+    };
+    std::vector<bool> step_planned;  // per step: its outputs are planned here (no inference)
+    std::vector<Planned> values;
+    size_t arena_bytes = 0;
+  };
 
   // Per-run scratch: the arena and value table. Reused across runs of one session.
   struct RunState final : ExecutorState {
@@ -57,6 +84,8 @@ class GraphExecutor final : public Executor {
     ArenaMemory arena_storage;
     std::vector<ir::Tensor> values;
     std::vector<ir::OwnedTensor> dynamic;  // storage of data-dependent values
+    ArenaMemory shape_arena;               // values planned per input-shape signature
+    std::shared_ptr<const ShapePlan> plan;  // the plan `values` is bound to, if any
   };
   std::unique_ptr<RunState> newRunState() const;
   std::unique_ptr<ExecutorState> newState() const override { return newRunState(); }
@@ -64,8 +93,12 @@ class GraphExecutor final : public Executor {
   // Runs the graph. `inputs` are in graph input order; their dtypes and shapes are
   // checked against the declared types (Error kInvalidArgument names the input).
   // Returns the outputs in graph output order (copied out of the arena).
-  std::vector<ir::OwnedTensor> run(RunState& state, const std::vector<ir::Tensor>& inputs) const;
-  std::vector<ir::OwnedTensor> run(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const override;
+  // With `profile`: an event for the run (cat "run"), one per step (cat "node" for a
+  // host op, "region" for a module call, which reports its own events inside).
+  std::vector<ir::OwnedTensor> run(RunState& state, const std::vector<ir::Tensor>& inputs,
+                                   ProfileSink* profile = nullptr) const;
+  std::vector<ir::OwnedTensor> run(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
+                                   ProfileSink* profile = nullptr) const override;
 
  private:
   enum class Placement : uint8_t { kInput, kConstant, kArena, kDynamic, kUnused };
@@ -84,10 +117,22 @@ class GraphExecutor final : public Executor {
   std::vector<size_t> offset_;  // arena offset per value (kArena)
   std::vector<int32_t> last_use_;  // last step reading each value; graph outputs: steps_.size()
 
-  // Runs step n: for a dynamic step, infers its outputs from the actual inputs, checks
-  // them against the static types and allocates them; then the kernel or module call.
-  void runStep(RunState& state, size_t n, const kernels::ConstResolver& constants) const;
+  // Runs step n: for a dynamic step (unless `planned`), infers its outputs from the
+  // actual inputs, checks them against the static types and allocates them; then the
+  // kernel or module call. `profile` is passed on to a module call (runProfiled).
+  void runStep(RunState& state, size_t n, const kernels::ConstResolver& constants, bool planned = false,
+               ProfileSink* profile = nullptr) const;
+  // runStep within an event of its own, with the step's op, backend and shapes.
+  void runStepProfiled(RunState& state, size_t n, const kernels::ConstResolver& constants, bool planned,
+                       ProfileSink& profile) const;
+  // The first run at an input-shape signature: runs every step and plans the values
+  // whose shapes follow from the signature.
+  std::shared_ptr<const ShapePlan> discover(RunState& state, const kernels::ConstResolver& constants) const;
+  void bindPlan(RunState& state, const std::shared_ptr<const ShapePlan>& plan) const;
+  std::vector<ir::OwnedTensor> collectOutputs(const RunState& state) const;
   MemoryPlan plan_;
+  bool any_dynamic_ = false;
+  mutable ShapeCache<const ShapePlan> plans_;
 };
 
 }  // namespace partita::runtime

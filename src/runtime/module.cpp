@@ -1,5 +1,7 @@
 #include "runtime/module.h"
 
+#include <cstdlib>
+
 #include "partita/error.h"
 
 namespace partita::runtime {
@@ -33,6 +35,28 @@ std::shared_ptr<RuntimeModule> ModuleKinds::load(const std::string& kind, const 
       throw Error(ErrorCode::kInvalidArtifact, "module '" + kind + "' needs constant " + std::to_string(use.id) +
                                                    ", which is not in the weight store");
   return k->load(ctx);
+}
+
+}  // namespace partita::runtime
+
+namespace partita::runtime {
+
+std::vector<std::vector<int64_t>> RuntimeModule::outputShapes(uint32_t fn, const std::vector<ir::Tensor>&) const {
+  throw Error(ErrorCode::kUnsupported,
+              "function " + std::to_string(fn) + " of this module was compiled for fixed shapes only");
+}
+
+size_t shapeCacheEntries(size_t requested) {
+  if (requested > 0) return requested;
+  if (const char* env = std::getenv("PARTITA_SHAPE_CACHE"); env && *env) {
+    char* end = nullptr;
+    unsigned long long n = std::strtoull(env, &end, 10);
+    if (*end != '\0' || n < 1 || n > 4096)
+      throw Error(ErrorCode::kInvalidArgument,
+                  std::string("PARTITA_SHAPE_CACHE must be a number from 1 to 4096, not '") + env + "'");
+    return size_t(n);
+  }
+  return kDefaultShapeCache;
 }
 
 }  // namespace partita::runtime

@@ -17,6 +17,7 @@
 #include "ir/constant_pool.h"
 #include "ir/tensor.h"
 #include "runtime/const_store.h"
+#include "runtime/profile.h"
 
 namespace partita::runtime {
 
@@ -48,9 +49,35 @@ class RuntimeModule {
   // outputs are dense row-major tensors allocated by the executor.
   virtual void run(uint32_t fn, const std::vector<ir::Tensor>& inputs,
                    const std::vector<ir::Tensor>& outputs) const = 0;
+  // Runs function `fn` as run() does and reports its own work to `profile`: events of
+  // depth 2 (e.g. one per oneDNN primitive, cat "primitive", with args "backend" and
+  // whatever describes it), begun and ended on the calling thread within this call.
+  // Called instead of run() when the run is profiled. By default it reports nothing.
+  virtual void runProfiled(uint32_t fn, const std::vector<ir::Tensor>& inputs,
+                           const std::vector<ir::Tensor>& outputs, ProfileSink& profile) const {
+    (void)profile;
+    run(fn, inputs, outputs);
+  }
+  // The module kind it was loaded as ("dnnl", "ewise"), for reports and profiles.
+  virtual std::string_view kind() const = 0;
   // Bytes of scratch memory the module holds per concurrent run (for reports).
   virtual size_t scratchpadBytes() const { return 0; }
+
+  // Shape-polymorphic functions: compiled for values with symbolic dims (a region of
+  // a model exported with dynamic axes), they run at any input shape that fits.
+  // Whether function `fn` is one (then the executor calls outputShapes for each new
+  // input shape and allocates the outputs run() writes).
+  virtual bool shapePolymorphic(uint32_t fn) const { return false; }
+  // The shapes of function `fn`'s outputs for `inputs` (their dtypes and shapes; the
+  // data is not read). Throws Error(kInvalidArgument) naming what does not fit, and
+  // Error(kUnsupported) for a function that is not shape-polymorphic.
+  virtual std::vector<std::vector<int64_t>> outputShapes(uint32_t fn, const std::vector<ir::Tensor>& inputs) const;
 };
+
+// How many input shapes a module (and the graph executor) keeps ready per function:
+// LoadOptions::shape_cache, else the environment variable PARTITA_SHAPE_CACHE, else 8.
+inline constexpr size_t kDefaultShapeCache = 8;
+size_t shapeCacheEntries(size_t requested);
 
 struct ModuleLoadContext {
   Bytes blob;                   // the module's section, a view into the mapped file
@@ -58,6 +85,9 @@ struct ModuleLoadContext {
   std::vector<ConstUse> uses;   // what the module declared at compile time
   int threads = 2;              // the model's kernel threads (RunOptions::threads)
   std::vector<std::pair<std::string, std::string>> assumptions;  // as compiled (ModuleImage::assumptions)
+  // Shape-polymorphic functions: how many input shapes each keeps compiled (an LRU
+  // cache; shapeCacheEntries() gives the effective count, at least 1).
+  size_t shape_cache = kDefaultShapeCache;
 };
 
 using ModuleLoader = std::shared_ptr<RuntimeModule> (*)(const ModuleLoadContext& ctx);

@@ -1,7 +1,9 @@
 #include "runtime/team_wait.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -308,4 +310,60 @@ int64_t teamRunDelayNs(int threads) {
   return s.fds.empty() ? -1 : s.teamDelay();
 }
 
+namespace {
+
+struct BoundQuery {
+  const char* object;
+  const char* symbol;
+  std::string found;
+};
+
+// dl_iterate_phdr callback: in the loaded object whose file name contains q->object,
+// finds the PLT slot of q->symbol (x86-64 JUMP_SLOT relocations) and names the library
+// its resolved address lies in.
+int findBound(dl_phdr_info* info, size_t, void* data) {
+  auto* q = static_cast<BoundQuery*>(data);
+  if (!info->dlpi_name || !std::strstr(info->dlpi_name, q->object)) return 0;
+#if defined(__x86_64__)
+  const ElfW(Dyn)* dyn = nullptr;
+  for (int i = 0; i < info->dlpi_phnum; ++i)
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+      dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+  if (!dyn) return 1;
+  // The dynamic linker may have relocated these addresses in place, or not.
+  auto at = [&](ElfW(Addr) p) { return p < info->dlpi_addr ? p + info->dlpi_addr : p; };
+  const ElfW(Sym)* symtab = nullptr;
+  const char* strtab = nullptr;
+  const ElfW(Rela)* jmprel = nullptr;
+  size_t pltrelsz = 0;
+  for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; ++d) {
+    if (d->d_tag == DT_SYMTAB) symtab = reinterpret_cast<const ElfW(Sym)*>(at(d->d_un.d_ptr));
+    if (d->d_tag == DT_STRTAB) strtab = reinterpret_cast<const char*>(at(d->d_un.d_ptr));
+    if (d->d_tag == DT_JMPREL) jmprel = reinterpret_cast<const ElfW(Rela)*>(at(d->d_un.d_ptr));
+    if (d->d_tag == DT_PLTRELSZ) pltrelsz = d->d_un.d_val;
+  }
+  if (!symtab || !strtab || !jmprel) return 1;
+  for (size_t i = 0; i < pltrelsz / sizeof(ElfW(Rela)); ++i) {
+    const ElfW(Rela)& r = jmprel[i];
+    if (ELF64_R_TYPE(r.r_info) != R_X86_64_JUMP_SLOT) continue;
+    if (std::strcmp(strtab + symtab[ELF64_R_SYM(r.r_info)].st_name, q->symbol) != 0) continue;
+    void* target = *reinterpret_cast<void* const*>(info->dlpi_addr + r.r_offset);
+    Dl_info where{};
+    if (dladdr(target, &where) && where.dli_fname && !std::strstr(where.dli_fname, q->object))
+      q->found = baseName(where.dli_fname);  // else: not bound yet (lazy binding)
+    break;
+  }
+#endif
+  return 1;
+}
+
+}  // namespace
+
+std::string libraryServing(const char* object, const char* symbol) {
+  BoundQuery q{object, symbol, {}};
+  dl_iterate_phdr(findBound, &q);
+  return q.found;
+}
+
 }  // namespace partita::runtime
+

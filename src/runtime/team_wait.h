@@ -166,6 +166,12 @@ struct TeamWaitState {
 };
 TeamWaitState teamWaitState();
 
+// The library that serves `symbol` for the loaded object whose file name contains
+// `object` (read from that object's resolved PLT slot, x86-64), e.g. which OpenMP
+// runtime libdnnl's GOMP_parallel calls go to; "" when the object is not loaded, the
+// slot is not bound yet, or on other architectures.
+std::string libraryServing(const char* object, const char* symbol);
+
 // For tests: the summed run delay (ns spent runnable, waiting for a CPU) of the calling
 // thread's team of `threads` threads, as the adaptive policy reads it; -1 when it cannot.
 int64_t teamRunDelayNs(int threads);

@@ -113,6 +113,11 @@ TEST(SessionThreads, ThreadRuntimeInfoNamesTheRuntimeAndTheWait) {
 #endif
   const std::string& p = info.wait_policy;
   EXPECT_TRUE(p == "adaptive" || p == "spin" || p == "block" || p.rfind("runtime default (", 0) == 0) << p;
+#if defined(PARTITA_HAVE_DNNL)
+  // This binary links libdnnl: one runtime serves both (tests/CMakeLists.txt checks the
+  // mixed case, oneDNN on libgomp, through the CLI).
+  EXPECT_EQ(info.dnnl_openmp_runtime, info.openmp_runtime);
+#endif
 }
 
 }  // namespace

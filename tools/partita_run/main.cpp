@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     partita::cli::runModel(
-        options, [&] { return partita::Model::load(model, {options.threads}); },
+        options, model, [&] { return partita::Model::load(model, {options.threads}); },
         [](const std::string& path) {
           if (path.size() < 4 || path.substr(path.size() - 4) != ".npy")
             throw partita::Error(partita::ErrorCode::kInvalidArgument,

@@ -15,6 +15,10 @@ class DnnlBackend final : public Backend {
     return dnnl_backend::supportsNode(g, g.nodes[size_t(node)]);
   }
 
+  bool supportsPolymorphic(const ir::Graph& g, const ir::Graph& rep, ir::NodeId node) const override {
+    return dnnl_backend::supportsPolymorphicNode(g, rep, node);
+  }
+
   std::string whyNot(const ir::Graph& g, ir::NodeId node) const override {
     std::string why;
     return dnnl_backend::supportsNode(g, g.nodes[size_t(node)], &why) ? std::string() : why;

@@ -153,6 +153,35 @@ TEST(DnnlConvTranspose, MatchesHost) {
   }
 }
 
+// Upsampling ConvTranspose (stride = kernel, no pads): a 1x1 convolution with the
+// activation fused, then one depth-to-space reorder; no deconvolution primitive.
+TEST(DnnlConvTranspose, StrideEqualToKernelIsConvolutionThenDepthToSpace) {
+  struct Case {
+    std::vector<int64_t> x, w;
+    bool bias, relu;
+  };
+  const std::vector<Case> cases = {
+      {{1, 24, 10, 12}, {24, 24, 2, 2}, true, false},  // FPN upsampler
+      {{2, 16, 5, 7}, {16, 8, 2, 2}, true, true},
+      {{1, 3, 4, 5}, {3, 5, 3, 2}, false, true},  // odd channels, a 3x2 kernel
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    const Case& k = cases[i];
+    GraphBuilder b;
+    std::vector<ir::ValueId> in = {b.input("x", k.x),
+                                   b.constant("w", k.w, randomFloats(size_t(ir::shapeNumel(k.w)), 31 + i))};
+    if (k.bias) in.push_back(b.constant("b", {k.w[1]}, randomFloats(size_t(k.w[1]), 5)));
+    ir::ValueId y = b.node("ConvTranspose", in, Attrs().ints("strides", {k.w[2], k.w[3]}));
+    if (k.relu) y = b.node("Relu", {y});
+    b.output(b.node("Sigmoid", {y}));  // a consumer in the region reads the channels-last output
+    Compiled d = expectMatchesHost(b);
+    const std::vector<StepKind> kinds = stepKinds(d);
+    EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kDeconvolution), 0);
+    EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kConvolution), 1);
+  }
+}
+
 // The padding ONNX derives for ConvTranspose from output_shape or auto_pad: with an
 // odd total, SAME_UPPER puts the larger half at the end and everything else (NOTSET
 // with output_shape, SAME_LOWER) at the beginning, as the host does.
@@ -284,6 +313,53 @@ TEST(DnnlPool, MatchesHost) {
     GraphBuilder b;
     b.output(b.node(op, {b.input("x", {2, 5, 7, 3})}));
     expectMatchesHost(b);
+  }
+}
+
+// Resize where oneDNN's resampling computes what ONNX asks (dnnl_decode_resize.cpp),
+// after a Conv so the source arrives in a blocked layout; the rest stays on the host.
+TEST(DnnlResize, ExactModesMatchHostOthersStayOnHost) {
+  struct Case {
+    const char* mode;
+    const char* coord;
+    const char* nearest;
+    std::vector<float> scales;    // empty: sizes
+    std::vector<int64_t> sizes;
+    bool on_dnnl;
+  };
+  const std::vector<Case> cases = {
+      {"nearest", "asymmetric", "floor", {1, 1, 2, 2}, {}, true},  // torch F.interpolate(scale_factor=2)
+      {"nearest", "half_pixel", "round_prefer_floor", {1, 1, 2, 3}, {}, true},
+      {"nearest", "pytorch_half_pixel", "round_prefer_ceil", {}, {1, 8, 18, 27}, true},
+      {"nearest", "tf_half_pixel_for_nn", "floor", {1, 1, 4, 4}, {}, true},
+      {"linear", "half_pixel", "", {1, 1, 2, 2}, {}, true},
+      {"linear", "pytorch_half_pixel", "", {}, {1, 8, 14, 5}, true},  // up on H, down on W
+      {"linear", "half_pixel", "", {}, {1, 8, 3, 3}, true},  // down by 3
+      {"linear", "half_pixel", "", {1, 1, 0.5f, 0.5f}, {}, false},  // 9 x 0.5 is no exact size
+      {"nearest", "asymmetric", "round_prefer_floor", {1, 1, 2, 2}, {}, false},  // y/2 rounds up at odd y
+      {"nearest", "half_pixel", "round_prefer_floor", {1, 1, 1.5f, 1.5f}, {}, false},
+      {"linear", "align_corners", "", {1, 1, 2, 2}, {}, false},
+      {"linear", "asymmetric", "", {1, 1, 2, 2}, {}, false},
+      {"cubic", "half_pixel", "", {1, 1, 2, 2}, {}, false},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    const Case& k = cases[i];
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", {1, 3, 9, 9});
+    ir::ValueId c = b.node("Conv", {x, b.constant("w", {8, 3, 1, 1}, randomFloats(24, 1))});
+    ir::AttributeMap a = Attrs().s("mode", k.mode).s("coordinate_transformation_mode", k.coord);
+    if (*k.nearest) a.setString("nearest_mode", k.nearest);
+    ir::ValueId roi = b.constant("roi", {0}, {});
+    ir::ValueId r;
+    if (!k.scales.empty())
+      r = b.node("Resize", {c, roi, b.constant("scales", {4}, k.scales)}, a, 13);
+    else
+      r = b.node("Resize", {c, roi, b.constant("scales", {0}, {}), b.constantInts("sizes", {4}, k.sizes)}, a, 13);
+    b.output(r);
+    Compiled d = expectMatchesHost(b);  // one region: the Conv, with the Resize when oneDNN takes it
+    const std::vector<StepKind> kinds = stepKinds(d);
+    EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kResampling), k.on_dnnl ? 1 : 0);
   }
 }
 

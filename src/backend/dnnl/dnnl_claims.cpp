@@ -20,6 +20,7 @@ OpClass classify(const ir::Node& n) {
   if (op == "LayerNormalization") return OpClass::kLayerNorm;
   if (op == "BatchNormalization") return OpClass::kBatchNorm;
   if (op == "Concat") return OpClass::kConcat;
+  if (op == "Resize" || op == "Upsample") return OpClass::kResample;
   if (op == "PRelu") return OpClass::kPrelu;
   if (op == "Transpose" || op == "Slice") return OpClass::kMove;
   if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin" ||
@@ -80,6 +81,8 @@ bool supportsAt(const ir::Graph& g, const ir::Node& n, std::string* why, int dep
       return decodeMove(g, n, why).has_value();
     case OpClass::kReduce:
       return decodeReduce(g, n, why).has_value();
+    case OpClass::kResample:
+      return decodeResize(g, n, why).has_value();
     case OpClass::kView: {
       // A view alone is a copy; it is worth taking only next to a computation that
       // oneDNN runs (then it costs nothing inside the region).
@@ -97,6 +100,23 @@ bool supportsAt(const ir::Graph& g, const ir::Node& n, std::string* why, int dep
 
 bool supportsNode(const ir::Graph& g, const ir::Node& n, std::string* why) {
   return supportsAt(g, n, why, 0);
+}
+
+bool supportsPolymorphicNode(const ir::Graph& g, const ir::Graph& rep, ir::NodeId node, std::string* why) {
+  const ir::Node& n = g.nodes[size_t(node)];
+  if (!n.hasInput(0)) return noBool(why, "input 0 missing");
+  for (const auto& [name, a] : n.attrs.all())
+    if (a.kind == ir::Attribute::Kind::kTensor) return noBool(why, "a tensor attribute with symbolic dims");
+  // Channels, reduction and normalized dims need not be known here: the constant
+  // weights, statistics or scales fix them, and the host's inference checks the inputs
+  // against them at every run-time shape. A MatMul's second operand must be fixed: the
+  // lowering folds batches of rows against it by its shape.
+  if (classify(n) == OpClass::kMatMul && (!n.hasInput(1) || !g.typeOf(n.inputs[1]).isStatic()))
+    return noBool(why, "a second operand with symbolic dims");
+  // A Resize's output sizes follow from its scales or sizes, constants a replay of the
+  // region graph does not read: shape-polymorphic Resize stays on the host for now.
+  if (classify(n) == OpClass::kResample) return noBool(why, "Resize with symbolic dims");
+  return supportsNode(rep, rep.nodes[size_t(node)], why);
 }
 
 }  // namespace partita::dnnl_backend

@@ -24,10 +24,20 @@ enum class OpClass {
   kPrelu,      // PRelu
   kView,       // Flatten, Reshape, Squeeze, Unsqueeze, Identity, Dropout: no computation
   kMove,       // Transpose, Slice: a reorder from a strided view
+  kResample,   // Resize, Upsample (nearest and linear, where oneDNN's resampling is exact)
   kReduce,     // ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare
 };
 OpClass classify(const ir::Node& n);
 
 bool supportsNode(const ir::Graph& g, const ir::Node& n, std::string* why = nullptr);
+
+// A node some of whose values have symbolic dims (ranks known): the claim at the
+// representative shape (`rep`, same ids) and what must hold whatever sizes the
+// symbolic dims take: a MatMul's second operand fixed, no tensor attributes (the
+// run-time half stores the region as a graph). A node the claim takes here may still
+// meet a shape at run time that oneDNN cannot compute (e.g. two run-time operands
+// that broadcast against each other): the module then says so
+// (docs/dynamic_shapes.md).
+bool supportsPolymorphicNode(const ir::Graph& g, const ir::Graph& rep, ir::NodeId node, std::string* why = nullptr);
 
 }  // namespace partita::dnnl_backend

@@ -58,6 +58,11 @@ struct MoveSpec {
   int64_t offset = 0;  // in elements
 };
 
+struct ResampleSpec {
+  dnnl::algorithm alg;  // resampling_nearest or resampling_linear
+  std::vector<int64_t> src_dims, dst_dims;
+};
+
 struct ReduceSpec {
   dnnl::algorithm alg;
   float p = 0;
@@ -76,6 +81,7 @@ std::optional<int64_t> decodeConcat(const ir::Graph& g, const ir::Node& n, std::
 bool decodePrelu(const ir::Graph& g, const ir::Node& n, std::string* why);
 bool decodeView(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<MoveSpec> decodeMove(const ir::Graph& g, const ir::Node& n, std::string* why);
+std::optional<ResampleSpec> decodeResize(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<ReduceSpec> decodeReduce(const ir::Graph& g, const ir::Node& n, std::string* why);
 
 // `shape` with leading 1s up to `rank` (oneDNN broadcasting needs equal ranks).

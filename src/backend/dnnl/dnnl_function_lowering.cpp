@@ -5,10 +5,13 @@
 #include "backend/dnnl/dnnl_claims.h"
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_primitive.h"
+#include "partita/error.h"
 
 namespace partita::dnnl_backend {
 
 using ir::ValueId;
+
+void internal(const std::string& msg) { throw Error(ErrorCode::kInternal, "dnnl backend: " + msg); }
 
 Function FunctionLowering::run() {
   const size_t n = r_.nodes.size();
@@ -82,6 +85,9 @@ void FunctionLowering::lowerNode(size_t pos) {
       break;
     case OpClass::kReduce:
       lowerReduce(pos);
+      break;
+    case OpClass::kResample:
+      lowerResample(pos);
       break;
     case OpClass::kNone:
       internal("node '" + node.name + "' (" + node.op_type + ") is not supported");

@@ -1,4 +1,7 @@
-// Lowering of one region into one Function of oneDNN steps. FunctionLowering walks the
+// Lowering of one region into one Function of oneDNN steps. The compiler lowers every
+// region (dnnl_lowering.h); a shape-polymorphic module lowers its region graph again
+// at run time for each new input shape (dnnl_replay.h), with the constants the
+// compiler made. FunctionLowering walks the
 // region's nodes in order and gives each op family its lower* member; it tracks where
 // each value lives (buffers and layouts, reordering on demand), how many readers each
 // value still has (so buffers can be reused in place), and which nodes later members
@@ -6,7 +9,8 @@
 //   dnnl_function_lowering.cpp  the walk, values and buffers, region outputs
 //   dnnl_fusion.cpp             post-op chains after an anchor (activations, residual
 //                               sums, binary operands, SiLU, Gelu)
-//   dnnl_lower_window.cpp       Conv, ConvTranspose (BatchNormalization folded), pooling
+//   dnnl_lower_window.cpp       Conv, ConvTranspose (BatchNormalization folded), pooling,
+//                               resampling (Resize, Upsample)
 //   dnnl_lower_matmul.cpp       MatMul, Gemm
 //   dnnl_lower_eltwise.cpp      eltwise, binary, PRelu
 //   dnnl_lower_norm.cpp         softmax, layer and batch normalization, reductions
@@ -23,7 +27,7 @@
 #include "backend/backend.h"
 #include "backend/dnnl/dnnl_decode.h"
 #include "backend/dnnl/dnnl_memory_desc.h"
-#include "backend/dnnl/dnnl_module_builder.h"
+#include "backend/dnnl/dnnl_constant_args.h"
 #include "backend/dnnl/dnnl_patterns.h"
 #include "backend/dnnl/dnnl_program.h"
 #include "ir/graph.h"
@@ -49,8 +53,9 @@ struct ChainItem {
 
 class FunctionLowering {
  public:
-  FunctionLowering(ModuleBuilder& mb, const backend::Region& r)
-      : mb_(mb), g_(mb.graph()), r_(r), graph_uses_(g_.useCounts()) {}
+  // Lowers region `r` of `g` (whose region values must have static shapes).
+  FunctionLowering(const ir::Graph& g, ConstantArgs& mb, const backend::Region& r)
+      : mb_(mb), g_(g), r_(r), graph_uses_(g_.useCounts()) {}
 
   Function run();
 
@@ -105,7 +110,9 @@ class FunctionLowering {
 
   // One member per op family (dnnl_lower_*.cpp).
   void lowerConv(size_t pos);
+  bool lowerUpsamplingDeconv(size_t pos, const ConvSpec& spec);
   void lowerPool(size_t pos);
+  void lowerResample(size_t pos);
   void lowerMatMul(size_t pos);
   void lowerEltwise(size_t pos);
   void emitEltwise(ValueId x, const std::vector<EltwiseOp>& ops, size_t pos,
@@ -121,7 +128,7 @@ class FunctionLowering {
   void lowerView(size_t pos);
   void lowerMove(size_t pos);
 
-  ModuleBuilder& mb_;
+  ConstantArgs& mb_;
   const ir::Graph& g_;
   const backend::Region& r_;
   std::vector<int> graph_uses_;

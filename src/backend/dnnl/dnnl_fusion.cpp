@@ -181,9 +181,11 @@ void FunctionLowering::finishAnchor(Step& step, size_t pos, std::vector<ChainIte
         Arg* a = step.find(key);
         if (isConstant(c.operand)) {
           if (c.operand_scale != 1.0f) {
-            std::vector<float> scaled(constData(c.operand),
-                                      constData(c.operand) + ir::shapeNumel(shapeOf(c.operand)));
-            for (float& x : scaled) x *= c.operand_scale;
+            std::vector<float> scaled;
+            if (mb_.computes()) {
+              scaled.assign(constData(c.operand), constData(c.operand) + ir::shapeNumel(shapeOf(c.operand)));
+              for (float& x : scaled) x *= c.operand_scale;
+            }
             *a = mb_.embed(key, scaled.data(), a->md, {constOf(c.operand)});
           } else {
             *a = constantArg(key, c.operand, a->md);

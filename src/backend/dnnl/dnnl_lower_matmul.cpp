@@ -3,6 +3,8 @@
 // applied to constants at compile time.
 #include "backend/dnnl/dnnl_function_lowering.h"
 
+#include <optional>
+
 #include "backend/dnnl/dnnl_primitive.h"
 
 namespace partita::dnnl_backend {
@@ -43,8 +45,14 @@ void FunctionLowering::lowerMatMul(size_t pos) {
   step.kind = StepKind::kMatMul;
   step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, a_md, false});
   const bool const_b = isConstant(b);
-  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, const_b ? ArgSource::kConstant : ArgSource::kBuffer, 0,
-                          const_b ? anyDesc(spec.b_dims) : b_md, const_b});
+  const bool scaled_b = spec.alpha != 1.0f;
+  // A replay reads constant weights in the layout the compiler stored them in.
+  std::optional<memory::desc> stored = const_b ? mb_.storedWeights(constOf(b), scaled_b) : std::nullopt;
+  if (stored)
+    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, *stored, false});
+  else
+    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, const_b ? ArgSource::kConstant : ArgSource::kBuffer, 0,
+                            const_b ? anyDesc(spec.b_dims) : b_md, const_b});
   step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, plainDesc(spec.dst_dims), false});
 
   // Gemm's C: a bias when it is a row vector, else a sum or binary post-op.
@@ -96,14 +104,18 @@ void FunctionLowering::lowerMatMul(size_t pos) {
   size_t k = fitChain(step, chain, fixed, pd);
   chain.resize(k);
   recordChosenLayouts(step, pd);
+  if (const_b) mb_.chosenWeights(constOf(b), scaled_b, step.find(DNNL_ARG_WEIGHTS)->md);
 
   step.find(DNNL_ARG_SRC)->index = plain(a).buffer;
   Arg* w = step.find(DNNL_ARG_WEIGHTS);
   if (const_b) {
     const ir::ConstId b_id = constOf(b);
-    if (spec.alpha != 1.0f) {
-      std::vector<float> scaled(constData(b), constData(b) + ir::shapeNumel(shapeOf(b)));
-      for (float& v : scaled) v *= spec.alpha;
+    if (scaled_b) {
+      std::vector<float> scaled;
+      if (mb_.computes()) {
+        scaled.assign(constData(b), constData(b) + ir::shapeNumel(shapeOf(b)));
+        for (float& v : scaled) v *= spec.alpha;
+      }
       w->index = mb_.derive(b_id, b_md, scaled.data(), w->md, false);
     } else if (sameDesc(w->md, b_md) && isPlainDense(b_md)) {
       *w = mb_.borrow(DNNL_ARG_WEIGHTS, b_id, b_md);
@@ -120,8 +132,11 @@ void FunctionLowering::lowerMatMul(size_t pos) {
     if (spec.beta == 1.0f) {
       *bias = mb_.borrow(DNNL_ARG_BIAS, constOf(c), bias->md);
     } else {
-      std::vector<float> scaled(constData(c), constData(c) + ir::shapeNumel(shapeOf(c)));
-      for (float& v : scaled) v *= spec.beta;
+      std::vector<float> scaled;
+      if (mb_.computes()) {
+        scaled.assign(constData(c), constData(c) + ir::shapeNumel(shapeOf(c)));
+        for (float& v : scaled) v *= spec.beta;
+      }
       *bias = mb_.embed(DNNL_ARG_BIAS, scaled.data(), bias->md, {constOf(c)});
     }
   }

@@ -14,9 +14,115 @@ namespace partita::dnnl_backend {
 
 using ir::ValueId;
 
+// A ConvTranspose whose stride equals its kernel and that neither pads nor overlaps
+// (FPN and U-Net upsampling: every output pixel comes from exactly one input pixel and
+// one kernel tap) is a 1x1 convolution to Co*kh*kw channels followed by depth-to-space.
+// oneDNN 2.6's deconvolution runs these at a tenth of its convolution's GFLOP/s
+// (docs/benchmarks.md, kernel table). Lowered as:
+//   1. a 1x1 convolution whose output channel (i*kw + j)*Co + co holds tap (i, j) of
+//      output channel co: weights derived at compile time in that order, the bias
+//      repeated per tap (embedded), the activations after the ConvTranspose fused as
+//      post-ops (elementwise: they commute with moving pixels); its destination is
+//      channels-last, so each pixel's kh*kw*Co values are contiguous;
+//   2. one reorder that moves those runs of kw*Co values to their output rows
+//      (6-D strided views of the two channels-last buffers), leaving the output
+//      channels-last.
+bool FunctionLowering::lowerUpsamplingDeconv(size_t pos, const ConvSpec& spec) {
+  if (!spec.transposed || spec.groups != 1 || spec.in_shape.size() != 4) return false;
+  const int64_t kh = spec.weight_shape[2], kw = spec.weight_shape[3];
+  if (spec.strides != std::vector<int64_t>{kh, kw}) return false;
+  for (const auto* v : {&spec.dilates, &spec.pad_l, &spec.pad_r})
+    for (int64_t e : *v)
+      if (e != 0) return false;
+  const int64_t N = spec.in_shape[0], C = spec.in_shape[1], H = spec.in_shape[2], W = spec.in_shape[3];
+  const int64_t Co = spec.out_shape[1], K = kh * kw;
+  if (spec.out_shape != std::vector<int64_t>{N, Co, H * kh, W * kw}) return false;
+
+  const ir::Node& node = nodeAt(pos);
+  const ValueId x = node.inputs[0], out = node.outputs[0];
+  const std::vector<int64_t> mid_dims = {N, K * Co, H, W};
+  const memory::desc mid_md = withStrides(mid_dims, {H * W * K * Co, 1, W * K * Co, K * Co});
+  Step step;
+  step.kind = StepKind::kConvolution;
+  step.strides = {1, 1};
+  step.dilates = {0, 0};
+  step.pad_l = {0, 0};
+  step.pad_r = {0, 0};
+  step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, anyDesc(spec.in_shape), true});
+  // The weights are computed from the ConvTranspose's (`folded`): a replay of a
+  // shape-polymorphic region reads them in the layout the compiler stored.
+  const ir::ConstId w_id = constOf(node.inputs[1]);
+  if (std::optional<memory::desc> stored = mb_.storedWeights(w_id, true))
+    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, *stored, false});
+  else
+    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, anyDesc({K * Co, C, 1, 1}), true});
+  if (spec.has_bias) step.args.push_back(Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, plainDesc({K * Co}), false});
+  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, mid_md, false});
+  std::vector<ChainItem> chain = collectChain(out, false, false);
+  dnnl::primitive_desc_base pd;
+  size_t k;
+  try {
+    k = fitChain(step, chain, 0, pd);
+  } catch (const dnnl::error&) {
+    return false;  // no channels-last 1x1 convolution here: the deconvolution it is
+  }
+  chain.resize(k);
+  recordChosenLayouts(step, pd);
+  Arg* wa = step.find(DNNL_ARG_WEIGHTS);
+  mb_.chosenWeights(w_id, true, wa->md);
+
+  // Weights [C, Co, kh, kw] -> [(i, j, co), C, 1, 1]; bias [Co] -> [(i, j, co)]. A
+  // replay computes nothing: it finds the constants the compiler made.
+  std::vector<float> wk, bk;
+  if (mb_.computes()) {
+    const float* w = constData(node.inputs[1]);
+    wk.resize(size_t(K * Co * C));
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t co = 0; co < Co; ++co)
+        for (int64_t t = 0; t < K; ++t) wk[size_t((t * Co + co) * C + c)] = w[(c * Co + co) * K + t];
+    if (spec.has_bias) {
+      const float* b = constData(node.inputs[2]);
+      bk.resize(size_t(K * Co));
+      for (int64_t t = 0; t < K; ++t)
+        for (int64_t co = 0; co < Co; ++co) bk[size_t(t * Co + co)] = b[co];
+    }
+  }
+  wa->index = mb_.derive(w_id, plainDesc({K * Co, C, 1, 1}), wk.data(), wa->md, false);
+  if (spec.has_bias)
+    *step.find(DNNL_ARG_BIAS) = mb_.embed(DNNL_ARG_BIAS, bk.data(), plainDesc({K * Co}), {constOf(node.inputs[2])});
+  Arg* src = step.find(DNNL_ARG_SRC);
+  src->index = get(x, src->md).buffer;
+
+  step.label = labelOf(pos, chain);
+  consume(pos);
+  for (const ChainItem& c : chain)
+    if (c.pos != pos) consumeItem(c);
+  const uint32_t mid = newBuffer(mid_md);
+  step.find(DNNL_ARG_DST)->index = mid;
+  const std::string label = step.label;
+  fn_.steps.push_back(std::move(step));
+
+  // Depth-to-space: dims (N, Co, H, kh, W, kw) over both buffers.
+  const int64_t Ho = H * kh, Wo = W * kw;
+  const memory::desc from = withStrides({N, Co, H, kh, W, kw}, {H * W * K * Co, 1, W * K * Co, kw * Co, K * Co, Co});
+  const memory::desc to = withStrides({N, Co, H, kh, W, kw}, {Ho * Wo * Co, 1, kh * Wo * Co, Wo * Co, kw * Co, Co});
+  const memory::desc out_md = withStrides({N, Co, Ho, Wo}, {Ho * Wo * Co, 1, Wo * Co, Co});
+  const uint32_t dst = newBuffer(out_md);
+  Step move;
+  move.kind = StepKind::kReorder;
+  move.label = "depth-to-space: " + label;
+  move.args.push_back(bufferArg(DNNL_ARG_SRC, mid, from));
+  move.args.push_back(bufferArg(DNNL_ARG_DST, dst, to));
+  fn_.steps.push_back(std::move(move));
+  const ValueId final_value = chain.empty() ? out : nodeAt(chain.back().pos).outputs[0];
+  place(final_value, Loc{dst, out_md});
+  return true;
+}
+
 void FunctionLowering::lowerConv(size_t pos) {
   const ir::Node& node = nodeAt(pos);
   const ConvSpec spec = decoded(decodeConv(g_, node, nullptr), pos);
+  if (lowerUpsamplingDeconv(pos, spec)) return;
   const ValueId x = node.inputs[0], out = node.outputs[0];
   const ir::ConstId w_id = constOf(node.inputs[1]);
   const int64_t G = spec.groups;
@@ -54,17 +160,19 @@ void FunctionLowering::lowerConv(size_t pos) {
       std::optional<NormSpec> ns = decodeBatchNorm(g_, bn, nullptr);
       if (ns && bn.inputs[0] == out) {
         bn_pos = next;
-        const float *gamma = constData(bn.inputs[1]), *beta = constData(bn.inputs[2]);
-        const float *mean = constData(bn.inputs[3]), *var = constData(bn.inputs[4]);
-        const float* w = constData(node.inputs[1]);
-        const float* b = spec.has_bias ? constData(node.inputs[2]) : nullptr;
-        const int64_t per_oc = ir::shapeNumel(spec.weight_shape) / c_out;
-        folded_w.resize(size_t(c_out * per_oc));
-        folded_b.resize(size_t(c_out));
-        for (int64_t oc = 0; oc < c_out; ++oc) {
-          float scale = gamma[oc] / std::sqrt(var[oc] + ns->epsilon);
-          for (int64_t i = 0; i < per_oc; ++i) folded_w[size_t(oc * per_oc + i)] = w[oc * per_oc + i] * scale;
-          folded_b[size_t(oc)] = ((b ? b[oc] : 0.0f) - mean[oc]) * scale + beta[oc];
+        if (mb_.computes()) {  // a replay finds the folded constants the compiler made
+          const float *gamma = constData(bn.inputs[1]), *beta = constData(bn.inputs[2]);
+          const float *mean = constData(bn.inputs[3]), *var = constData(bn.inputs[4]);
+          const float* w = constData(node.inputs[1]);
+          const float* b = spec.has_bias ? constData(node.inputs[2]) : nullptr;
+          const int64_t per_oc = ir::shapeNumel(spec.weight_shape) / c_out;
+          folded_w.resize(size_t(c_out * per_oc));
+          folded_b.resize(size_t(c_out));
+          for (int64_t oc = 0; oc < c_out; ++oc) {
+            float scale = gamma[oc] / std::sqrt(var[oc] + ns->epsilon);
+            for (int64_t i = 0; i < per_oc; ++i) folded_w[size_t(oc * per_oc + i)] = w[oc * per_oc + i] * scale;
+            folded_b[size_t(oc)] = ((b ? b[oc] : 0.0f) - mean[oc]) * scale + beta[oc];
+          }
         }
         for (size_t i = 1; i < 5; ++i) absorbed.push_back(constOf(bn.inputs[i]));
         if (spec.has_bias) absorbed.push_back(constOf(node.inputs[2]));
@@ -91,7 +199,12 @@ void FunctionLowering::lowerConv(size_t pos) {
     step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, plainDesc(spec.in_shape), false});
   else
     step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, anyDesc(spec.in_shape), true});
-  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, anyDesc(w_dims), true});
+  // A replay reads the weights in the layout the compiler stored them in.
+  const bool folded = bn_pos.has_value();
+  if (std::optional<memory::desc> stored = mb_.storedWeights(w_id, folded))
+    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, *stored, false});
+  else
+    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, anyDesc(w_dims), true});
   const bool has_bias = spec.has_bias || bn_pos;
   if (has_bias) step.args.push_back(Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, plainDesc({c_out}), false});
   step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(spec.out_shape), true});
@@ -106,6 +219,7 @@ void FunctionLowering::lowerConv(size_t pos) {
   size_t k = fitChain(step, chain, bn_pos ? 1 : 0, pd);
   chain.resize(k);
   recordChosenLayouts(step, pd);
+  mb_.chosenWeights(w_id, folded, step.find(DNNL_ARG_WEIGHTS)->md);
 
   Arg* src = step.find(DNNL_ARG_SRC);
   src->index = get(x, src->md).buffer;
@@ -148,6 +262,35 @@ void FunctionLowering::lowerPool(size_t pos) {
   } catch (const dnnl::error&) {
     src = plain(x);
     step.args[0] = Arg{DNNL_ARG_SRC, ArgSource::kBuffer, src.buffer, src.md, false};
+    pd = makePrimitiveDesc(step, cpuEngine());
+  }
+  recordChosenLayouts(step, pd);
+  consume(pos);
+  Arg* dst = step.find(DNNL_ARG_DST);
+  dst->index = newBuffer(dst->md);
+  place(out, Loc{uint32_t(dst->index), dst->md});
+  fn_.steps.push_back(std::move(step));
+}
+
+void FunctionLowering::lowerResample(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const ResampleSpec spec = decoded(decodeResize(g_, node, nullptr), pos);
+  const ValueId x = node.inputs[0], out = node.outputs[0];
+  Step step;
+  step.kind = StepKind::kResampling;
+  step.label = labelOf(pos, {});
+  step.alg = int32_t(spec.alg);
+  // The source in the layout its producer wrote (a blocked conv output stays blocked);
+  // the destination in the layout oneDNN prefers for it.
+  Loc src = primary(x);
+  step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
+  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(spec.dst_dims), true});
+  dnnl::primitive_desc_base pd;
+  try {
+    pd = makePrimitiveDesc(step, cpuEngine());
+  } catch (const dnnl::error&) {
+    src = plain(x);
+    step.args[0] = bufferArg(DNNL_ARG_SRC, src.buffer, src.md);
     pd = makePrimitiveDesc(step, cpuEngine());
   }
   recordChosenLayouts(step, pd);

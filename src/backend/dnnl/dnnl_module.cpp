@@ -6,12 +6,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <unordered_map>
 
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "backend/dnnl/dnnl_primitive.h"
+#include "backend/dnnl/dnnl_replay.h"
 #include "kernels/op_util.h"
 #include "runtime/executor.h"
+#include "runtime/profile.h"
 #include "partita/error.h"
 #include "runtime/memory_plan.h"
 #include "runtime/team_wait.h"
@@ -29,35 +30,46 @@ struct DnnlModule::Workspace {
     bool input = true;
     uint32_t index = 0;
   };
+  // One step's arguments as oneDNN's C API takes them (built once: executing through
+  // the C++ API's map would build this array, allocating, on every call).
+  struct StepArgs {
+    std::vector<dnnl::memory> memories;  // owns the handles c_args point to
+    std::vector<dnnl_exec_arg_t> c_args;
+    void add(int key, const dnnl::memory& m) {
+      memories.push_back(m);
+      c_args.push_back({key, m.get()});
+    }
+  };
   runtime::ArenaMemory storage;
   dnnl::stream stream;
-  std::vector<std::vector<std::unordered_map<int, dnnl::memory>>> args;  // [function][step]
-  std::vector<std::vector<Binding>> bindings;                            // [function]
+  std::vector<std::vector<StepArgs>> args;     // [function][step]
+  std::vector<std::vector<Binding>> bindings;  // [function]
 };
 
-// Takes an idle workspace (or makes one) and gives it back when destroyed.
+// Takes an idle workspace of a pool (or makes one) and gives it back when destroyed.
 class DnnlModule::WorkspaceLease {
  public:
-  explicit WorkspaceLease(const DnnlModule& m) : m_(m) {
+  template <typename Make>
+  WorkspaceLease(WorkspacePool& pool, const Make& make) : pool_(pool) {
     {
-      std::lock_guard<std::mutex> lock(m.mutex_);
-      if (!m.idle_.empty()) {
-        ws_ = std::move(m.idle_.back());
-        m.idle_.pop_back();
+      std::lock_guard<std::mutex> lock(pool.mutex);
+      if (!pool.idle.empty()) {
+        ws_ = std::move(pool.idle.back());
+        pool.idle.pop_back();
         return;
       }
-      ++m.created_;
+      ++pool.created;
     }
-    ws_ = m.newWorkspace();
+    ws_ = make();
   }
   ~WorkspaceLease() {
-    std::lock_guard<std::mutex> lock(m_.mutex_);
-    m_.idle_.push_back(std::move(ws_));
+    std::lock_guard<std::mutex> lock(pool_.mutex);
+    pool_.idle.push_back(std::move(ws_));
   }
   Workspace& operator*() const { return *ws_; }
 
  private:
-  const DnnlModule& m_;
+  WorkspacePool& pool_;
   std::unique_ptr<Workspace> ws_;
 };
 
@@ -67,24 +79,19 @@ namespace {
   throw Error(ErrorCode::kInvalidArtifact, "dnnl module: " + msg);
 }
 
-std::string stepName(const Step& s, size_t fn, size_t index) {
-  return "function " + std::to_string(fn) + " step " + std::to_string(index) + " (" + stepKindName(s.kind) +
-         " '" + s.label + "')";
-}
-
 // Checks that constant `id` in the store is exactly what the step reads.
-void checkConstant(const runtime::ModuleLoadContext& ctx,
+void checkConstant(const runtime::ConstStore& store,
                    const std::map<ir::ConstId, runtime::ConstUseKind>& declared, ir::ConstId id,
                    const memory::desc& md, const std::string& where) {
   auto use = declared.find(id);
   if (use == declared.end() || use->second == runtime::ConstUseKind::kEmbed)
     invalid(where + " reads constant " + std::to_string(id) +
             ", which the module did not declare as borrowed or derived");
-  if (!ctx.store->has(id))
+  if (!store.has(id))
     invalid(where + " needs constant " + std::to_string(id) + ", which is not in the weight store");
-  const ir::Tensor& t = ctx.store->get(id);
-  const std::string& layout = ctx.store->layout(id);
-  size_t bytes = ctx.store->bytes(id).size;
+  const ir::Tensor& t = store.get(id);
+  const std::string& layout = store.layout(id);
+  size_t bytes = store.bytes(id).size;
   if (t.dtype != ir::DType::kFloat32) invalid(where + ": constant " + std::to_string(id) + " is not float32");
   if (md.data.offset0 != 0 || bytes != md.get_size())
     invalid(where + ": constant " + std::to_string(id) + " has " + std::to_string(bytes) +
@@ -132,6 +139,7 @@ int checkAssumptions(const runtime::ModuleLoadContext& ctx) {
 
 }  // namespace
 
+DnnlModule::DnnlModule(size_t shape_cache) : instances_(shape_cache) {}
 DnnlModule::~DnnlModule() = default;
 
 std::shared_ptr<DnnlModule> DnnlModule::load(const runtime::ModuleLoadContext& ctx) {
@@ -151,140 +159,182 @@ std::shared_ptr<DnnlModule> DnnlModule::loadChecked(const runtime::ModuleLoadCon
   // oneDNN fixes a primitive's thread count when it is created: create them with the
   // count runs will use (as the compiler did when it chose the layouts).
   omp_set_num_threads(ctx.threads);
-  std::map<ir::ConstId, runtime::ConstUseKind> declared;
-  for (const runtime::ConstUse& u : ctx.uses) declared[u.id] = u.kind;
 
-  std::shared_ptr<DnnlModule> m(new DnnlModule());
+  std::shared_ptr<DnnlModule> m(new DnnlModule(runtime::shapeCacheEntries(ctx.shape_cache)));
   m->blob_ = ctx.blob;
+  m->store_ = ctx.store;
+  for (const runtime::ConstUse& u : ctx.uses) m->declared_[u.id] = u.kind;
+  m->embedded_ = ctx.blob.data + program.embedded_offset;
+  m->threads_ = ctx.threads;
   // Another thread count than at compile time: the layouts are used as recorded
   // (fallbackSteps() counts steps oneDNN would have laid out otherwise).
   m->recorded_threads_ = recorded_threads;
   m->threads_mismatch_ = recorded_threads != 0 && recorded_threads != ctx.threads;
-  const dnnl::engine& eng = cpuEngine();
-  const std::byte* embedded = ctx.blob.data + program.embedded_offset;
-  m->functions_.resize(program.functions.size());
+  m->poly_.resize(program.functions.size());
   for (size_t f = 0; f < program.functions.size(); ++f) {
-    Function& fn = program.functions[f];
-    LoadedFunction& lf = m->functions_[f];
-    lf.num_inputs = fn.num_inputs;
-    lf.num_outputs = fn.num_outputs;
-    lf.buffers = fn.buffers;
-    std::vector<int32_t> first(fn.buffers.size(), -1), last(fn.buffers.size(), -1);
-    for (size_t s = 0; s < fn.steps.size(); ++s) {
-      const Step& step = fn.steps[s];
-      const std::string where = stepName(step, f, s);
-      dnnl::primitive_desc_base pd;
+    const Function& fn = program.functions[f];
+    LoadedFunction lf = m->loadFunction(fn, "function " + std::to_string(f));
+    m->fallback_steps_ += lf.fallback_steps;
+    if (fn.poly) {
+      // The region graph must check, and give at the representative shapes what the
+      // stored steps read and write.
+      const PolyFunction& p = *fn.poly;
+      const std::string where = "function " + std::to_string(f) + " (shape-polymorphic)";
       try {
-        pd = makePrimitiveDesc(step, eng);
-      } catch (const dnnl::error& e) {
-        throw Error(ErrorCode::kUnsupported, "dnnl module: oneDNN cannot create " + where + ": " + e.what());
+        p.graph.verify();
+      } catch (const Error& e) {
+        invalid(where + ": its region graph does not check: " + e.what());
       }
-      // oneDNN's choice of layout depends on the CPU and on the thread count, so a
-      // loader may prefer another layout than the compiler recorded. The derived
-      // weights in the file have the recorded one: ask oneDNN for a primitive over
-      // exactly that layout (maybe another implementation), never reorder at load.
-      bool fell_back = false;
-      if (std::string mismatch = chosenLayoutMismatch(step, pd); !mismatch.empty()) {
-        Step fixed = step;
-        for (Arg& a : fixed.args) a.chosen = false;
-        try {
-          pd = makePrimitiveDesc(fixed, eng);
-        } catch (const dnnl::error& e) {
-          throw Error(ErrorCode::kUnsupported, "dnnl module: " + where + ": " + mismatch +
-                                                   ", and oneDNN has no implementation for the recorded layout (" +
-                                                   e.what() + "); recompile the model for this machine");
-        }
-        fell_back = true;
+      ir::Graph at;
+      try {
+        at = regionAt(p.graph, p.representative);
+      } catch (const Error& e) {
+        invalid(where + ": its region graph does not infer at the representative shapes: " + e.what());
       }
-      LoadedStep ls;
-      ls.recorded_layout_kept = fell_back;
-      m->fallback_steps_ += fell_back ? 1 : 0;
-      ls.kind = step.kind;
-      ls.label = step.label;
-      ls.implementation = implementationName(pd);
-      ls.post_ops = step.post_ops.size();
-      ls.primitive = dnnl::primitive(pd.get());
-      ls.scratchpad = pd.scratchpad_desc();
-      m->scratch_bytes_ = std::max(m->scratch_bytes_, ls.scratchpad.get_size());
-      for (const Arg& a : step.args) {
-        LoadedArg la;
-        la.key = a.key;
-        la.source = a.source;
-        la.md = a.md;
-        switch (a.source) {
-          case ArgSource::kBuffer:
-            la.buffer = uint32_t(a.index);
-            if (first[a.index] < 0) first[a.index] = int32_t(s);
-            last[a.index] = int32_t(s);
-            break;
-          case ArgSource::kConstant: {
-            la.constant = ir::ConstId(a.index);
-            checkConstant(ctx, declared, la.constant, a.md, where);
-            // Read-only: oneDNN never writes weights, biases or statistics of inference primitives.
-            la.memory = dnnl::memory(a.md, eng, ctx.store->get(la.constant).data);
-            break;
-          }
-          case ArgSource::kEmbedded:
-            la.memory = dnnl::memory(a.md, eng, const_cast<std::byte*>(embedded + a.index));
-            break;
-        }
-        ls.args.push_back(std::move(la));
+      auto inst = std::make_shared<Instance>();
+      inst->inputs = p.representative;
+      for (ir::ValueId out : at.outputs) inst->outputs.push_back(at.typeOf(out).staticShape());
+      for (const Buffer& b : fn.buffers) {
+        if (b.kind == BufferKind::kTemp) continue;
+        const ir::TensorType& t = at.typeOf(b.kind == BufferKind::kInput ? at.inputs[b.index] : at.outputs[b.index]);
+        if (t.dtype != ir::DType::kFloat32 || uint64_t(t.numel()) * sizeof(float) != b.bytes)
+          invalid(where + ": " + (b.kind == BufferKind::kInput ? "input " : "output ") + std::to_string(b.index) +
+                  " is " + t.str() + " at the representative shapes, its buffer has " + std::to_string(b.bytes) +
+                  " bytes");
       }
-      lf.steps.push_back(std::move(ls));
+      inst->lf = lf;
+      m->poly_[f] = Poly{fn.poly, std::move(inst)};
+    } else {
+      m->arena_bytes_ = std::max(m->arena_bytes_, lf.arena_bytes);
+      m->scratch_bytes_ = std::max(m->scratch_bytes_, lf.scratch_bytes);
     }
-    // Region-local buffers share one arena by lifetime. A buffer whose layout has
-    // padding keeps its bytes to itself: primitives expect the padding to stay zero.
-    std::vector<runtime::BufferRequest> requests;
-    std::vector<size_t> which;
-    const int32_t end = int32_t(fn.steps.size());
-    for (size_t b = 0; b < fn.buffers.size(); ++b) {
-      if (fn.buffers[b].kind != BufferKind::kTemp || first[b] < 0) continue;
-      if (fn.buffers[b].zero_padded)
-        requests.push_back({size_t(fn.buffers[b].bytes), 0, end});
-      else
-        requests.push_back({size_t(fn.buffers[b].bytes), first[b], last[b]});
-      which.push_back(b);
-    }
-    runtime::MemoryPlan plan = runtime::planMemory(requests);
-    lf.offsets.assign(fn.buffers.size(), 0);
-    for (size_t i = 0; i < which.size(); ++i) lf.offsets[which[i]] = plan.offsets[i];
-    m->arena_bytes_ = std::max(m->arena_bytes_, plan.arena_bytes);
+    m->functions_.push_back(std::move(lf));
   }
-  m->arena_bytes_ =
-      (m->arena_bytes_ + runtime::kArenaAlignment - 1) / runtime::kArenaAlignment * runtime::kArenaAlignment;
   return m;
 }
 
-std::unique_ptr<DnnlModule::Workspace> DnnlModule::newWorkspace() const {
+DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const std::string& fn_where) const {
+  const dnnl::engine& eng = cpuEngine();
+  LoadedFunction lf;
+  lf.num_inputs = fn.num_inputs;
+  lf.num_outputs = fn.num_outputs;
+  lf.buffers = fn.buffers;
+  std::vector<int32_t> first(fn.buffers.size(), -1), last(fn.buffers.size(), -1);
+  for (size_t s = 0; s < fn.steps.size(); ++s) {
+    const Step& step = fn.steps[s];
+    const std::string where = fn_where + " step " + std::to_string(s) + " (" + stepKindName(step.kind) + " '" +
+                              step.label + "')";
+    dnnl::primitive_desc_base pd;
+    try {
+      pd = makePrimitiveDesc(step, eng);
+    } catch (const dnnl::error& e) {
+      throw Error(ErrorCode::kUnsupported, "dnnl module: oneDNN cannot create " + where + ": " + e.what());
+    }
+    // oneDNN's choice of layout depends on the CPU and on the thread count, so a
+    // loader may prefer another layout than the compiler recorded. The derived
+    // weights in the file have the recorded one: ask oneDNN for a primitive over
+    // exactly that layout (maybe another implementation), never reorder at load.
+    bool fell_back = false;
+    if (std::string mismatch = chosenLayoutMismatch(step, pd); !mismatch.empty()) {
+      Step fixed = step;
+      for (Arg& a : fixed.args) a.chosen = false;
+      try {
+        pd = makePrimitiveDesc(fixed, eng);
+      } catch (const dnnl::error& e) {
+        throw Error(ErrorCode::kUnsupported, "dnnl module: " + where + ": " + mismatch +
+                                                 ", and oneDNN has no implementation for the recorded layout (" +
+                                                 e.what() + "); recompile the model for this machine");
+      }
+      fell_back = true;
+    }
+    LoadedStep ls;
+    ls.recorded_layout_kept = fell_back;
+    lf.fallback_steps += fell_back ? 1 : 0;
+    ls.kind = step.kind;
+    ls.label = step.label;
+    ls.implementation = implementationName(pd);
+    ls.post_ops = step.post_ops.size();
+    ls.primitive = dnnl::primitive(pd.get());
+    ls.scratchpad = pd.scratchpad_desc();
+    lf.scratch_bytes = std::max(lf.scratch_bytes, ls.scratchpad.get_size());
+    for (const Arg& a : step.args) {
+      LoadedArg la;
+      la.key = a.key;
+      la.source = a.source;
+      la.md = a.md;
+      switch (a.source) {
+        case ArgSource::kBuffer:
+          la.buffer = uint32_t(a.index);
+          if (first[a.index] < 0) first[a.index] = int32_t(s);
+          last[a.index] = int32_t(s);
+          break;
+        case ArgSource::kConstant: {
+          la.constant = ir::ConstId(a.index);
+          checkConstant(*store_, declared_, la.constant, a.md, where);
+          // Read-only: oneDNN never writes weights, biases or statistics of inference primitives.
+          la.memory = dnnl::memory(a.md, eng, store_->get(la.constant).data);
+          break;
+        }
+        case ArgSource::kEmbedded:
+          la.memory = dnnl::memory(a.md, eng, const_cast<std::byte*>(embedded_ + a.index));
+          break;
+      }
+      ls.args.push_back(std::move(la));
+    }
+    lf.steps.push_back(std::move(ls));
+  }
+  // Region-local buffers share one arena by lifetime. A buffer whose layout has
+  // padding keeps its bytes to itself: primitives expect the padding to stay zero.
+  std::vector<runtime::BufferRequest> requests;
+  std::vector<size_t> which;
+  const int32_t end = int32_t(fn.steps.size());
+  for (size_t b = 0; b < fn.buffers.size(); ++b) {
+    if (fn.buffers[b].kind != BufferKind::kTemp || first[b] < 0) continue;
+    if (fn.buffers[b].zero_padded)
+      requests.push_back({size_t(fn.buffers[b].bytes), 0, end});
+    else
+      requests.push_back({size_t(fn.buffers[b].bytes), first[b], last[b]});
+    which.push_back(b);
+  }
+  runtime::MemoryPlan plan = runtime::planMemory(requests);
+  lf.offsets.assign(fn.buffers.size(), 0);
+  for (size_t i = 0; i < which.size(); ++i) lf.offsets[which[i]] = plan.offsets[i];
+  lf.arena_bytes =
+      (plan.arena_bytes + runtime::kArenaAlignment - 1) / runtime::kArenaAlignment * runtime::kArenaAlignment;
+  return lf;
+}
+
+std::unique_ptr<DnnlModule::Workspace> DnnlModule::newWorkspace(const std::vector<const LoadedFunction*>& functions,
+                                                                 size_t arena_bytes, size_t scratch_bytes) const {
   const dnnl::engine& eng = cpuEngine();
   auto ws = std::make_unique<Workspace>();
   // Zero-filled: the padding of blocked layouts starts (and stays) zero.
-  ws->storage = runtime::ArenaMemory(arena_bytes_ + scratch_bytes_);
+  ws->storage = runtime::ArenaMemory(arena_bytes + scratch_bytes);
   std::byte* arena = ws->storage.data();
-  std::byte* scratch = arena + arena_bytes_;
+  std::byte* scratch = arena + arena_bytes;
   ws->stream = dnnl::stream(eng);
-  ws->args.resize(functions_.size());
-  ws->bindings.resize(functions_.size());
-  for (size_t f = 0; f < functions_.size(); ++f) {
-    const LoadedFunction& lf = functions_[f];
+  ws->args.resize(functions.size());
+  ws->bindings.resize(functions.size());
+  for (size_t f = 0; f < functions.size(); ++f) {
+    if (!functions[f]) continue;
+    const LoadedFunction& lf = *functions[f];
     for (const LoadedStep& ls : lf.steps) {
-      std::unordered_map<int, dnnl::memory> args;
+      Workspace::StepArgs args;
       for (const LoadedArg& la : ls.args) {
         if (la.source != ArgSource::kBuffer) {
-          args.emplace(la.key, la.memory);
+          args.add(la.key, la.memory);
           continue;
         }
         const Buffer& b = lf.buffers[la.buffer];
         if (b.kind == BufferKind::kTemp) {
-          args.emplace(la.key, dnnl::memory(la.md, eng, arena + lf.offsets[la.buffer]));
+          args.add(la.key, dnnl::memory(la.md, eng, arena + lf.offsets[la.buffer]));
         } else {
           dnnl::memory mem(la.md, eng, DNNL_MEMORY_NONE);
           ws->bindings[f].push_back({mem, b.kind == BufferKind::kInput, b.index});
-          args.emplace(la.key, mem);
+          args.add(la.key, mem);
         }
       }
-      if (ls.scratchpad.get_size() > 0)
-        args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(ls.scratchpad, eng, scratch));
+      if (ls.scratchpad.get_size() > 0) args.add(DNNL_ARG_SCRATCHPAD, dnnl::memory(ls.scratchpad, eng, scratch));
       ws->args[f].push_back(std::move(args));
     }
   }
@@ -293,9 +343,62 @@ std::unique_ptr<DnnlModule::Workspace> DnnlModule::newWorkspace() const {
 
 void DnnlModule::run(uint32_t fn, const std::vector<ir::Tensor>& inputs,
                      const std::vector<ir::Tensor>& outputs) const {
+  runWith(fn, inputs, outputs, nullptr);
+}
+
+void DnnlModule::runProfiled(uint32_t fn, const std::vector<ir::Tensor>& inputs,
+                             const std::vector<ir::Tensor>& outputs, runtime::ProfileSink& profile) const {
+  runWith(fn, inputs, outputs, &profile);
+}
+
+namespace {
+// A primitive's details for its profile event: kind, implementation, post-ops, and
+// each argument as "f32[1,64,56,56] aBcd16b" (data type, logical dims, layout tag).
+// Made when a profiled run reports the primitive (a run that is not profiled never
+// pays for it).
+std::vector<std::pair<std::string, std::string>> describeStep(StepKind kind, const std::string& implementation,
+                                                              size_t post_ops,
+                                                              const std::vector<std::pair<int, memory::desc>>& args) {
+  std::vector<std::pair<std::string, std::string>> out = {
+      {"backend", kModuleKind}, {"kind", stepKindName(kind)}, {"impl", implementation}};
+  if (post_ops) out.emplace_back("post_ops", std::to_string(post_ops));
+  for (const auto& [key, md] : args) {
+    std::string name;
+    switch (key) {
+      case DNNL_ARG_SRC: name = "src"; break;
+      case DNNL_ARG_SRC_1: name = "src_1"; break;
+      case DNNL_ARG_WEIGHTS: name = "weights"; break;
+      case DNNL_ARG_BIAS: name = "bias"; break;
+      case DNNL_ARG_DST: name = "dst"; break;
+      case DNNL_ARG_MEAN: name = "mean"; break;
+      case DNNL_ARG_VARIANCE: name = "variance"; break;
+      case DNNL_ARG_SCALE: name = "scale"; break;
+      case DNNL_ARG_SHIFT: name = "shift"; break;
+      default:
+        if (key >= DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE)  // DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1
+          name = "post_op_" + std::to_string(key / DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE - 1) + "_src_1";
+        else if (key >= DNNL_ARG_MULTIPLE_SRC && key < DNNL_ARG_MULTIPLE_DST)
+          name = "src_" + std::to_string(key - DNNL_ARG_MULTIPLE_SRC);
+        else
+          name = "arg_" + std::to_string(key);
+    }
+    std::string dims;
+    for (int64_t d : dimsOf(md)) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+    out.emplace_back(std::move(name), "f32[" + dims + "] " + formatTag(md));
+  }
+  return out;
+}
+}  // namespace
+
+void DnnlModule::runWith(uint32_t fn, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& outputs,
+                         runtime::ProfileSink* profile) const {
   if (fn >= functions_.size())
     throw Error(ErrorCode::kInternal, "dnnl module: function " + std::to_string(fn) + " of " +
                                           std::to_string(functions_.size()) + " called");
+  if (poly_[fn].program) {
+    runPolymorphic(fn, inputs, outputs, profile);
+    return;
+  }
   const LoadedFunction& lf = functions_[fn];
   if (inputs.size() != lf.num_inputs || outputs.size() != lf.num_outputs)
     throw Error(ErrorCode::kInternal,
@@ -312,15 +415,40 @@ void DnnlModule::run(uint32_t fn, const std::vector<ir::Tensor>& inputs,
                                             std::to_string(b.bytes) + " bytes, got " +
                                             std::string(ir::dtypeName(t.dtype)) + ir::shapeStr(t.shape));
   }
-  WorkspaceLease lease(*this);
-  Workspace& ws = *lease;
-  for (Workspace::Binding& b : ws.bindings[fn])
+  WorkspaceLease lease(workspaces_, [&] {
+    std::vector<const LoadedFunction*> fixed;
+    for (size_t f = 0; f < functions_.size(); ++f) fixed.push_back(poly_[f].program ? nullptr : &functions_[f]);
+    return newWorkspace(fixed, arena_bytes_, scratch_bytes_);
+  });
+  execute(lf, *lease, fn, fn, inputs, outputs, profile);
+}
+
+void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, uint32_t fn,
+                         const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& outputs,
+                         runtime::ProfileSink* profile) const {
+  for (Workspace::Binding& b : ws.bindings[slot])
     b.memory.set_data_handle(b.input ? inputs[b.index].data : outputs[b.index].data);
   size_t s = 0;
   try {
     for (; s < lf.steps.size(); ++s) {
       runtime::teamWaitCheckpoint();
-      lf.steps[s].primitive.execute(ws.stream, ws.args[fn][s]);
+      const Workspace::StepArgs& a = ws.args[slot][s];
+      if (!profile) {
+        dnnl::error::wrap_c_api(dnnl_primitive_execute(lf.steps[s].primitive.get(), ws.stream.get(),
+                                                       int(a.c_args.size()), a.c_args.data()),
+                                "could not execute a primitive");
+        continue;
+      }
+      // On the CPU engine a primitive has finished when execute returns.
+      const LoadedStep& ls = lf.steps[s];
+      runtime::ProfileScope event(*profile, ls.label, "primitive", 2);
+      dnnl::error::wrap_c_api(
+          dnnl_primitive_execute(ls.primitive.get(), ws.stream.get(), int(a.c_args.size()), a.c_args.data()),
+          "could not execute a primitive");
+      event.end();
+      std::vector<std::pair<int, memory::desc>> args;
+      for (const LoadedArg& la : ls.args) args.emplace_back(la.key, la.md);
+      event.args(describeStep(ls.kind, ls.implementation, ls.post_ops, args));
     }
     ws.stream.wait();
   } catch (const dnnl::error& e) {
@@ -330,9 +458,141 @@ void DnnlModule::run(uint32_t fn, const std::vector<ir::Tensor>& inputs,
   }
 }
 
+namespace {
+
+// Steps of a replayed function that read stored weights in a layout oneDNN would not
+// choose for them at these shapes (it is asked with the weights left to it): what a
+// shape other than the representative one costs in layout.
+size_t weightsKept(const Function& fn) {
+  size_t kept = 0;
+  for (const Step& step : fn.steps) {
+    const Arg* w = step.find(DNNL_ARG_WEIGHTS);
+    if (!w || w->source != ArgSource::kConstant || w->chosen) continue;
+    if (step.kind != StepKind::kConvolution && step.kind != StepKind::kDeconvolution && step.kind != StepKind::kMatMul)
+      continue;
+    Step probe = step;
+    probe.find(DNNL_ARG_WEIGHTS)->chosen = true;
+    try {
+      dnnl::primitive_desc_base pd = makePrimitiveDesc(probe, cpuEngine());
+      if (!sameDesc(pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_WEIGHTS), w->md)) ++kept;
+    } catch (const dnnl::error&) {
+      // oneDNN has nothing better to offer than the stored layout.
+    }
+  }
+  return kept;
+}
+
+bool sameShapes(const std::vector<std::vector<int64_t>>& shapes, const std::vector<ir::Tensor>& tensors) {
+  if (shapes.size() != tensors.size()) return false;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    if (shapes[i] != tensors[i].shape) return false;
+  return true;
+}
+
+}  // namespace
+
+bool DnnlModule::shapePolymorphic(uint32_t fn) const { return fn < poly_.size() && poly_[fn].program != nullptr; }
+
+std::shared_ptr<DnnlModule::Instance> DnnlModule::instance(uint32_t fn, const std::vector<ir::Tensor>& inputs) const {
+  if (!shapePolymorphic(fn))
+    throw Error(ErrorCode::kUnsupported,
+                "dnnl module: function " + std::to_string(fn) + " was compiled for fixed shapes only");
+  const Poly& p = poly_[fn];
+  if (inputs.size() != p.representative->inputs.size())
+    throw Error(ErrorCode::kInvalidArgument, "dnnl module: function " + std::to_string(fn) + " takes " +
+                                                 std::to_string(p.representative->inputs.size()) + " inputs, given " +
+                                                 std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].dtype != ir::DType::kFloat32)
+      throw Error(ErrorCode::kInvalidArgument, "dnnl module: function " + std::to_string(fn) + " input " +
+                                                   std::to_string(i) + " must be float32, got " +
+                                                   std::string(ir::dtypeName(inputs[i].dtype)));
+  if (sameShapes(p.representative->inputs, inputs)) return p.representative;
+  if (std::shared_ptr<Instance> hit = instances_.find(fn, inputs)) return hit;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const ir::Tensor& t : inputs) shapes.push_back(t.shape);
+  return instances_.insert(fn, inputs, makeInstance(fn, shapes));
+}
+
+std::shared_ptr<DnnlModule::Instance> DnnlModule::makeInstance(uint32_t fn,
+                                                               const std::vector<std::vector<int64_t>>& shapes) const {
+  const PolyFunction& p = *poly_[fn].program;
+  const std::string where = "function " + std::to_string(fn) + " at " + [&] {
+    std::string s;
+    for (size_t i = 0; i < shapes.size(); ++i) s += (i ? ", " : "") + ir::shapeStr(shapes[i]);
+    return s;
+  }();
+  Function lowered;
+  ir::Graph at;
+  try {
+    at = regionAt(p.graph, shapes);
+    // Primitives are created for the thread count runs use, as at load.
+    omp_set_num_threads(threads_);
+    lowered = replayFunction(p, shapes);
+  } catch (const Error& e) {
+    throw Error(e.code(), "dnnl module: " + where + ": " + e.what());
+  }
+  auto inst = std::make_shared<Instance>();
+  inst->inputs = shapes;
+  for (ir::ValueId out : at.outputs) inst->outputs.push_back(at.typeOf(out).staticShape());
+  try {
+    inst->lf = loadFunction(lowered, where);
+    inst->lf.fallback_steps += weightsKept(lowered);
+  } catch (const dnnl::error& e) {
+    throw Error(ErrorCode::kUnsupported, "dnnl module: oneDNN rejects " + where + ": " + e.what());
+  }
+  ++instances_created_;
+  return inst;
+}
+
+std::vector<std::vector<int64_t>> DnnlModule::outputShapes(uint32_t fn, const std::vector<ir::Tensor>& inputs) const {
+  return instance(fn, inputs)->outputs;
+}
+
+void DnnlModule::runPolymorphic(uint32_t fn, const std::vector<ir::Tensor>& inputs,
+                                const std::vector<ir::Tensor>& outputs, runtime::ProfileSink* profile) const {
+  std::shared_ptr<Instance> inst = instance(fn, inputs);
+  if (outputs.size() != inst->outputs.size())
+    throw Error(ErrorCode::kInternal, "dnnl module: function " + std::to_string(fn) + " has " +
+                                          std::to_string(inst->outputs.size()) + " outputs, called with " +
+                                          std::to_string(outputs.size()));
+  for (size_t o = 0; o < outputs.size(); ++o)
+    if (outputs[o].dtype != ir::DType::kFloat32 || outputs[o].shape != inst->outputs[o])
+      throw Error(ErrorCode::kInvalidArgument,
+                  "dnnl module: function " + std::to_string(fn) + " output " + std::to_string(o) + " must be float32" +
+                      ir::shapeStr(inst->outputs[o]) + " for these inputs, got " +
+                      std::string(ir::dtypeName(outputs[o].dtype)) + ir::shapeStr(outputs[o].shape));
+  const LoadedFunction& lf = inst->lf;
+  WorkspaceLease lease(inst->workspaces, [&] { return newWorkspace({&lf}, lf.arena_bytes, lf.scratch_bytes); });
+  execute(lf, *lease, 0, fn, inputs, outputs, profile);
+}
+
+size_t DnnlModule::scratchpadBytes() const {
+  size_t bytes = arena_bytes_ + scratch_bytes_;
+  for (const Poly& p : poly_)
+    if (p.representative) bytes = std::max(bytes, p.representative->lf.arena_bytes + p.representative->lf.scratch_bytes);
+  return bytes;
+}
+
+std::vector<std::vector<int64_t>> DnnlModule::representativeShapes(uint32_t fn) const {
+  if (!shapePolymorphic(fn)) return {};
+  return poly_[fn].representative->inputs;
+}
+
+size_t DnnlModule::instanceFallbackSteps(uint32_t fn, const std::vector<ir::Tensor>& inputs) const {
+  return instance(fn, inputs)->lf.fallback_steps;
+}
+
 std::vector<DnnlModule::StepInfo> DnnlModule::steps(uint32_t fn) const {
   std::vector<StepInfo> out;
   for (const LoadedStep& ls : functions_.at(fn).steps)
+    out.push_back({ls.kind, ls.label, ls.implementation, ls.post_ops});
+  return out;
+}
+
+std::vector<DnnlModule::StepInfo> DnnlModule::instanceSteps(uint32_t fn, const std::vector<ir::Tensor>& inputs) const {
+  std::vector<StepInfo> out;
+  for (const LoadedStep& ls : instance(fn, inputs)->lf.steps)
     out.push_back({ls.kind, ls.label, ls.implementation, ls.post_ops});
   return out;
 }
@@ -347,8 +607,8 @@ std::vector<std::pair<ir::ConstId, const void*>> DnnlModule::constantHandles() c
 }
 
 size_t DnnlModule::workspacesCreated() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return created_;
+  std::lock_guard<std::mutex> lock(workspaces_.mutex);
+  return workspaces_.created;
 }
 
 runtime::ModuleKind dnnlModuleKind() {

@@ -15,9 +15,19 @@
 // Thread-safety: run() may be called concurrently. Each concurrent call takes a
 // workspace (region-local activations + oneDNN scratchpad + a stream and memory
 // objects bound to them) from a pool; workspaces are created on demand and reused.
+//
+// Shape-polymorphic functions (PolyFunction): load creates the primitives of the
+// stored steps, those of the representative input shapes, as for any function. The
+// first call at another input shape lowers the region again for it (dnnl_replay.h:
+// the weights as stored, never repacked) and creates its primitives; the result -- an
+// instance, with its own buffer plan and workspaces -- is kept in a bounded LRU cache
+// (ModuleLoadContext::shape_cache entries per module). A call at a cached shape finds
+// its instance and workspace without allocating.
 #pragma once
 
+#include <atomic>
 #include <dnnl.hpp>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +36,7 @@
 
 #include "backend/dnnl/dnnl_program.h"
 #include "runtime/module.h"
+#include "runtime/shape_cache.h"
 
 namespace partita::dnnl_backend {
 
@@ -49,8 +60,16 @@ class DnnlModule final : public runtime::RuntimeModule {
 
   void run(uint32_t fn, const std::vector<ir::Tensor>& inputs,
            const std::vector<ir::Tensor>& outputs) const override;
-  // Workspace bytes per concurrent run: region-local activations plus scratchpad.
-  size_t scratchpadBytes() const override { return arena_bytes_ + scratch_bytes_; }
+  // Reports one event per primitive (cat "primitive": kind, implementation, arguments).
+  void runProfiled(uint32_t fn, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& outputs,
+                   runtime::ProfileSink& profile) const override;
+  std::string_view kind() const override { return kModuleKind; }
+  // Workspace bytes per concurrent run: region-local activations plus scratchpad
+  // (shape-polymorphic functions: at their representative shapes).
+  size_t scratchpadBytes() const override;
+  bool shapePolymorphic(uint32_t fn) const override;
+  // Lowers the function for these shapes on first use (an instance, then cached).
+  std::vector<std::vector<int64_t>> outputShapes(uint32_t fn, const std::vector<ir::Tensor>& inputs) const override;
 
   // Introspection for tests, `inspect` and reports.
   struct StepInfo {
@@ -71,6 +90,18 @@ class DnnlModule final : public runtime::RuntimeModule {
   // the module records none) and whether it differs from the count it was loaded with.
   int recordedThreads() const { return recorded_threads_; }
   bool threadsMismatch() const { return threads_mismatch_; }
+  // Shape-polymorphic functions: the input shapes their stored steps are for, the
+  // instances made for other shapes so far, cached now, and evicted.
+  std::vector<std::vector<int64_t>> representativeShapes(uint32_t fn) const;
+  size_t instancesCreated() const { return instances_created_; }
+  size_t instancesCached() const { return instances_.size(); }
+  size_t instanceEvictions() const { return instances_.evictions(); }
+  // Steps of the instance of `fn` at these input shapes (created if needed) whose
+  // primitive reads its weights in a layout oneDNN would not have chosen for them
+  // there (the stored one is used: weights are never repacked at run time).
+  size_t instanceFallbackSteps(uint32_t fn, const std::vector<ir::Tensor>& inputs) const;
+  // The steps of that instance (their implementations are those of this shape).
+  std::vector<StepInfo> instanceSteps(uint32_t fn, const std::vector<ir::Tensor>& inputs) const;
 
  private:
   struct LoadedArg {
@@ -95,22 +126,59 @@ class DnnlModule final : public runtime::RuntimeModule {
     std::vector<Buffer> buffers;
     std::vector<size_t> offsets;  // temp buffers: offset in the workspace arena
     std::vector<LoadedStep> steps;
+    size_t arena_bytes = 0, scratch_bytes = 0, fallback_steps = 0;
   };
   struct Workspace;
+  // Idle workspaces of one layout, taken by a run and given back after it.
+  struct WorkspacePool {
+    std::mutex mutex;
+    std::vector<std::unique_ptr<Workspace>> idle;
+    size_t created = 0;
+  };
   class WorkspaceLease;
+  // A shape-polymorphic function at one input shape.
+  struct Instance {
+    LoadedFunction lf;
+    std::vector<std::vector<int64_t>> inputs, outputs;  // shapes
+    WorkspacePool workspaces;
+  };
+  struct Poly {
+    std::shared_ptr<const PolyFunction> program;  // null for a function of fixed shapes
+    std::shared_ptr<Instance> representative;     // the stored steps
+  };
 
-  DnnlModule() = default;
+  explicit DnnlModule(size_t shape_cache);
   static std::shared_ptr<DnnlModule> loadChecked(const runtime::ModuleLoadContext& ctx);
-  std::unique_ptr<Workspace> newWorkspace() const;
+  // Creates the primitives of `fn` (named `where` in messages) over the store's constants.
+  LoadedFunction loadFunction(const Function& fn, const std::string& where) const;
+  std::unique_ptr<Workspace> newWorkspace(const std::vector<const LoadedFunction*>& functions, size_t arena_bytes,
+                                          size_t scratch_bytes) const;
+  // run() and runProfiled(): each primitive reported to `profile` when it is not null.
+  void runWith(uint32_t fn, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& outputs,
+               runtime::ProfileSink* profile) const;
+  // Executes function `fn` of a workspace made for `lf` (index `slot` there).
+  void execute(const LoadedFunction& lf, Workspace& ws, size_t slot, uint32_t fn, const std::vector<ir::Tensor>& inputs,
+               const std::vector<ir::Tensor>& outputs, runtime::ProfileSink* profile) const;
+  std::shared_ptr<Instance> instance(uint32_t fn, const std::vector<ir::Tensor>& inputs) const;
+  std::shared_ptr<Instance> makeInstance(uint32_t fn, const std::vector<std::vector<int64_t>>& shapes) const;
+  void runPolymorphic(uint32_t fn, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& outputs,
+                      runtime::ProfileSink* profile) const;
 
   Bytes blob_;  // keeps embedded data alive
   std::vector<LoadedFunction> functions_;
+  std::vector<Poly> poly_;  // per function
   size_t arena_bytes_ = 0, scratch_bytes_ = 0, fallback_steps_ = 0;
   int recorded_threads_ = 0;
   bool threads_mismatch_ = false;
-  mutable std::mutex mutex_;
-  mutable std::vector<std::unique_ptr<Workspace>> idle_;
-  mutable size_t created_ = 0;
+  mutable WorkspacePool workspaces_;  // for the functions of fixed shapes
+  // What instances are made from: the store, the declared constant uses, the blob's
+  // embedded data and the thread count.
+  const runtime::ConstStore* store_ = nullptr;
+  std::map<ir::ConstId, runtime::ConstUseKind> declared_;
+  const std::byte* embedded_ = nullptr;
+  int threads_ = 1;
+  mutable runtime::ShapeCache<Instance> instances_;
+  mutable std::atomic<size_t> instances_created_{0};
 };
 
 }  // namespace partita::dnnl_backend

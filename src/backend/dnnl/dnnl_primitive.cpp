@@ -163,6 +163,18 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
                               s.beta);
       return dnnl::reduction::primitive_desc(d, attr, eng);
     }
+    case StepKind::kResampling: {
+      const memory::desc dst = required(s, DNNL_ARG_DST);
+      for (int i = 2; i < dst.data.ndims; ++i)
+        if (dst.data.dims[i] > kMaxResamplingExtent)
+          throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label +
+                                                       "' (resampling): output dimension " + std::to_string(i) +
+                                                       " is " + std::to_string(dst.data.dims[i]) + ", above " +
+                                                       std::to_string(kMaxResamplingExtent));
+      dnnl::resampling_forward::desc d(prop_kind::forward_inference, algorithm(s.alg), required(s, DNNL_ARG_SRC),
+                                       required(s, DNNL_ARG_DST));
+      return dnnl::resampling_forward::primitive_desc(d, attr, eng);
+    }
     case StepKind::kPrelu: {
       dnnl::prelu_forward::desc d(prop_kind::forward_inference, required(s, DNNL_ARG_SRC),
                                   required(s, DNNL_ARG_WEIGHTS));

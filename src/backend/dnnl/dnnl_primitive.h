@@ -16,6 +16,13 @@ namespace partita::dnnl_backend {
 // Throws dnnl::error when oneDNN has no implementation for the step.
 dnnl::primitive_desc_base makePrimitiveDesc(const Step& step, const dnnl::engine& engine);
 
+// oneDNN's resampling builds tables of source indices and weights per output
+// coordinate when the primitive is created (load time), bytes in proportion to the
+// output's spatial sizes whatever the run's data. Larger spatial sizes stay on the
+// host (claim) and are refused in a blob (load): a declared [.., 8.6e9] output made
+// oneDNN allocate 34 GB at load (fuzz finding resize_huge_output_at_load).
+inline constexpr int64_t kMaxResamplingExtent = int64_t(1) << 24;
+
 // Writes the layouts oneDNN chose into the step's `chosen` arguments.
 void recordChosenLayouts(Step& step, const dnnl::primitive_desc_base& pd);
 

@@ -1,9 +1,11 @@
 #include "backend/dnnl/dnnl_program.h"
 
 #include <cstring>
+#include <optional>
 
 #include "backend/dnnl/dnnl_blob_io.h"
 #include "backend/dnnl/dnnl_memory_desc.h"
+#include "ir/limits.h"
 #include "partita/error.h"
 
 namespace partita::dnnl_backend {
@@ -38,6 +40,8 @@ const char* stepKindName(StepKind k) {
       return "prelu";
     case StepKind::kReduction:
       return "reduction";
+    case StepKind::kResampling:
+      return "resampling";
   }
   return "?";
 }
@@ -91,7 +95,7 @@ void writeStep(BlobWriter& w, const Step& s) {
 Step readStep(BlobReader& r) {
   Step s;
   uint8_t kind = r.u8();
-  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kReduction))
+  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kResampling))
     r.fail("step kind: unknown step kind " + std::to_string(kind));
   s.kind = StepKind(kind);
   s.label = r.str();
@@ -135,6 +139,272 @@ Step readStep(BlobReader& r) {
   return s;
 }
 
+
+// ---- shape-polymorphic functions (blob version 2) ----
+
+constexpr size_t kMaxPolyRank = 16;  // TensorLimits' default rank
+
+void writeType(BlobWriter& w, const ir::TensorType& t) {
+  w.u8(uint8_t(t.dtype));
+  w.u8(t.has_rank ? 1 : 0);
+  w.u32(uint32_t(t.dims.size()));
+  for (const ir::Dim& d : t.dims) {
+    w.i64(d.value);
+    w.str(d.symbol);
+  }
+}
+
+ir::DType readDType(BlobReader& r, const char* what) {
+  uint8_t code = r.u8();
+  if (code >= ir::kNumDTypes) r.fail(std::string(what) + ": unknown data type " + std::to_string(code));
+  return ir::DType(code);
+}
+
+ir::TensorType readType(BlobReader& r) {
+  ir::TensorType t;
+  t.dtype = readDType(r, "value type");
+  t.has_rank = r.u8() != 0;
+  uint32_t rank = r.count(12, "value rank");
+  if (rank > kMaxPolyRank || (!t.has_rank && rank != 0)) r.fail("value type: rank " + std::to_string(rank));
+  t.dims.resize(rank);
+  for (ir::Dim& d : t.dims) {
+    d.value = r.i64();
+    if (d.value < -1 || d.value > (int64_t(1) << 40)) r.fail("value type: dimension " + std::to_string(d.value));
+    d.symbol = r.str();
+    if (d.value >= 0 && !d.symbol.empty()) r.fail("value type: a known dimension with a symbol");
+  }
+  return t;
+}
+
+void writeAttribute(BlobWriter& w, const std::string& name, const ir::Attribute& a) {
+  w.str(name);
+  w.u8(uint8_t(a.kind));
+  switch (a.kind) {
+    case ir::Attribute::Kind::kInt:
+      w.i64(a.i);
+      break;
+    case ir::Attribute::Kind::kFloat:
+      w.f32(a.f);
+      break;
+    case ir::Attribute::Kind::kString:
+      w.str(a.s);
+      break;
+    case ir::Attribute::Kind::kInts:
+      w.ints(a.ints);
+      break;
+    case ir::Attribute::Kind::kFloats:
+      w.u32(uint32_t(a.floats.size()));
+      for (float f : a.floats) w.f32(f);
+      break;
+    case ir::Attribute::Kind::kStrings:
+      w.u32(uint32_t(a.strings.size()));
+      for (const std::string& x : a.strings) w.str(x);
+      break;
+    case ir::Attribute::Kind::kTensor:
+      throw Error(ErrorCode::kInternal, "dnnl backend: a shape-polymorphic region has a tensor attribute '" + name + "'");
+  }
+}
+
+void readAttribute(BlobReader& r, ir::AttributeMap& attrs) {
+  std::string name = r.str();
+  ir::Attribute a;
+  uint8_t kind = r.u8();
+  switch (kind) {
+    case uint8_t(ir::Attribute::Kind::kInt):
+      a.i = r.i64();
+      break;
+    case uint8_t(ir::Attribute::Kind::kFloat):
+      a.f = r.f32();
+      break;
+    case uint8_t(ir::Attribute::Kind::kString):
+      a.s = r.str();
+      break;
+    case uint8_t(ir::Attribute::Kind::kInts):
+      a.ints = r.ints(1 << 16);
+      break;
+    case uint8_t(ir::Attribute::Kind::kFloats): {
+      uint32_t n = r.count(4, "attribute floats");
+      for (uint32_t i = 0; i < n; ++i) a.floats.push_back(r.f32());
+      break;
+    }
+    case uint8_t(ir::Attribute::Kind::kStrings): {
+      uint32_t n = r.count(4, "attribute strings");
+      for (uint32_t i = 0; i < n; ++i) a.strings.push_back(r.str());
+      break;
+    }
+    default:
+      r.fail("attribute '" + name + "': kind " + std::to_string(kind) + " (a region's attributes are numbers and strings)");
+  }
+  a.kind = ir::Attribute::Kind(kind);
+  if (attrs.has(name)) r.fail("attribute '" + name + "' given twice");
+  attrs.set(name, std::move(a));
+}
+
+void writeIds(BlobWriter& w, const std::vector<int32_t>& ids) {
+  w.u32(uint32_t(ids.size()));
+  for (int32_t id : ids) w.i32(id);
+}
+
+std::vector<int32_t> readIds(BlobReader& r, size_t limit, bool omitted_allowed, const char* what) {
+  uint32_t n = r.count(4, what);
+  std::vector<int32_t> out(n);
+  for (int32_t& id : out) {
+    id = r.i32();
+    if (id == ir::kNoValue && omitted_allowed) continue;
+    if (id < 0 || size_t(id) >= limit) r.fail(std::string(what) + ": value " + std::to_string(id) + " out of range");
+  }
+  return out;
+}
+
+void writePoly(BlobWriter& w, const PolyFunction& p) {
+  const ir::Graph& g = p.graph;
+  w.u32(uint32_t(p.representative.size()));
+  for (const std::vector<int64_t>& shape : p.representative) w.ints(shape);
+  w.u32(uint32_t(g.constants.size()));
+  for (size_t c = 0; c < g.constants.size(); ++c) {
+    const ir::Constant& k = g.constants.get(ir::ConstId(c));
+    w.u32(p.global[c]);
+    w.u8(uint8_t(k.dtype));
+    w.ints(k.shape);
+    w.i64(p.bytes_at[c]);
+  }
+  w.u32(uint32_t(g.values.size()));
+  for (const ir::Value& v : g.values) {
+    w.str(v.name);
+    writeType(w, v.type);
+    w.i32(v.isConstant() ? int32_t(v.constant) : -1);
+  }
+  w.u32(uint32_t(g.nodes.size()));
+  for (const ir::Node& n : g.nodes) {
+    w.str(n.op_type);
+    w.str(n.domain);
+    w.str(n.name);
+    w.i32(n.opset);
+    writeIds(w, n.inputs);
+    writeIds(w, n.outputs);
+    w.u32(uint32_t(n.attrs.all().size()));
+    for (const auto& [name, a] : n.attrs.all()) writeAttribute(w, name, a);
+  }
+  writeIds(w, g.inputs);
+  writeIds(w, g.outputs);
+  w.u32(uint32_t(p.weights.size()));
+  for (const PolyFunction::Weights& x : p.weights) {
+    w.u32(x.source);
+    w.u8(x.folded ? 1 : 0);
+    writeDesc(w, x.md);
+  }
+  w.u32(uint32_t(p.derived.size()));
+  for (const PolyFunction::Derived& x : p.derived) {
+    w.u32(x.source);
+    w.u8(x.same_values ? 1 : 0);
+    writeDesc(w, x.md);
+    w.u32(x.id);
+  }
+  w.u32(uint32_t(p.embedded.size()));
+  for (const PolyFunction::Embedded& x : p.embedded) {
+    w.u32(uint32_t(x.absorbed.size()));
+    for (ir::ConstId id : x.absorbed) w.u32(id);
+    writeDesc(w, x.md);
+    w.u64(x.offset);
+  }
+}
+
+// Reads a region graph; constant bytes are views into the blob's embedded data (at
+// `embedded`, `embedded_size` bytes; known once the functions are read: the caller
+// binds them after). Structural checks here, semantic ones (Graph::verify, inference
+// at the representative shapes) by the module at load.
+std::shared_ptr<PolyFunction> readPoly(BlobReader& r, uint32_t num_inputs, uint32_t num_outputs) {
+  auto p = std::make_shared<PolyFunction>();
+  ir::Graph& g = p->graph;
+  uint32_t nrep = r.count(4, "representative shape count");
+  if (nrep != num_inputs) r.fail("shape-polymorphic function: " + std::to_string(nrep) + " representative shapes for " +
+                                 std::to_string(num_inputs) + " inputs");
+  for (uint32_t i = 0; i < nrep; ++i) {
+    std::vector<int64_t> shape = r.ints(kMaxPolyRank);
+    for (int64_t d : shape)
+      if (d < 1 || d > (int64_t(1) << 40)) r.fail("representative shape: dimension " + std::to_string(d));
+    p->representative.push_back(std::move(shape));
+  }
+  uint32_t nconst = r.count(21, "region constant count");
+  for (uint32_t c = 0; c < nconst; ++c) {
+    ir::ConstId global = r.u32();
+    if (global >= ir::kNoConst) r.fail("region constant: id out of range");
+    ir::DType dtype = readDType(r, "region constant");
+    std::vector<int64_t> shape = r.ints(kMaxPolyRank);
+    for (int64_t d : shape)
+      if (d < 0 || d > (int64_t(1) << 40)) r.fail("region constant: dimension " + std::to_string(d));
+    int64_t at = r.i64();
+    if (at < -1) r.fail("region constant: offset " + std::to_string(at));
+    std::optional<uint64_t> nbytes = ir::checkedNbytes(dtype, shape);
+    if (!nbytes || *nbytes > (uint64_t(1) << 40)) r.fail("region constant: too large");
+    p->global.push_back(global);
+    p->bytes_at.push_back(at);
+    g.constants.add("", dtype, std::move(shape), Bytes{nullptr, nullptr, size_t(*nbytes)});
+  }
+  uint32_t nvalues = r.count(18, "region value count");
+  for (uint32_t v = 0; v < nvalues; ++v) {
+    ir::Value value;
+    value.name = r.str();
+    value.type = readType(r);
+    int32_t c = r.i32();
+    if (c < -1 || c >= int32_t(nconst)) r.fail("region value: constant " + std::to_string(c) + " out of range");
+    value.constant = c < 0 ? ir::kNoConst : ir::ConstId(c);
+    g.values.push_back(std::move(value));
+  }
+  uint32_t nnodes = r.count(26, "region node count");
+  for (uint32_t n = 0; n < nnodes; ++n) {
+    ir::Node node;
+    node.op_type = r.str();
+    node.domain = r.str();
+    node.name = r.str();
+    node.opset = r.i32();
+    if (node.opset < 1 || node.opset > 1000) r.fail("region node: opset " + std::to_string(node.opset));
+    node.inputs = readIds(r, nvalues, true, "region node inputs");
+    node.outputs = readIds(r, nvalues, true, "region node outputs");
+    uint32_t nattrs = r.count(6, "attribute count");
+    for (uint32_t a = 0; a < nattrs; ++a) readAttribute(r, node.attrs);
+    for (ir::ValueId out : node.outputs)
+      if (out != ir::kNoValue) {
+        if (g.values[size_t(out)].producer != ir::kNoNode || g.values[size_t(out)].isConstant())
+          r.fail("region node: value " + std::to_string(out) + " is made twice");
+        g.values[size_t(out)].producer = ir::NodeId(n);
+      }
+    g.nodes.push_back(std::move(node));
+  }
+  g.inputs = readIds(r, nvalues, false, "region inputs");
+  g.outputs = readIds(r, nvalues, false, "region outputs");
+  if (g.inputs.size() != num_inputs || g.outputs.size() != num_outputs)
+    r.fail("shape-polymorphic function: its region has " + std::to_string(g.inputs.size()) + " inputs and " +
+           std::to_string(g.outputs.size()) + " outputs");
+  uint32_t nweights = r.count(6, "weights record count");
+  for (uint32_t i = 0; i < nweights; ++i) {
+    PolyFunction::Weights x;
+    x.source = r.u32();
+    x.folded = r.u8() != 0;
+    x.md = readDesc(r);
+    p->weights.push_back(std::move(x));
+  }
+  uint32_t nderived = r.count(10, "derived record count");
+  for (uint32_t i = 0; i < nderived; ++i) {
+    PolyFunction::Derived x;
+    x.source = r.u32();
+    x.same_values = r.u8() != 0;
+    x.md = readDesc(r);
+    x.id = r.u32();
+    p->derived.push_back(std::move(x));
+  }
+  uint32_t nembedded = r.count(12, "embedded record count");
+  for (uint32_t i = 0; i < nembedded; ++i) {
+    PolyFunction::Embedded x;
+    uint32_t nabsorbed = r.count(4, "absorbed count");
+    for (uint32_t k = 0; k < nabsorbed; ++k) x.absorbed.push_back(r.u32());
+    x.md = readDesc(r);
+    x.offset = r.u64();
+    p->embedded.push_back(std::move(x));
+  }
+  return p;
+}
+
 void check(bool ok, const std::string& msg) {
   if (!ok) throw Error(ErrorCode::kInvalidArtifact, "dnnl module blob: " + msg);
 }
@@ -171,6 +441,19 @@ void validate(const Program& p, size_t blob_size) {
   }
   check(p.embedded_offset <= blob_size && p.embedded_size <= blob_size - p.embedded_offset,
         "embedded data outside the blob");
+  for (size_t f = 0; f < p.functions.size(); ++f) {
+    const PolyFunction* poly = p.functions[f].poly.get();
+    if (!poly) continue;
+    const std::string where = "function " + std::to_string(f) + " (shape-polymorphic)";
+    for (size_t c = 0; c < poly->bytes_at.size(); ++c) {
+      if (poly->bytes_at[c] < 0) continue;
+      const uint64_t at = uint64_t(poly->bytes_at[c]), n = poly->graph.constants.get(ir::ConstId(c)).nbytes();
+      check(at <= p.embedded_size && n <= p.embedded_size - at, where + ": a region constant outside the embedded data");
+    }
+    for (const PolyFunction::Embedded& e : poly->embedded)
+      check(e.offset <= p.embedded_size && extentBytes(e.md) <= p.embedded_size - e.offset,
+            where + ": an embedded record outside the embedded data");
+  }
 }
 
 }  // namespace
@@ -178,7 +461,10 @@ void validate(const Program& p, size_t blob_size) {
 std::vector<std::byte> writeProgram(const Program& p) {
   BlobWriter w;
   w.raw(kBlobMagic, 4);
-  w.u32(kBlobVersion);
+  bool polymorphic = false;
+  for (const Function& fn : p.functions) polymorphic |= fn.poly != nullptr;
+  const uint32_t version = polymorphic ? kBlobVersion : 1;
+  w.u32(version);
   const dnnl_version_t* v = dnnl_version();
   w.u32(uint32_t(v->major));
   w.u32(uint32_t(v->minor));
@@ -198,6 +484,10 @@ std::vector<std::byte> writeProgram(const Program& p) {
     }
     w.u32(uint32_t(fn.steps.size()));
     for (const Step& s : fn.steps) writeStep(w, s);
+    if (version >= 2) {
+      w.u8(fn.poly ? 1 : 0);
+      if (fn.poly) writePoly(w, *fn.poly);
+    }
   }
   w.alignTo(kEmbeddedAlignment);
   w.patchU64(embedded_at, w.size());
@@ -211,8 +501,8 @@ Program readProgram(const std::byte* data, size_t size) {
   for (char& c : magic) c = char(r.u8());
   if (std::memcmp(magic, kBlobMagic, 4) != 0) r.fail("magic: not a dnnl module blob");
   uint32_t version = r.u32();
-  if (version != kBlobVersion)
-    r.fail("version: blob version " + std::to_string(version) + ", this build reads version " +
+  if (version < 1 || version > kBlobVersion)
+    r.fail("version: blob version " + std::to_string(version) + ", this build reads versions 1 to " +
            std::to_string(kBlobVersion));
   r.u32();  // oneDNN major version
   r.u32();  // oneDNN minor version
@@ -242,8 +532,20 @@ Program readProgram(const std::byte* data, size_t size) {
     uint32_t nsteps = r.count(40, "step count");
     fn.steps.reserve(nsteps);
     for (uint32_t s = 0; s < nsteps; ++s) fn.steps.push_back(readStep(r));
+    if (version >= 2) {
+      uint8_t poly = r.u8();
+      if (poly > 1) r.fail("shape-polymorphic flag: " + std::to_string(poly));
+      if (poly) fn.poly = readPoly(r, fn.num_inputs, fn.num_outputs);
+    }
   }
   validate(p, size);
+  // Region constants kept in the blob: views into its embedded data.
+  for (Function& fn : p.functions) {
+    if (!fn.poly) continue;
+    for (size_t c = 0; c < fn.poly->bytes_at.size(); ++c)
+      if (fn.poly->bytes_at[c] >= 0)
+        fn.poly->graph.constants.get(ir::ConstId(c)).bytes.data = data + p.embedded_offset + fn.poly->bytes_at[c];
+  }
   return p;
 }
 

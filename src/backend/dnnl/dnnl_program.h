@@ -9,16 +9,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <dnnl.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ir/constant_pool.h"
+#include "ir/graph.h"
 #include "runtime/module.h"
 
 namespace partita::dnnl_backend {
 
 inline constexpr char kBlobMagic[4] = {'P', 'D', 'N', 'L'};
-inline constexpr uint32_t kBlobVersion = 1;
+// Version 2 adds shape-polymorphic functions (PolyFunction); a blob without one is
+// written as version 1, and both are read.
+inline constexpr uint32_t kBlobVersion = 2;
 using runtime::kEmbeddedAlignment;  // embedded tensors start at multiples of it
 
 // Where the bytes of a primitive argument live.
@@ -64,6 +68,7 @@ enum class StepKind : uint8_t {
   kConcat = 12,        // MULTIPLE_SRC + i -> DST along `axis`
   kPrelu = 13,         // SRC, WEIGHTS (slopes) -> DST
   kReduction = 14,     // SRC -> DST (reduced dims are 1 in DST); alpha = p, beta = eps
+  kResampling = 15,    // SRC -> DST (factors from the dims; alg nearest or linear)
 };
 const char* stepKindName(StepKind k);
 
@@ -90,10 +95,49 @@ struct Step {
   Arg* find(int key);
 };
 
+// A shape-polymorphic function: a region whose values have symbolic dims. Its steps
+// (Function::steps) are those of the representative input shapes; for any other
+// shape the run-time half lowers `graph` again (dnnl_replay.h) with the constants the
+// compiler made, which the records find: weights in the layout stored for them
+// (never repacked), derived constants and embedded bytes where the compiler put them.
+struct PolyFunction {
+  // The region as a graph of its own: its inputs and outputs are the function's, its
+  // values keep their symbolic types, its constants are numbered locally.
+  ir::Graph graph;
+  std::vector<ir::ConstId> global;  // per local constant: the module's ConstId
+  // Per local constant: the offset of its bytes in the blob's embedded data, or -1.
+  // Bytes are kept for what lowering reads of a constant's value (axes, bounds,
+  // scalars: non-float constants and one-element float ones); a larger float constant
+  // is known by its type only (its data pointer is null).
+  std::vector<int64_t> bytes_at;
+  std::vector<std::vector<int64_t>> representative;  // per input: the shape `steps` are for
+
+  struct Weights {  // the layout of the weights read from `source` (`folded`: computed from it)
+    ir::ConstId source = ir::kNoConst;
+    bool folded = false;
+    dnnl::memory::desc md;
+  };
+  struct Derived {  // derive(source, ..., md, same_values) made constant `id`
+    ir::ConstId source = ir::kNoConst;
+    bool same_values = true;
+    dnnl::memory::desc md;
+    ir::ConstId id = ir::kNoConst;
+  };
+  struct Embedded {  // embed(md, absorbed) put its bytes at `offset` of the embedded data
+    std::vector<ir::ConstId> absorbed;
+    dnnl::memory::desc md;
+    uint64_t offset = 0;
+  };
+  std::vector<Weights> weights;  // IDs here are the module's
+  std::vector<Derived> derived;
+  std::vector<Embedded> embedded;
+};
+
 struct Function {
   uint32_t num_inputs = 0, num_outputs = 0;
   std::vector<Buffer> buffers;
   std::vector<Step> steps;
+  std::shared_ptr<PolyFunction> poly;  // set for a shape-polymorphic function
 };
 
 struct Program {

@@ -108,6 +108,71 @@ bool supportsNode(const ir::Graph& g, const ir::Node& n) {
   return reads_value;
 }
 
+// The shape of a function as the blob stores it: kRunTimeDim where `t` has a dim that
+// is not known.
+std::vector<int64_t> functionShape(const ir::TensorType& t) {
+  std::vector<int64_t> shape;
+  for (const ir::Dim& d : t.dims) shape.push_back(d.isKnown() ? d.value : ewise::kRunTimeDim);
+  return shape;
+}
+
+// Whether two values are sure to have one shape whatever the inputs' shapes: each dim
+// known and equal, or the same named symbol; `anonymous` also accepts two unnamed
+// unknown dims (inference copies them along a chain, e.g. from a unary op's input to
+// its output).
+bool sameShape(const ir::TensorType& a, const ir::TensorType& b, bool anonymous) {
+  if (!a.has_rank || !b.has_rank || a.rank() != b.rank()) return false;
+  for (size_t d = 0; d < a.rank(); ++d) {
+    const ir::Dim &x = a.dims[d], &y = b.dims[d];
+    if (x.isKnown() != y.isKnown()) return false;
+    if (x.isKnown() ? x.value != y.value : (x.symbol != y.symbol || (x.symbol.empty() && !anonymous)))
+      return false;
+  }
+  return true;
+}
+
+// A node some of whose values have symbolic dims: the static rules where they can be
+// checked, and what must hold at every run-time shape. A non-constant operand has the
+// output's dims exactly (two run-time operands: known or the same named symbol, so that
+// they cannot broadcast at run time), and a constant broadcasts into them with a 1
+// wherever the output's dim is symbolic.
+bool supportsPolymorphicNode(const ir::Graph& g, const ir::Graph& rep, const ir::Node& n) {
+  if (!n.domain.empty() && n.domain != "ai.onnx") return false;
+  auto it = opTable().find(n.op_type);
+  if (it == opTable().end()) return false;
+  const Op op = it->second.op;
+  if (n.outputs.size() != 1 || n.outputs[0] == ir::kNoValue) return false;
+  const ir::TensorType& out = g.typeOf(n.outputs[0]);
+  if (out.dtype != ir::DType::kFloat32 || !out.has_rank || rep.typeOf(n.outputs[0]).numel() <= 0) return false;
+  const size_t operands = ewise::isBinary(op) ? 2 : 1;
+  if (op == Op::kClip) {
+    if (n.inputs.size() > 3 || !clipBounds(g, n)) return false;
+  } else if (n.inputs.size() != operands) {
+    return false;
+  }
+  size_t values = 0;
+  for (size_t i = 0; i < operands; ++i) values += n.inputs[i] != ir::kNoValue && !isConstant(g, n.inputs[i]);
+  bool reads_value = false;
+  for (size_t i = 0; i < operands; ++i) {
+    ir::ValueId v = n.inputs[i];
+    if (v == ir::kNoValue) return false;
+    const ir::TensorType& t = g.typeOf(v);
+    if (t.dtype != ir::DType::kFloat32) return false;
+    if (isConstant(g, v)) {
+      const ir::Constant& c = constantOf(g, v);
+      if (!c.layout.empty() || c.shape.size() > out.rank()) return false;
+      for (size_t d = 0; d < c.shape.size(); ++d) {
+        const ir::Dim& o = out.dims[out.rank() - c.shape.size() + d];
+        if (c.shape[d] != 1 && (!o.isKnown() || o.value != c.shape[d])) return false;
+      }
+    } else {
+      if (!sameShape(t, out, values == 1)) return false;
+      reads_value = true;
+    }
+  }
+  return reads_value;
+}
+
 // Builds one module from the regions.
 class Compiler {
  public:
@@ -116,10 +181,11 @@ class Compiler {
   ewise::Function compileRegion(const Region& region) {
     ewise::Function fn;
     const ir::Node& first = g_.nodes[size_t(region.nodes.at(0))];
-    fn.shape = g_.typeOf(first.outputs[0]).staticShape();
+    const ir::TensorType& type = g_.typeOf(first.outputs[0]);
+    fn.shape = functionShape(type);
     std::map<ir::ValueId, uint32_t> reg;
     for (ir::ValueId v : region.inputs) {
-      if (g_.typeOf(v).staticShape() != fn.shape)
+      if (!sameShape(g_.typeOf(v), type, true))
         throw Error(ErrorCode::kInternal, "ewise: region input '" + g_.value(v).name + "' has another shape");
       reg[v] = fn.num_registers++;
     }
@@ -140,7 +206,7 @@ class Compiler {
     for (ir::NodeId id : region.nodes) {
       const ir::Node& n = g_.nodes[size_t(id)];
       const OpInfo& info = opTable().at(n.op_type);
-      if (g_.typeOf(n.outputs[0]).staticShape() != fn.shape)
+      if (!sameShape(g_.typeOf(n.outputs[0]), type, true))
         throw Error(ErrorCode::kInternal, "ewise: node '" + n.name + "' has another shape than its region");
       ewise::Instr in;
       in.op = info.op;
@@ -221,6 +287,10 @@ class EwiseBackend final : public Backend {
   std::string_view name() const override { return "ewise"; }
 
   bool supports(const ir::Graph& g, ir::NodeId node) const override { return supportsNode(g, g.nodes[size_t(node)]); }
+
+  bool supportsPolymorphic(const ir::Graph& g, const ir::Graph& rep, ir::NodeId node) const override {
+    return supportsPolymorphicNode(g, rep, g.nodes[size_t(node)]);
+  }
 
   std::vector<std::string> patterns() const override {
     return {"any chain or tree of Add|Sub|Mul|Div|Max|Min|<activation>|<math function>|Clip over one shape, "

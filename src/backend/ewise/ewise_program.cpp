@@ -29,13 +29,15 @@ void writeOperand(artifact::ByteWriter& w, const Operand& o) {
 
 void writeShape(artifact::ByteWriter& w, const std::vector<int64_t>& shape) { w.ints(shape); }
 
-std::vector<int64_t> readShape(artifact::ByteReader& r, const char* what) {
+// `run_time_dims`: a dim may be kRunTimeDim (a function's shape in a version 2 blob).
+std::vector<int64_t> readShape(artifact::ByteReader& r, const char* what, bool run_time_dims = false) {
   uint32_t rank = r.count(8, what);
   if (rank > kMaxRank) r.fail(std::string(what) + " has rank " + std::to_string(rank) + " (at most 16)");
   std::vector<int64_t> shape(rank);
   int64_t numel = 1;
   for (int64_t& d : shape) {
     d = r.i64();
+    if (run_time_dims && d == kRunTimeDim) continue;
     if (d <= 0 || d > kMaxElements || numel > kMaxElements / d)
       r.fail(std::string(what) + " has a dimension " + std::to_string(d) + " out of range");
     numel *= d;
@@ -103,6 +105,12 @@ void validateFunction(artifact::ByteReader& r, const Function& fn, uint64_t data
 
 }  // namespace
 
+bool Function::polymorphic() const {
+  for (int64_t d : shape)
+    if (d == kRunTimeDim) return true;
+  return false;
+}
+
 bool isBinary(Op op) { return uint8_t(op) >= uint8_t(Op::kAdd) && uint8_t(op) <= uint8_t(Op::kMin); }
 
 const char* opName(Op op) {
@@ -112,7 +120,9 @@ const char* opName(Op op) {
 std::vector<std::byte> writeProgram(const Program& p) {
   artifact::ByteWriter w;
   w.raw(kBlobMagic, 4);
-  w.u32(kBlobVersion);
+  bool polymorphic = false;
+  for (const Function& fn : p.functions) polymorphic |= fn.polymorphic();
+  w.u32(polymorphic ? kBlobVersion : 1);
   w.u32(uint32_t(p.functions.size()));
   for (const Function& fn : p.functions) {
     writeShape(w, fn.shape);
@@ -148,12 +158,13 @@ Program readProgram(const std::byte* data, size_t size) {
   if (size < 4 || std::memcmp(data, kBlobMagic, 4) != 0) r.fail("not an ewise module blob (bad magic)");
   for (int i = 0; i < 4; ++i) r.u8();
   uint32_t version = r.u32();
-  if (version != kBlobVersion)
-    r.fail("blob version " + std::to_string(version) + ", this build reads version " + std::to_string(kBlobVersion));
+  if (version < 1 || version > kBlobVersion)
+    r.fail("blob version " + std::to_string(version) + ", this build reads versions 1 to " +
+           std::to_string(kBlobVersion));
   Program p;
   p.functions.resize(r.count(16, "functions"));
   for (Function& fn : p.functions) {
-    fn.shape = readShape(r, "a function's shape");
+    fn.shape = readShape(r, "a function's shape", version >= 2);
     fn.num_inputs = r.u32();
     fn.num_registers = r.count(0, "registers");
     if (fn.num_registers > 4096) r.fail("more than 4096 registers");

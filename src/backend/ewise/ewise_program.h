@@ -19,7 +19,10 @@ namespace partita::ewise {
 
 inline constexpr char kModuleKind[] = "ewise";
 inline constexpr char kBlobMagic[4] = {'P', 'E', 'W', '1'};
-inline constexpr uint32_t kBlobVersion = 1;
+// Version 2 adds dims given at run time (kRunTimeDim in a function's shape); a blob
+// with none is written as version 1, and both are read.
+inline constexpr uint32_t kBlobVersion = 2;
+inline constexpr int64_t kRunTimeDim = -1;
 using runtime::kEmbeddedAlignment;  // embedded tensors start at multiples of it
 // Constants with at most this many elements are embedded in the blob; larger ones are
 // borrowed from the weight store.
@@ -66,12 +69,15 @@ struct ConstSlot {
 };
 
 struct Function {
-  std::vector<int64_t> shape;  // every input, output and register has this shape
+  // Every input, output and register has this shape. A dim kRunTimeDim is symbolic in
+  // the model (a shape-polymorphic function): the inputs give it at run time.
+  std::vector<int64_t> shape;
   uint32_t num_inputs = 0;     // registers [0, num_inputs) are the inputs, in order
   uint32_t num_registers = 0;
   std::vector<uint32_t> outputs;  // the register holding each output
   std::vector<ConstSlot> constants;
   std::vector<Instr> code;
+  bool polymorphic() const;
   bool operator==(const Function&) const = default;
 };
 

@@ -1,15 +1,14 @@
-#include "tools/partition_view.h"
+#include "api/partition_view.h"
 
 #include <algorithm>
 #include <iterator>
 #include <map>
 #include <set>
 
-#include "base/atomic_file.h"
 #include "partita/error.h"
 #include "runtime/graph_executor.h"
 
-namespace partita::cli {
+namespace partita::api {
 
 namespace {
 
@@ -117,11 +116,18 @@ std::vector<PartitionUnit> partitionUnits(const artifact::Artifact& a) {
         u.ops = ops->strings;
         u.nodes = nodes->strings;
       }
+      for (ir::ValueId v : n.inputs) u.polymorphic |= !a.graph->typeOf(v).isStatic();
+      for (ir::ValueId v : n.outputs) u.polymorphic |= v != ir::kNoValue && !a.graph->typeOf(v).isStatic();
+      if (u.polymorphic) {
+        for (ir::ValueId v : n.inputs) u.inputs.push_back(a.graph->value(v).name + " " + a.graph->typeOf(v).str());
+        const ir::Attribute* rep = n.attrs.find("representative");
+        if (rep && rep->kind == ir::Attribute::Kind::kStrings) u.representative = rep->strings;
+      }
       units.push_back(std::move(u));
       continue;
     }
     if (units.empty() || units.back().backend != "host")
-      units.push_back(PartitionUnit{"host", "host", {}, {}});
+      units.push_back(PartitionUnit{"host", "host", {}, {}, true, false, {}, {}});
     units.back().ops.push_back(qualifiedOp(n));
     units.back().nodes.push_back(n.name);
   }
@@ -131,7 +137,7 @@ std::vector<PartitionUnit> partitionUnits(const artifact::Artifact& a) {
 std::string partitionText(const std::vector<PartitionUnit>& units) {
   size_t host_nodes = 0;
   struct PerBackend {
-    size_t regions = 0, nodes = 0;
+    size_t regions = 0, nodes = 0, polymorphic = 0;
     bool all_recorded = true;
   };
   std::vector<std::pair<std::string, PerBackend>> backends;  // in order of first region
@@ -147,6 +153,7 @@ std::string partitionText(const std::vector<PartitionUnit>& units) {
       it = backends.end() - 1;
     }
     ++it->second.regions;
+    it->second.polymorphic += u.polymorphic;
     it->second.nodes += u.ops.size();
     it->second.all_recorded &= u.recorded;
   }
@@ -155,7 +162,8 @@ std::string partitionText(const std::vector<PartitionUnit>& units) {
   std::vector<std::string> parts;
   for (const auto& [name, b] : backends)
     parts.push_back(count(b.regions, "region") + " on " + name + " (" +
-                    (b.all_recorded ? count(b.nodes, "node") : std::string("nodes not recorded")) + ")");
+                    (b.all_recorded ? count(b.nodes, "node") : std::string("nodes not recorded")) +
+                    (b.polymorphic ? ", " + std::to_string(b.polymorphic) + " shape-polymorphic" : "") + ")");
   parts.push_back(count(host_nodes, "host node"));
   std::string out = "partition: " + join(parts, ", ") + "\n";
 
@@ -164,9 +172,14 @@ std::string partitionText(const std::vector<PartitionUnit>& units) {
     name_width = std::max(name_width, u.name.size());
     if (u.backend != "host") backend_width = std::max(backend_width, u.backend.size());
   }
-  for (const PartitionUnit& u : units)
+  for (const PartitionUnit& u : units) {
     out += "  " + padRight(u.name, name_width) + "  " +
            padRight(u.backend == "host" ? "" : u.backend, backend_width) + "  " + unitDescription(u) + "\n";
+    if (u.polymorphic)
+      out += "  " + std::string(name_width + backend_width + 4, ' ') + "shape-polymorphic: " + join(u.inputs, ", ") +
+             (u.representative.empty() ? std::string() : "; compiled for " + join(u.representative, ", ") + " first") +
+             "\n";
+  }
   return out;
 }
 
@@ -245,15 +258,4 @@ std::string partitionDot(const artifact::Artifact& a) {
   return out;
 }
 
-void writeTextFile(const std::string& path, const std::string& text) {
-  try {
-    artifact::AtomicFile file(path);
-    file.writeAt(0, text.data(), text.size());
-    file.commit();
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::kIo) throw;  // a refused target: the message names it and the rule
-    throw Error(ErrorCode::kIo, "cannot write '" + path + "' (" + e.what() + ")");
-  }
-}
-
-}  // namespace partita::cli
+}  // namespace partita::api

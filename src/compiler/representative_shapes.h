@@ -1,0 +1,43 @@
+// The representative shape of a model with symbolic dims (docs/dynamic_shapes.md):
+// the one concrete shape shape-polymorphic regions are compiled for. Backends choose
+// their weight layouts (and claim nodes) at it; at run time every other shape reuses
+// those layouts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace partita::backend {
+
+// The value a symbolic dim of a graph input takes when no hint gives it: dim 0 (the
+// batch of nearly every model) 1, any other dim 224 (an image side).
+inline constexpr int64_t kRepresentativeBatch = 1;
+inline constexpr int64_t kRepresentativeSize = 224;
+
+// Whether some value of `g` has a dim that is not known (a symbol or unknown).
+bool hasSymbolicDims(const ir::Graph& g);
+
+// `g` with each graph input's symbolic dims set -- from `hints` (input name -> full
+// shape, which must agree with the input's known dims), else a dim named by an
+// earlier input takes the value it took there, else kRepresentativeBatch /
+// kRepresentativeSize -- and every node's output types inferred again from those (no
+// folding: the same node and value ids), with the contents known at that shape: those
+// of constants and of small values computed from them and from Shape and Size (a
+// Reshape's target made of its input's dims). A value inference cannot size at that
+// shape (shapes from data) keeps its symbolic type. Throws Error(kInvalidArgument) for
+// a hint naming no input or contradicting its type.
+ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, std::vector<int64_t>>& hints);
+
+// Other shapes of the inputs, for backends to check the choices they make at the
+// representative one against (oneDNN's weight layouts: a layout its fast kernels
+// take at one size they may refuse at another). Derived from the representative
+// graph `rep` of `g`: each symbolic side scaled (x0.57; x1.43 and x1.07; odd x0.43+1
+// and x0.58+1; x2.14 and x2.86, cycling over the sides of an input), and dim 0 at 8
+// with the sides as they are. Each is a set of hints for representativeGraph.
+std::vector<std::map<std::string, std::vector<int64_t>>> probeShapes(const ir::Graph& g, const ir::Graph& rep);
+
+}  // namespace partita::backend

@@ -1,0 +1,92 @@
+// The representative shape of a model with symbolic dims (docs/dynamic_shapes.md):
+// defaults, hints, shared symbols, values known from Shape, and the probe shapes.
+#include "compiler/representative_shapes.h"
+
+#include <gtest/gtest.h>
+
+#include "backend/backend_testing.h"
+#include "partita/error.h"
+#include "passes/passes.h"
+
+namespace partita::backend {
+namespace {
+
+using testing::GraphBuilder;
+
+ir::Dim sym(const char* s) { return ir::Dim::symbolic(s); }
+ir::Dim known(int64_t v) { return ir::Dim::known(v); }
+
+TEST(RepresentativeShapes, DefaultsHintsAndSharedSymbols) {
+  GraphBuilder b;
+  ir::ValueId x = b.symbolicInput("x", {sym("N"), known(3), sym("H"), ir::Dim{}});
+  ir::ValueId y = b.symbolicInput("y", {sym("N"), sym("H")});
+  b.output(b.node("Relu", {x}));
+  b.output(b.node("Relu", {y}));
+  passes::inferShapes(b.g);
+  EXPECT_TRUE(hasSymbolicDims(b.g));
+
+  ir::Graph rep = representativeGraph(b.g, {});
+  EXPECT_EQ(rep.typeOf(x).str(), "float32[1,3,224,224]");
+  EXPECT_EQ(rep.typeOf(y).str(), "float32[1,224]");  // N and H as x set them
+  EXPECT_EQ(rep.typeOf(rep.outputs[0]).str(), "float32[1,3,224,224]");
+
+  rep = representativeGraph(b.g, {{"x", {4, 3, 32, 48}}});
+  EXPECT_EQ(rep.typeOf(x).str(), "float32[4,3,32,48]");
+  EXPECT_EQ(rep.typeOf(y).str(), "float32[4,32]");
+
+  auto error = [&](const std::map<std::string, std::vector<int64_t>>& hints) -> std::string {
+    try {
+      representativeGraph(b.g, hints);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error({{"z", {1}}}).find("'z', which is no input"), std::string::npos);
+  EXPECT_NE(error({{"x", {1, 3, 8}}}).find("has rank 3"), std::string::npos);
+  EXPECT_NE(error({{"x", {1, 4, 8, 8}}}).find("dim 1 is 4"), std::string::npos);
+}
+
+// x.view(x.size(0), -1): the Reshape's target is computed from Shape; at the
+// representative shape its value, and so the Reshape's output, is known.
+TEST(RepresentativeShapes, ValuesComputedFromShapeAreKnown) {
+  GraphBuilder b;
+  ir::ValueId x = b.symbolicInput("x", {sym("N"), known(4), sym("T")});
+  ir::ValueId shape = b.node("Shape", {x});
+  ir::AttributeMap axis0;
+  axis0.setInt("axis", 0);
+  ir::ValueId n = b.node("Gather", {shape, b.constantInts("zero", {}, {0})}, axis0, 13);
+  ir::ValueId n1 = b.node("Unsqueeze", {n, b.constantInts("axes", {1}, {0})}, {}, 13);
+  ir::ValueId target = b.node("Concat", {n1, b.constantInts("minus1", {1}, {-1})}, axis0, 13);
+  ir::ValueId flat = b.node("Reshape", {x, target}, {}, 14);
+  b.output(b.node("Relu", {flat}));
+  passes::FoldOptions fold;
+  fold.max_growth_bytes = 0;
+  passes::inferShapes(b.g, fold);
+  EXPECT_FALSE(b.g.typeOf(flat).isStatic());
+  ir::Graph rep = representativeGraph(b.g, {{"x", {2, 4, 10}}});
+  EXPECT_EQ(rep.typeOf(flat).str(), "float32[2,40]");
+  EXPECT_EQ(rep.typeOf(rep.outputs[0]).str(), "float32[2,40]");
+  // The graph itself is unchanged: same nodes, the Reshape's type still symbolic.
+  EXPECT_EQ(rep.nodes.size(), b.g.nodes.size());
+  EXPECT_FALSE(b.g.typeOf(flat).isStatic());
+}
+
+TEST(RepresentativeShapes, ProbesScaleTheSidesAndTheBatch) {
+  GraphBuilder b;
+  ir::ValueId x = b.symbolicInput("x", {sym("N"), known(3), sym("H"), sym("W")});
+  b.output(b.node("Relu", {x}));
+  passes::inferShapes(b.g);
+  const ir::Graph rep = representativeGraph(b.g, {});
+  const auto probes = probeShapes(b.g, rep);
+  ASSERT_EQ(probes.size(), 5u);
+  EXPECT_EQ(probes[0].at("x"), (std::vector<int64_t>{1, 3, 128, 128}));
+  EXPECT_EQ(probes[1].at("x"), (std::vector<int64_t>{1, 3, 320, 240}));
+  EXPECT_EQ(probes[2].at("x"), (std::vector<int64_t>{1, 3, 97, 131}));  // odd
+  EXPECT_EQ(probes[4].at("x"), (std::vector<int64_t>{8, 3, 224, 224}));
+  for (const auto& p : probes) EXPECT_NO_THROW(representativeGraph(b.g, p));
+}
+
+}  // namespace
+}  // namespace partita::backend

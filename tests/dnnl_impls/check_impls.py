@@ -1,0 +1,191 @@
+#!/usr/bin/python3
+"""No slow paths inside oneDNN regions: small models shaped like the bench set and like
+shipped detectors (conv blocks, depthwise, squeeze-excite, attention, upsampling FPN
+necks, keyword-spotting CNNs) compiled with --backends dnnl,host and run once with
+ONEDNN_VERBOSE=1. Every primitive oneDNN executes must come from an optimized
+implementation: none whose name starts with "ref" (oneDNN's reference C++ loops).
+Each model also names primitive kinds it must reach, so a model that silently fell
+back to the host cannot pass. Checks names, not times.
+
+  /usr/bin/python3 tests/dnnl_impls/check_impls.py --partita build/bin/partita
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+F = TensorProto.FLOAT
+rng = np.random.default_rng(0)
+
+
+class Builder:
+    def __init__(self):
+        self.nodes, self.inits, self.n = [], [], 0
+
+    def const(self, shape, scale=0.1):
+        name = "c%d" % len(self.inits)
+        self.inits.append(numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name))
+        return name
+
+    def ints(self, values):
+        name = "c%d" % len(self.inits)
+        self.inits.append(numpy_helper.from_array(np.array(values, np.int64), name))
+        return name
+
+    def floats(self, values):
+        name = "c%d" % len(self.inits)
+        self.inits.append(numpy_helper.from_array(np.array(values, np.float32), name))
+        return name
+
+    def op(self, op_type, inputs, **attrs):
+        self.n += 1
+        out = "t%d" % self.n
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name="%s_%d" % (op_type, self.n), **attrs))
+        return out
+
+    def conv(self, x, cin, cout, k, stride=1, group=1, act="Relu"):
+        y = self.op("Conv", [x, self.const([cout, cin // group, k, k]), self.const([cout])],
+                    kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4, group=group)
+        return self.op(act, [y]) if act else y
+
+    def model(self, x_shape, out, path):
+        g = helper.make_graph(self.nodes, "m", [helper.make_tensor_value_info("x", F, x_shape)],
+                              [helper.make_tensor_value_info(out, F, None)], self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 8
+        with open(path, "wb") as f:
+            f.write(m.SerializeToString())
+
+
+def resnet_block(path):
+    b = Builder()
+    y = b.conv("x", 3, 32, 7, stride=2)
+    y = b.op("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    z = b.conv(y, 32, 32, 3)
+    z = b.conv(z, 32, 32, 3, act=None)
+    y = b.op("Relu", [b.op("Add", [z, y])])
+    y = b.op("Flatten", [b.op("GlobalAveragePool", [y])])
+    y = b.op("Gemm", [y, b.const([10, 32]), b.const([10])], transB=1)
+    b.model([1, 3, 64, 64], y, path)
+    return {"convolution", "pooling", "matmul"}
+
+
+def mobile_block(path):
+    """Inverted residual with depthwise 3x3 and 5x5, HardSwish, squeeze-excite."""
+    b = Builder()
+    y = b.conv("x", 3, 16, 3, stride=2, act="HardSwish")
+    e = b.conv(y, 16, 64, 1, act="Relu")
+    d = b.conv(e, 64, 64, 3, group=64, act="HardSwish")
+    d = b.conv(d, 64, 64, 5, group=64, act="Relu")
+    s = b.op("GlobalAveragePool", [d])
+    s = b.conv(s, 64, 16, 1, act="Relu")
+    s = b.conv(s, 16, 64, 1, act="HardSigmoid")
+    d = b.op("Mul", [d, s])
+    p = b.conv(d, 64, 16, 1, act=None)
+    y = b.op("Add", [p, y])
+    b.model([1, 3, 64, 64], y, path)
+    return {"convolution", "binary"}
+
+
+def fpn_neck(path):
+    """OCR-detector neck: strided backbone, nearest 2x Resize + Add, a ConvTranspose
+    2x2 stride 2 upsampler, Concat, Sigmoid head."""
+    b = Builder()
+    c2 = b.conv("x", 3, 24, 3, stride=2)
+    c3 = b.conv(c2, 24, 24, 3, stride=2)
+    c4 = b.conv(c3, 24, 24, 3, stride=2)
+    up = b.op("Resize", [c4, "", b.floats([1, 1, 2, 2])], mode="nearest",
+              coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    p3 = b.op("Add", [up, c3])
+    up = b.op("Resize", [p3, "", b.floats([1, 1, 2, 2])], mode="linear")
+    p2 = b.op("Add", [up, c2])
+    d = b.op("ConvTranspose", [p2, b.const([24, 24, 2, 2]), b.const([24])], kernel_shape=[2, 2], strides=[2, 2])
+    d = b.op("Relu", [d])
+    u = b.op("ConvTranspose", [p3, b.const([24, 24, 2, 2]), b.const([24])], kernel_shape=[2, 2], strides=[2, 2])
+    cat = b.op("Concat", [b.op("Resize", [u, "", b.floats([1, 1, 2, 2])], mode="nearest",
+                                  coordinate_transformation_mode="asymmetric", nearest_mode="floor"), d], axis=1)
+    y = b.op("Sigmoid", [b.conv(cat, 48, 1, 3, act=None)])
+    b.model([1, 3, 96, 128], y, path)
+    return {"convolution", "resampling", "concat"}
+
+
+def kws_cnn(path):
+    """Keyword-spotting embedding CNN: LeakyRelu, elementwise Max of two branches, MaxPool."""
+    b = Builder()
+    a = b.conv("x", 1, 32, 3, act=None)
+    a = b.op("LeakyRelu", [a], alpha=0.2)
+    c = b.conv("x", 1, 32, 3, act=None)
+    c = b.op("LeakyRelu", [c], alpha=0.2)
+    m = b.op("Max", [a, c])
+    m = b.op("MaxPool", [m], kernel_shape=[2, 2], strides=[2, 2])
+    n = b.op("Min", [b.conv(m, 32, 32, 3, act=None), b.floats([6.0])])
+    b.model([1, 1, 76, 32], n, path)
+    return {"convolution", "binary", "pooling"}
+
+
+def encoder(path):
+    """One attention block: MatMul projections, Softmax, LayerNormalization written out."""
+    b = Builder()
+    h, s = 64, 32
+    q = b.op("MatMul", ["x", b.const([h, h])])
+    k = b.op("MatMul", ["x", b.const([h, h])])
+    v = b.op("MatMul", ["x", b.const([h, h])])
+    att = b.op("Softmax", [b.op("Div", [b.op("MatMul", [q, b.op("Transpose", [k], perm=[0, 2, 1])]),
+                                        b.floats([8.0])])], axis=-1)
+    o = b.op("Add", [b.op("MatMul", [att, v]), "x"])
+    mean = b.op("ReduceMean", [o], axes=[-1])
+    d = b.op("Sub", [o, mean])
+    var = b.op("ReduceMean", [b.op("Pow", [d, b.floats([2.0])])], axes=[-1])
+    n = b.op("Div", [d, b.op("Sqrt", [b.op("Add", [var, b.floats([1e-5])])])])
+    y = b.op("Add", [b.op("Mul", [n, b.const([h], 1.0)]), b.const([h])])
+    b.model([1, s, h], y, path)
+    return {"matmul", "softmax"}
+
+
+MODELS = [resnet_block, mobile_block, fpn_neck, kws_cnn, encoder]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partita", required=True)
+    args = ap.parse_args()
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for make in MODELS:
+            path = os.path.join(tmp, make.__name__ + ".onnx")
+            want_kinds = make(path)
+            env = dict(os.environ, ONEDNN_VERBOSE="1")
+            r = subprocess.run([args.partita, "run", path, "--backends", "dnnl,host", "-q", "-t", "1"],
+                               capture_output=True, text=True, env=env, timeout=300)
+            if r.returncode != 0:
+                failures.append("%s: partita run failed (%d): %s" % (make.__name__, r.returncode, r.stderr.strip()))
+                continue
+            impls = {}
+            for line in r.stdout.splitlines():
+                f = line.split(",")
+                if len(f) > 4 and f[0] == "onednn_verbose" and f[1] == "exec":
+                    impls.setdefault((f[3], f[4]), 0)
+                    impls[(f[3], f[4])] += 1
+            kinds = {k.split("_v2")[0] for k, _ in impls}
+            print("%s: %s" % (make.__name__, ", ".join("%s %s x%d" % (k, i, n) for (k, i), n in sorted(impls.items()))))
+            for (kind, impl), n in impls.items():
+                if impl.startswith("ref"):
+                    failures.append("%s: %d %s primitive(s) run oneDNN's reference implementation %s"
+                                    % (make.__name__, n, kind, impl))
+            missing = want_kinds - kinds
+            if missing:
+                failures.append("%s: expected oneDNN to run %s, saw only %s"
+                                % (make.__name__, ", ".join(sorted(missing)), ", ".join(sorted(kinds))))
+            if "deconvolution" in kinds:
+                failures.append("%s: an upsampling ConvTranspose ran as a deconvolution primitive" % make.__name__)
+    for f in failures:
+        print("FAIL " + f, file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
