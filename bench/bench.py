@@ -672,10 +672,11 @@ def main():
         copts = argparse.Namespace(
             models=opts.contention_models or ",".join(n for n in names if "@" not in n), runs=opts.contention_runs,
             idle_runs=opts.contention_idle_runs, threads=opts.contention_threads, busy=opts.contention_busy,
-            per_turn=opts.contention_per_turn, partita=opts.contention_partita, warmup=opts.warmup, settle=opts.settle,
+            per_turn=opts.contention_per_turn, lead=opts.contention_lead, partita=opts.contention_partita,
+            warmup=opts.warmup, settle=opts.settle,
             load_timeout=opts.load_timeout)
         if opts.quick:
-            copts.runs, copts.idle_runs = 10, 5
+            copts.runs, copts.idle_runs, copts.lead = 10, 5, 0.1
         results["contention"] = contention.run(bins, work, copts)
         loads.append(loadavg())
     if not opts.no_kernels:

@@ -16,7 +16,10 @@ from the artifact compiled for N threads, ONNX Runtime at N threads), then
   * idle: after warm-up, times them round-robin, a few runs per worker per turn;
   * busy: starts one busy-looping process per core (`python3 -c 'while True: pass'`,
     pinned to nothing, at normal priority), waits for them to run, times the same
-    workers the same way until each has --runs runs, and kills the loops.
+    workers the same way until each has --runs runs, and kills the loops. Each turn
+    starts with --lead seconds of untimed runs: a worker that waited for its turn has
+    earned credit with the scheduler (it slept while the loops ran) that would let its
+    first runs beat the loops; a server under steady load has none.
 Only one worker runs at a time; between turns the driver pauses --settle seconds so
 that a runtime whose idle threads spin does not steal from the next one. Reported per
 worker: mean, median, p90, max, and how many runs took more than 100 ms; the target
@@ -73,9 +76,10 @@ class BusyLoops:
         return False
 
 
-def time_round_robin(workers, runs, per_turn, settle, timeout_per_run):
+def time_round_robin(workers, runs, per_turn, settle, timeout_per_run, lead_s=0.0):
     """Asks each live worker in turn for `per_turn` runs, rotating the order each round,
-    until each has `runs`. Returns {key: [ms...]}; a failing worker gets its error noted."""
+    until each has `runs`; each turn starts with untimed runs for `lead_s` seconds.
+    Returns {key: [ms...]}; a failing worker gets its error noted."""
     times = {w.key: [] for w in workers}
     r = 0
     while True:
@@ -86,6 +90,9 @@ def time_round_robin(workers, runs, per_turn, settle, timeout_per_run):
         for w in order:
             k = min(per_turn, runs - len(times[w.key]))
             try:
+                lead_end = time.monotonic() + lead_s
+                while time.monotonic() < lead_end:
+                    w.run(1, 60 + timeout_per_run)
                 times[w.key] += w.run(k, 60 + timeout_per_run * k)
             except Exception as e:  # noqa: BLE001 - reported as n/a
                 w.error = f"timing failed: {e}"
@@ -155,7 +162,7 @@ def contention_model(name, bins, work, opts, variants):
         busy = {}
         if opts.runs > 0:
             with BusyLoops(opts.busy):
-                busy = time_round_robin(workers, opts.runs, opts.per_turn, opts.settle, 30)
+                busy = time_round_robin(workers, opts.runs, opts.per_turn, opts.settle, 30, opts.lead)
                 res["loadavg_busy"] = bench.loadavg()
     finally:
         for w in workers:
@@ -182,7 +189,7 @@ def run(bins, work, opts, variants=()):
     """The contention section of the results (bench.py calls this with its bins)."""
     machine = bench.machine_info()
     out = {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": machine.get("commit"),
-           "cores": machine.get("cores"), "partita": opts.partita, "threads": opts.threads, "runs": opts.runs, "idle_runs": opts.idle_runs, "busy_loops": opts.busy,
+           "cores": machine.get("cores"), "partita": opts.partita, "threads": opts.threads, "lead_s": opts.lead, "runs": opts.runs, "idle_runs": opts.idle_runs, "busy_loops": opts.busy,
            "per_turn": opts.per_turn, "settle_s": opts.settle, "target_ratio": TARGET_RATIO,
            "slow_ms": SLOW_MS, "models": []}
     if not bins.get("partita") or not bins.get("model_runner"):
@@ -213,7 +220,10 @@ def add_options(ap, prefix=""):
     ap.add_argument(f"--{prefix}idle-runs", type=int, default=20, help="timed runs per worker idle")
     ap.add_argument(f"--{prefix}threads", type=int, default=2)
     ap.add_argument(f"--{prefix}busy", type=int, default=os.cpu_count() or 2, help="busy-looping processes")
-    ap.add_argument(f"--{prefix}per-turn", type=int, default=5, help="runs per worker per turn")
+    ap.add_argument(f"--{prefix}per-turn", type=int, default=10, help="runs per worker per turn")
+    ap.add_argument(f"--{prefix}lead", type=float, default=0.5,
+                    help="untimed runs (s) before each turn with the loops: the steady state, not credit "
+                         "a worker earned from the scheduler while it waited for its turn")
     ap.add_argument(f"--{prefix}partita", default="partita_dnnl", choices=["partita_dnnl", "partita_host"],
                     help="which partita artifact (oneDNN + host, or host only)")
 

@@ -144,14 +144,12 @@ int64_t runnableNow() {
   return end == slash ? v : -1;
 }
 
-// Whether, besides the team, more threads are runnable now than the CPUs the team's
-// other threads leave free: then a spinning team would take CPUs others wait for.
-// `ours` of the team may be counted: this thread, and in spin mode the others, which
-// may still spin after the last run. False when unknown.
-bool othersRunnable(int threads, int ours) {
+// Whether more threads are runnable now than the machine has CPUs (the team's own
+// counted as runnable, though in block mode its workers may sleep): then a spinning
+// team would take CPUs others wait for. False when unknown.
+bool othersRunnable() {
   const int64_t r = runnableNow();
-  if (r < 0) return false;
-  return r - ours > int64_t(process().cpus) - threads;
+  return r >= 0 && r > int64_t(process().cpus);
 }
 
 // One calling thread's team and its policy.
@@ -255,8 +253,7 @@ TeamWaitScope::TeamWaitScope(int threads) {
     return;
   }
   const Clock::time_point now = Clock::now();
-  const int ours = s.policy.blocking() ? 1 : threads;
-  if (!s.policy.startRun(now, [&] { return othersRunnable(threads, ours); })) {
+  if (!s.policy.startRun(now, [] { return othersRunnable(); })) {
     s.interval_ns = s.waited_ns = 0;
     p.set_blocktime(0);
     return;

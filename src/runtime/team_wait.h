@@ -10,22 +10,22 @@
 //
 // So each run on LLVM's OpenMP runtime (libomp: kmp_set_blocktime sets, per calling
 // thread, how long its team's idle threads spin before they sleep) starts by counting
-// the machine's runnable threads (/proc/loadavg): when more are runnable than the CPUs
-// the team's other threads leave free, a spinning team would take CPUs others wait
-// for, and they its own.
-//   * spin mode (block time kTeamWaitSpinMs): kept while nobody else is runnable beyond
-//     the free CPUs at a run's start, and while the team gets its CPUs: between steps,
-//     at most once a millisecond, the team's threads' run delays (time spent runnable,
-//     waiting for a CPU: /proc/self/task/<tid>/schedstat) are read, and each millisecond
-//     of run time in which the team waited for more than a fifth of it is contended.
-//     After 8 contended milliseconds in a row (fewer are often a thread woken late, or
-//     both threads put on one CPU after sleeping, until the kernel moves one), the team
-//     sleeps at once (block time 0) from the next region on: block mode.
+// the machine's runnable threads (/proc/loadavg): when more were runnable than the
+// machine has CPUs at this run's start and the one before (once may be a passing
+// thread), others would take the CPUs a spinning team needs, and it theirs.
+//   * spin mode (block time kTeamWaitSpinMs), kept while that is not so and while the
+//     team gets its CPUs: between steps, at most once a millisecond, the team's threads'
+//     run delays (time spent runnable, waiting for a CPU: /proc/self/task/<tid>/schedstat)
+//     are read, and each millisecond of run time in which the team waited for more than
+//     a fifth of it is contended. After 8 contended milliseconds in a row (fewer are
+//     often a thread woken late, or both threads put on one CPU after sleeping, until
+//     the kernel moves one), the team sleeps at once (block time 0) from the next region
+//     on: block mode.
 //   * block mode: after a back-off (20 ms, doubled after each failed try up to 2 s) a
-//     run tries spin mode again if nobody else is runnable beyond the free CPUs; with
-//     others runnable it tries anyway once a minute, watched as above: when the team
-//     does not wait, the runnable others do not compete (a job at a lower priority), and
-//     they are not counted any more until the team is seen waiting again.
+//     run tries spin mode again, watched as above, unless others are runnable as said.
+//     Then the team still tries once a minute; when such a try goes well, the runnable
+//     others do not compete (a job at a lower priority), and they are not counted any
+//     more until the team is seen waiting again.
 //
 // Nothing happens per run when the process's OpenMP calls are served by another runtime
 // (GCC's libgomp reads its spin from OMP_WAIT_POLICY / GOMP_SPINCOUNT when it loads),
@@ -56,24 +56,28 @@ class TeamWaitPolicy {
   using Clock = std::chrono::steady_clock;
 
   // At the start of a run: true when the team spins this run (and the run is watched
-  // with observe()), false when it sleeps at once. `others_runnable()` tells whether
-  // more threads are runnable now than the CPUs the team's other threads leave free; it
-  // is asked unless the run sleeps anyway (back-off).
+  // with observe()), false when it sleeps at once. `others_runnable()` is asked at every
+  // run's start: whether more threads are runnable now than the machine has CPUs. When
+  // they were at this start and the one before (once may be a passing thread), a
+  // spinning team goes to block mode, and a sleeping one holds back its try, at most
+  // until kTeamWaitForceRetry after the team last spun.
   template <typename OthersRunnable>
   bool startRun(Clock::time_point now, OthersRunnable&& others_runnable) {
+    const bool others = heed_runnable_ && others_runnable();
+    const bool held = others && others_before_;
+    others_before_ = others;
     if (!blocking_) {
-      if (!heed_runnable_ || !others_runnable()) return true;
+      if (!held) return true;
       toBlock(now);
       return false;
     }
     if (now < retry_at_) return false;
-    const bool others = heed_runnable_ && others_runnable();
-    if (others && now < spun_at_ + kTeamWaitForceRetry) {
+    if (held && now < spun_at_ + kTeamWaitForceRetry) {
       retry_at_ = now + backoff_;
       return false;
     }
     retrying_ = true;
-    forced_ = others;
+    forced_ = held;
     blocking_ = false;
     spun_at_ = now;
     return true;
@@ -123,6 +127,7 @@ class TeamWaitPolicy {
   bool blocking_ = false;
   bool retrying_ = false;  // spinning is a try after block mode, not yet seen to go well
   bool forced_ = false;    // ... made although others were runnable
+  bool others_before_ = false;  // others were runnable at the last run's start
   bool heed_runnable_ = true;  // whether others runnable count (see observe)
   int contended_ = 0;      // contended intervals in a row
   Clock::time_point retry_at_{};

@@ -89,21 +89,28 @@ TEST(TeamWaitPolicy, BacksOffAfterFailedTriesAndStartsAnewAfterACleanInterval) {
   EXPECT_EQ(p.backoff(), kTeamWaitFirstBackoff);
 }
 
-TEST(TeamWaitPolicy, RunnableOthersKeepTheTeamSleepingButForATryAMinute) {
+TEST(TeamWaitPolicy, OthersRunnableAtTwoStartsInARowKeepTheTeamSleepingButForATryAMinute) {
   TeamWaitPolicy p;
   const Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
   int asked = 0;
   bool others = true;
   auto runnable = [&] { ++asked; return others; };
-  // Spin mode, others runnable at a run's start: sleep from this run on.
-  EXPECT_FALSE(p.startRun(t0, runnable));
-  EXPECT_EQ(asked, 1);
+  // Others runnable at one run's start (a passing thread): still spinning.
+  EXPECT_TRUE(p.startRun(t0, runnable));
+  others = false;
+  EXPECT_TRUE(p.startRun(t0 + milliseconds(5), runnable));
+  others = true;
+  EXPECT_TRUE(p.startRun(t0 + milliseconds(10), runnable));
+  EXPECT_EQ(asked, 3);
+  // At two starts in a row: sleep from this run on.
+  EXPECT_FALSE(p.startRun(t0 + milliseconds(15), runnable));
   EXPECT_TRUE(p.blocking());
   EXPECT_EQ(p.switchesToBlock(), 1);
-  // Not asked before the back-off ends; then postponed by a back-off each time...
+  // Asked at every start (for the next decision), then a try is postponed by a back-off
+  // each time it is due...
   asked = 0;
   EXPECT_FALSE(p.startRun(p.retryAt() - milliseconds(1), runnable));
-  EXPECT_EQ(asked, 0);
+  EXPECT_EQ(asked, 1);
   Clock::time_point now = t0;
   while (p.retryAt() < t0 + kTeamWaitForceRetry) {
     now = p.retryAt();
@@ -118,15 +125,16 @@ TEST(TeamWaitPolicy, RunnableOthersKeepTheTeamSleepingButForATryAMinute) {
   // A contended try: back to sleep, others heeded.
   ASSERT_TRUE(contend(p, now + milliseconds(1)));
   EXPECT_EQ(p.switchesToBlock(), 2);
-  // Once nobody else is runnable, the try goes ahead at the end of the back-off.
+  // One start with nobody else runnable lets the try go ahead at the end of the back-off.
+  EXPECT_FALSE(p.startRun(p.retryAt() - milliseconds(2), runnable));
   others = false;
-  EXPECT_FALSE(p.startRun(p.retryAt() - milliseconds(1), runnable));
   now = p.retryAt();
   EXPECT_TRUE(p.startRun(now, runnable));
   EXPECT_FALSE(p.observe(now + milliseconds(1), 0, kMs));
-  // Others runnable again at a run's start: sleep at once.
+  // Others runnable again at two starts: sleep at once.
   others = true;
-  EXPECT_FALSE(p.startRun(now + milliseconds(2), runnable));
+  EXPECT_TRUE(p.startRun(now + milliseconds(2), runnable));
+  EXPECT_FALSE(p.startRun(now + milliseconds(3), runnable));
   EXPECT_EQ(p.switchesToBlock(), 3);
 }
 
@@ -135,7 +143,8 @@ TEST(TeamWaitPolicy, OthersThatDoNotCompeteStopCountingUntilTheTeamWaitsAgain) {
   const Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
   int asked = 0;
   auto runnable = [&] { ++asked; return true; };  // a job at a lower priority, always runnable
-  EXPECT_FALSE(p.startRun(t0, runnable));
+  EXPECT_TRUE(p.startRun(t0, runnable));
+  EXPECT_FALSE(p.startRun(t0 + milliseconds(1), runnable));
   Clock::time_point now = t0 + kTeamWaitForceRetry;
   while (!p.startRun(now, runnable)) now = p.retryAt();  // the forced try
   // It goes well: the team spins from now on, whoever is runnable.
@@ -149,9 +158,10 @@ TEST(TeamWaitPolicy, OthersThatDoNotCompeteStopCountingUntilTheTeamWaitsAgain) {
   EXPECT_EQ(p.switchesToBlock(), 1);
   // The team waits: block mode, and runnable others count again.
   ASSERT_TRUE(contend(p, now + milliseconds(100)));
-  now = p.retryAt();
-  EXPECT_FALSE(p.startRun(now, runnable));
-  EXPECT_GT(asked, 0);
+  EXPECT_FALSE(p.startRun(p.retryAt() - milliseconds(1), runnable));
+  EXPECT_EQ(asked, 1);
+  EXPECT_FALSE(p.startRun(p.retryAt(), runnable));  // runnable at two starts in a row
+  EXPECT_TRUE(p.blocking());
 }
 
 ir::Node node(const std::string& op, const std::string& name, std::vector<ir::ValueId> in,
