@@ -3,7 +3,7 @@
 // A thread of the team with nothing to do (between two parallel regions, or at a
 // barrier for its partner's share) either spins, and starts the next region within
 // nanoseconds, or sleeps, and takes tens of microseconds to wake: on the 2-vCPU VM of
-// docs/benchmarks.md sleeping at once made the bench models 22-87% slower at 2 threads
+// docs/benchmarks.md sleeping at once made the bench models 16-98% slower at 2 threads
 // (a region or two per operator). Spinning loses far worse when other processes keep
 // the cores busy: a spinning thread burns the time slice its partner needs, or shares a
 // core with it, and runs took 10 to 100 times longer.
