@@ -14,7 +14,8 @@ weights, plus the demo model) it:
   * times whole `partita-run X.pta` processes from start to first result, with the
     artifact in the page cache (warm) and after evicting it (cold), next to the
     reference "mmap + touch every page + one warm run";
-then runs the kernel micro-benchmarks and writes build/bench/results.json, the
+then times partita and ONNX Runtime while busy loops keep every core busy
+(bench/contention.py), runs the kernel micro-benchmarks and writes build/bench/results.json, the
 committed copy bench/results/results.json, docs/benchmarks.md and the PNG charts
 (bench/report.py).
 
@@ -232,7 +233,7 @@ def compare(actual_path, expected_path):
 _compiled = {}
 
 
-def compile_artifacts(partita, files, work, name, thread_counts):
+def compile_artifacts(partita, files, work, name, thread_counts, only=None):
     """Compiles NAME.host.pta and NAME.dnnl.tN.pta for each thread count N (oneDNN picks
     weight layouts for the thread count it will run at: `partita compile --threads`).
     Returns {variant: info}; info["pta"] is the first thread count's artifact.
@@ -248,6 +249,8 @@ def compile_artifacts(partita, files, work, name, thread_counts):
         (("partita_host", "host"), ("partita_dnnl", "dnnl,host"))
     out = {}
     for variant, backends in variants:
+        if only and variant not in only:
+            continue
         per_threads = thread_counts if backends != "host" else thread_counts[:1]
         for threads in per_threads:
             suffix = f".t{threads}" if backends != "host" else ""
@@ -623,9 +626,14 @@ def main():
     ap.add_argument("--startup-runs", type=int, default=5)
     ap.add_argument("--kernel-min-time", type=float, default=0.3)
     ap.add_argument("--no-kernels", action="store_true")
+    ap.add_argument("--no-contention", action="store_true", help="skip bench/contention.py")
+    ap.add_argument("--contention-models", default=None,
+                    help="models of the contention run (default: --models but the shipped ones)")
     ap.add_argument("--quick", action="store_true", help="few runs: checks the harness, numbers are rough")
     ap.add_argument("--report-only", metavar="RESULTS_JSON",
                     help="only regenerate docs/benchmarks.md and the charts from a results file")
+    import contention
+    contention.add_options(ap, prefix="contention-")
     opts = ap.parse_args()
 
     import report
@@ -662,6 +670,17 @@ def main():
         res = bench_model(name, files, bins, work, opts)
         res["encoder"] = name in ENCODERS
         results["models"].append(res)
+        loads.append(loadavg())
+    if not opts.no_contention:
+        copts = argparse.Namespace(
+            models=opts.contention_models or ",".join(n for n in names if "@" not in n), runs=opts.contention_runs,
+            idle_runs=opts.contention_idle_runs, threads=opts.contention_threads, busy=opts.contention_busy,
+            per_turn=opts.contention_per_turn, lead=opts.contention_lead, partita=opts.contention_partita,
+            warmup=opts.warmup, settle=opts.settle,
+            load_timeout=opts.load_timeout)
+        if opts.quick:
+            copts.runs, copts.idle_runs, copts.lead = 10, 5, 0.1
+        results["contention"] = contention.run(bins, work, copts)
         loads.append(loadavg())
     if not opts.no_kernels:
         results["kernels"] = kernel_bench(bins, opts, work)

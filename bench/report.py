@@ -371,6 +371,73 @@ def kernels_section(res, notes):
     return lines
 
 
+def contention_table(c, notes):
+    """The table of bench/contention.py's results (also printed by it)."""
+    t, target = c.get("threads"), c.get("target_ratio", 1.5)
+    slow = c.get("slow_ms", 100)
+    keys = []
+    for model in c.get("models", []):
+        for k in model.get("busy", {}):
+            if isinstance(model["busy"][k], dict) and k not in keys:
+                keys.append(k)
+    main = c.get("partita", "partita_dnnl")
+    # partita, its variants (in their order), ONNX Runtime (results.json sorts the keys).
+    keys.sort(key=lambda k: (k != main, k == "ort"))
+    label = {"partita_dnnl": "partita", "partita_host": "partita host", "ort": "ORT"}
+    lines = [f"| Model | Runtime ({t} threads) | without loops: median | with loops: mean | median | p90 | max | "
+             f"runs > {slow:g} ms | mean / ORT's | load average before / with loops |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for model in c.get("models", []):
+        ort_mean = model["busy"].get("ort", {}).get("mean_ms")
+        for k in keys:
+            b, i = model["busy"].get(k), model["idle"].get(k, {})
+            if b is None:
+                continue
+            name = label.get(k, k.replace("partita_dnnl", "partita").replace("partita_host", "partita host"))
+            if "mean_ms" not in b:
+                lines.append(f"| {model['name']} | {name} | " + " | ".join([notes.na(b.get("na", "no timing"))] * 8)
+                             + " |")
+                continue
+            if k == "ort":
+                r = "-"
+            elif ort_mean:
+                r = fmt_ratio(b["mean_ms"] / ort_mean, target if k == main else None)
+            else:
+                r = notes.na("ONNX Runtime: " + model["busy"].get("ort", {}).get("na", "no timing"))
+            lines.append(f"| {model['name']} | {name} | {ms(i.get('median_ms'))} | {ms(b['mean_ms'])} | "
+                         f"{ms(b['median_ms'])} | {ms(b['p90_ms'])} | {ms(b['max_ms'])} | "
+                         f"{b['over_100ms']}/{b['n']} | {r} | "
+                         f"{model.get('loadavg_before', 0):.1f} / {model.get('loadavg_busy', 0):.1f} |")
+    return lines
+
+
+def contention_section(res, notes):
+    c = res.get("contention")
+    lines = ["## Under contention: other processes keep every core busy", ""]
+    if not c:
+        return lines + ["Not run (`--no-contention`)."]
+    if "na" in c:
+        return lines + [notes.na(c["na"])]
+    lines += [f"Measured {c.get('date', '?')} on partita commit {c.get('commit', '?')}, {c.get('cores', '?')} cores. "
+              f"bench/contention.py: {c.get('busy_loops')} busy-looping processes (`python3 -c 'while True: pass'`, "
+              "one per core, not pinned, normal priority) run while partita (oneDNN + host, artifact compiled for "
+              f"{c.get('threads')} threads) and ONNX Runtime, both at {c.get('threads')} threads, take turns of "
+              f"{c.get('per_turn')} runs, each turn after {c.get('lead_s', 0):g} s of untimed runs (the steady "
+              "state: not scheduler credit a worker earned while it slept through the others' turns), until each has "
+              f"{c.get('runs')} runs; without loops: the same workers, "
+              f"{c.get('idle_runs')} runs each, just before the loops start. Target: partita's mean with the loops at most "
+              f"{c.get('target_ratio', 1.5)}x ONNX Runtime's, and no run above {c.get('slow_ms', 100):g} ms on a "
+              "model whose idle run takes under 10 ms. How partita's threads wait (spin, then sleep) is in "
+              "[threads.md](threads.md). The load average before the loops counts other work on the machine; "
+              "with them it includes the loops and the worker.", ""]
+    before = [m.get("loadavg_before", 0) for m in c.get("models", [])]
+    if before and max(before) > 0.5:
+        lines += [f"> **Caution:** other work ran on the machine during this run (load average up to {max(before):.1f} "
+                  "before the loops started): the contention was heavier than the two loops alone, and \"without "
+                  "loops\" is not idle.", ""]
+    return lines + contention_table(c, notes)
+
+
 def method_section(res):
     s = res["settings"]
     return ["## Method", "",
@@ -384,7 +451,8 @@ def method_section(res):
             f"turn for a batch of about {s.get('batch_s')} s of runs, rotating the order every round, for at "
             f"least {s.get('rounds')} rounds and {s.get('min_runs')} runs per worker; only one worker runs at a "
             "time. Latency is wall time around one inference call inside the worker.",
-            "- Threads: partita `setNumThreads(n)` (OpenMP kernels; oneDNN shares the OpenMP pool); ONNX "
+            "- Threads: partita `LoadOptions::threads = n` (an OpenMP team per run on LLVM's libomp, which oneDNN "
+            "shares; idle threads spin while the team gets its CPUs, see threads.md); ONNX "
             "Runtime intraOpNumThreads = n, interOpNumThreads = 1, sequential execution, all graph "
             "optimizations; PyTorch `torch.set_num_threads(n)`, one inter-op thread, `torch.inference_mode()`.",
             "- PyTorch rebuilds each model with the export's seeds (for the demo model: its architecture with "
@@ -452,7 +520,9 @@ def write_markdown(res, path):
     for section in (targets_section, ratio_section, latency_section, agreement_section, artifact_section,
                     startup_section, memory_section):
         lines += section(fixed, notes) + [""]
-    lines += shipped_section(res, notes) + [""]
+    shipped = shipped_section(res, notes)
+    lines += shipped + [""] if shipped else []
+    lines += contention_section(res, notes) + [""]
     lines += kernels_section(res, notes) + [""]
     lines += method_section(res) + [""]
     if notes.items:

@@ -154,9 +154,15 @@ void runModel(const RunOptions& args, const std::string& model_path,
   double mean = 0;
   for (double t : times) mean += t;
   mean /= double(times.size());
-  std::printf("load %.2f ms; %zu run(s) on %d thread(s): median %.3f ms, min %.3f ms, mean %.3f ms; planned activations %.2f MiB\n",
+  const ThreadRuntimeInfo omp = threadRuntimeInfo();
+  std::printf("load %.2f ms; %zu run(s) on %d thread(s): median %.3f ms, min %.3f ms, mean %.3f ms; planned activations %.2f MiB; "
+              "OpenMP %s%s, wait %s\n",
               load_ms, times.size(), args.threads, times[times.size() / 2], times.front(), mean,
-              double(model->plannedActivationBytes()) / (1 << 20));
+              double(model->plannedActivationBytes()) / (1 << 20), omp.openmp_runtime.c_str(),
+              omp.dnnl_openmp_runtime.empty() || omp.dnnl_openmp_runtime == omp.openmp_runtime
+                  ? ""
+                  : (" (oneDNN on " + omp.dnnl_openmp_runtime + ")").c_str(),
+              omp.wait_policy.c_str());
   if (!args.profile.empty()) {
     writeTrace(args.profile, session.profileEvents());
     std::printf("\n%s\nprofile of the %zu timed run(s) written to %s (open it in ui.perfetto.dev or chrome://tracing)\n",

@@ -37,7 +37,10 @@ struct IoInfo {
 // Settings of a loaded model's runs. They belong to the model, not the process: two
 // models loaded with different thread counts run side by side in one program.
 struct LoadOptions {
-  int threads = 2;  // kernel threads of each run (an OpenMP team per run), >= 1
+  // Kernel threads of each run (an OpenMP team per run, >= 1): the calling thread and
+  // threads-1 workers. How idle workers wait (spin, or sleep while other processes hold
+  // the cores) is in docs/threads.md and threadRuntimeInfo().
+  int threads = 2;
   // The ranks and sizes the model's tensors may have: its declared and planned types
   // are checked at load, data-dependent ones and inputs at every run (TensorLimits:
   // 2^40 bytes and rank 16 unless set).
@@ -47,6 +50,21 @@ struct LoadOptions {
   // LRU cache each). 0: the environment variable PARTITA_SHAPE_CACHE, else 8.
   size_t shape_cache = 0;
 };
+
+// The OpenMP runtime serving this process's kernel threads (oneDNN's too) and how their
+// idle threads wait, e.g. {"libomp.so.5", "adaptive"}: docs/threads.md. The policy is
+// "adaptive", "spin" or "block" (PARTITA_THREAD_WAIT), or "runtime default (...)" when
+// partita leaves it to the runtime (GNU libgomp, or KMP_BLOCKTIME set).
+struct ThreadRuntimeInfo {
+  std::string openmp_runtime;
+  std::string wait_policy;
+  // The runtime oneDNN's OpenMP calls go to ("" when libdnnl is not loaded or not known).
+  // Another than openmp_runtime when libdnnl was loaded first by something bound to
+  // GCC's libgomp (in Python: torch imported before partita): two thread pools, and
+  // oneDNN's team follows libgomp's settings (docs/threads.md).
+  std::string dnnl_openmp_runtime;
+};
+ThreadRuntimeInfo threadRuntimeInfo();
 
 class Model {
  public:

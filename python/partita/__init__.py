@@ -22,7 +22,37 @@ C++ messages. See docs/python.md.
 """
 import os as _os
 
-from ._partita import (  # noqa: F401  (re-exported)
+
+def _one_openmp_runtime():
+    """One OpenMP runtime for partita, the oneDNN it shares and what loads later
+    (docs/threads.md). The native module is linked against LLVM's libomp, which serves
+    its own calls whatever else is loaded; Debian's libdnnl needs GCC's libgomp. libomp
+    is made global before the module loads, so that libdnnl (and packages imported
+    later, such as torch) bind to it too. When libdnnl is already loaded without libomp
+    (torch imported first), its calls are bound to libgomp for good: oneDNN then keeps a
+    pool of threads of its own, beside partita's, and follows libgomp's thread count,
+    which is slower; the warning says so."""
+    import ctypes
+    try:
+        with open("/proc/self/maps") as f:
+            maps = f.read()
+    except OSError:
+        return
+    if "libdnnl.so" in maps and "libomp.so" not in maps:
+        import warnings
+        warnings.warn("partita: libdnnl was loaded before partita (by torch?) and runs on GCC's libgomp, "
+                      "partita's kernels on LLVM's libomp: two thread pools, slower runs. Import partita "
+                      "before such packages (docs/threads.md).", RuntimeWarning, stacklevel=3)
+        return
+    try:
+        ctypes.CDLL("libomp.so.5", mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        pass  # not installed where the loader looks: the module's own dependencies decide
+
+
+_one_openmp_runtime()
+
+from ._partita import (  # noqa: F401,E402  (re-exported)
     BACKENDS,
     Error,
     InternalError,

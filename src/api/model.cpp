@@ -4,6 +4,7 @@
 
 #include "runtime/executor.h"
 #include "runtime/profile.h"
+#include "runtime/team_wait.h"
 
 namespace partita {
 
@@ -19,6 +20,11 @@ IoInfo describe(const runtime::IoSpec& v) {
   return info;
 }
 }  // namespace
+
+ThreadRuntimeInfo threadRuntimeInfo() {
+  const runtime::TeamWaitInfo info = runtime::teamWaitInfo();
+  return {info.runtime, info.policy, runtime::libraryServing("libdnnl.so", "GOMP_parallel")};
+}
 
 Model::Model(std::shared_ptr<const runtime::Executor> executor, const std::vector<std::string>& module_kinds)
     : executor_(std::move(executor)) {

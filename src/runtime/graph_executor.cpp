@@ -11,6 +11,7 @@
 
 #include "kernels/op_util.h"
 #include "runtime/graph_validate.h"
+#include "runtime/team_wait.h"
 #include "partita/error.h"
 
 namespace partita::runtime {
@@ -201,6 +202,8 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
   // The team size of this model's runs: OpenMP's per-thread setting, so sessions of
   // models with different thread counts can run in one process.
   omp_set_num_threads(options().threads);
+  // Whether the team's idle threads spin or sleep during this run (team_wait.h).
+  const TeamWaitScope wait(options().threads);
   auto& values = state.values;
   state.dynamic.clear();
 
@@ -226,6 +229,7 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
   for (size_t n = 0; n < steps_.size(); ++n) {
     const ir::Node& node = g.nodes[n];
     try {
+      teamWaitCheckpoint();
       const bool planned = plan && plan->step_planned[n];
       if (profile)
         runStepProfiled(state, n, constants, planned, *profile);

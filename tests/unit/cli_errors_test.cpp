@@ -24,10 +24,11 @@ struct Result {
   std::string output;  // stdout + stderr
 };
 
-Result runCli(const std::string& args) {
+// `env` (NAME=VALUE ...) goes before the command.
+Result runCli(const std::string& args, const std::string& env = "") {
   const char* cli = std::getenv("PARTITA_CLI");
   std::string bin = cli ? cli : PARTITA_BINARY_DIR "/bin/partita";
-  std::string cmd = bin + " " + args + " 2>&1";
+  std::string cmd = (env.empty() ? "" : env + " ") + bin + " " + args + " 2>&1";
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -113,6 +114,18 @@ TEST(Cli, HelpListsCommands) {
   Result rr = runCli("run --help");
   EXPECT_EQ(rr.exit_code, 0);
   EXPECT_NE(rr.output.find("--input"), std::string::npos) << rr.output;
+}
+
+TEST_F(CliErrors, UnknownThreadWaitPolicy) {
+  // docs/threads.md: PARTITA_THREAD_WAIT is adaptive, spin or block.
+  expectError(runCli("run " + kModel + " --input input=" PARTITA_SOURCE_DIR "/models/fashion/test_images.npy --quiet",
+                     "PARTITA_THREAD_WAIT=sometimes"),
+              {"PARTITA_THREAD_WAIT='sometimes'", "expected adaptive, spin or block"});
+  for (const char* policy : {"adaptive", "spin", "block"}) {
+    Result r = runCli("run " + kModel + " --input input=" PARTITA_SOURCE_DIR "/models/fashion/test_images.npy --quiet",
+                      std::string("PARTITA_THREAD_WAIT=") + policy);
+    EXPECT_EQ(r.exit_code, 0) << policy << ": " << r.output;
+  }
 }
 
 }  // namespace

@@ -103,5 +103,22 @@ TEST(SessionThreads, TwoModelsAtDifferentThreadCounts) {
   std::filesystem::remove(pta);
 }
 
+// docs/threads.md: which OpenMP runtime serves the kernels and how its idle threads wait.
+TEST(SessionThreads, ThreadRuntimeInfoNamesTheRuntimeAndTheWait) {
+  const ThreadRuntimeInfo info = threadRuntimeInfo();
+#if defined(PARTITA_OPENMP_LLVM)
+  EXPECT_EQ(info.openmp_runtime.rfind("libomp", 0), 0u) << info.openmp_runtime;
+#else
+  EXPECT_EQ(info.openmp_runtime.rfind("libgomp", 0), 0u) << info.openmp_runtime;
+#endif
+  const std::string& p = info.wait_policy;
+  EXPECT_TRUE(p == "adaptive" || p == "spin" || p == "block" || p.rfind("runtime default (", 0) == 0) << p;
+#if defined(PARTITA_HAVE_DNNL)
+  // This binary links libdnnl: one runtime serves both (tests/CMakeLists.txt checks the
+  // mixed case, oneDNN on libgomp, through the CLI).
+  EXPECT_EQ(info.dnnl_openmp_runtime, info.openmp_runtime);
+#endif
+}
+
 }  // namespace
 }  // namespace partita

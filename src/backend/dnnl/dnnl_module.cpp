@@ -15,6 +15,7 @@
 #include "runtime/profile.h"
 #include "partita/error.h"
 #include "runtime/memory_plan.h"
+#include "runtime/team_wait.h"
 
 namespace partita::dnnl_backend {
 
@@ -430,6 +431,7 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
   size_t s = 0;
   try {
     for (; s < lf.steps.size(); ++s) {
+      runtime::teamWaitCheckpoint();
       const Workspace::StepArgs& a = ws.args[slot][s];
       if (!profile) {
         dnnl::error::wrap_c_api(dnnl_primitive_execute(lf.steps[s].primitive.get(), ws.stream.get(),
