@@ -5,7 +5,9 @@ necks, keyword-spotting CNNs) compiled with --backends dnnl,host and run once wi
 ONEDNN_VERBOSE=1. Every primitive oneDNN executes must come from an optimized
 implementation: none whose name starts with "ref" (oneDNN's reference C++ loops).
 Each model also names primitive kinds it must reach, so a model that silently fell
-back to the host cannot pass. Checks names, not times.
+back to the host cannot pass. The convolutional ones run again with symbolic dims,
+compiled without --shape and run far from the representative shape (the stored weights
+layouts must still find fast kernels). Checks names, not times.
 
   /usr/bin/python3 tests/dnnl_impls/check_impls.py --partita build/bin/partita
 """
@@ -20,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 F = TensorProto.FLOAT
 rng = np.random.default_rng(0)
+POLYMORPHIC = False
 
 
 class Builder:
@@ -53,6 +56,8 @@ class Builder:
         return self.op(act, [y]) if act else y
 
     def model(self, x_shape, out, path):
+        if POLYMORPHIC:  # the batch and every spatial dim symbolic, as detectors ship
+            x_shape = ["batch", x_shape[1]] + ["side%d" % i for i in range(len(x_shape) - 2)]
         g = helper.make_graph(self.nodes, "m", [helper.make_tensor_value_info("x", F, x_shape)],
                               [helper.make_tensor_value_info(out, F, None)], self.inits)
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
@@ -147,6 +152,52 @@ def encoder(path):
 
 
 MODELS = [resnet_block, mobile_block, fpn_neck, kws_cnn, encoder]
+# The convolutional models again with symbolic dims: compiled without --shape (the
+# weights layouts chosen at the representative shape, 224 a side) and run at these
+# shapes, far from it: the stored layouts must still find fast kernels there.
+POLY_RUNS = {resnet_block: [1, 3, 320, 448], mobile_block: [2, 3, 96, 160], fpn_neck: [1, 3, 640, 640],
+             kws_cnn: [1, 1, 152, 40]}
+
+
+def run_model(args, make, tmp, polymorphic):
+    global POLYMORPHIC
+    POLYMORPHIC = polymorphic
+    name = make.__name__ + (" (symbolic dims, run at %s)" % "x".join(map(str, POLY_RUNS[make])) if polymorphic else "")
+    path = os.path.join(tmp, make.__name__ + ("_poly" if polymorphic else "") + ".onnx")
+    want_kinds = make(path)
+    env = dict(os.environ, ONEDNN_VERBOSE="1")
+    if polymorphic:
+        pta, x = path[:-5] + ".pta", path[:-5] + ".x.npy"
+        np.save(x, rng.standard_normal(POLY_RUNS[make]).astype(np.float32))
+        r = subprocess.run([args.partita, "compile", path, "-o", pta, "--backends", "dnnl,host", "-t", "1"],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            return ["%s: partita compile failed (%d): %s" % (name, r.returncode, r.stderr.strip())]
+        cmd = [args.partita, "run", pta, "-i", "x=" + x, "-q", "-t", "1"]
+    else:
+        cmd = [args.partita, "run", path, "--backends", "dnnl,host", "-q", "-t", "1"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    if r.returncode != 0:
+        return ["%s: partita run failed (%d): %s" % (name, r.returncode, r.stderr.strip())]
+    failures = []
+    impls = {}
+    for line in r.stdout.splitlines():
+        f = line.split(",")
+        if len(f) > 4 and f[0] == "onednn_verbose" and f[1] == "exec":
+            impls.setdefault((f[3], f[4]), 0)
+            impls[(f[3], f[4])] += 1
+    kinds = {k.split("_v2")[0] for k, _ in impls}
+    print("%s: %s" % (name, ", ".join("%s %s x%d" % (k, i, n) for (k, i), n in sorted(impls.items()))))
+    for (kind, impl), n in impls.items():
+        if impl.startswith("ref"):
+            failures.append("%s: %d %s primitive(s) run oneDNN's reference implementation %s" % (name, n, kind, impl))
+    missing = want_kinds - kinds
+    if missing:
+        failures.append("%s: expected oneDNN to run %s, saw only %s"
+                        % (name, ", ".join(sorted(missing)), ", ".join(sorted(kinds))))
+    if "deconvolution" in kinds:
+        failures.append("%s: an upsampling ConvTranspose ran as a deconvolution primitive" % name)
+    return failures
 
 
 def main():
@@ -156,32 +207,9 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         for make in MODELS:
-            path = os.path.join(tmp, make.__name__ + ".onnx")
-            want_kinds = make(path)
-            env = dict(os.environ, ONEDNN_VERBOSE="1")
-            r = subprocess.run([args.partita, "run", path, "--backends", "dnnl,host", "-q", "-t", "1"],
-                               capture_output=True, text=True, env=env, timeout=300)
-            if r.returncode != 0:
-                failures.append("%s: partita run failed (%d): %s" % (make.__name__, r.returncode, r.stderr.strip()))
-                continue
-            impls = {}
-            for line in r.stdout.splitlines():
-                f = line.split(",")
-                if len(f) > 4 and f[0] == "onednn_verbose" and f[1] == "exec":
-                    impls.setdefault((f[3], f[4]), 0)
-                    impls[(f[3], f[4])] += 1
-            kinds = {k.split("_v2")[0] for k, _ in impls}
-            print("%s: %s" % (make.__name__, ", ".join("%s %s x%d" % (k, i, n) for (k, i), n in sorted(impls.items()))))
-            for (kind, impl), n in impls.items():
-                if impl.startswith("ref"):
-                    failures.append("%s: %d %s primitive(s) run oneDNN's reference implementation %s"
-                                    % (make.__name__, n, kind, impl))
-            missing = want_kinds - kinds
-            if missing:
-                failures.append("%s: expected oneDNN to run %s, saw only %s"
-                                % (make.__name__, ", ".join(sorted(missing)), ", ".join(sorted(kinds))))
-            if "deconvolution" in kinds:
-                failures.append("%s: an upsampling ConvTranspose ran as a deconvolution primitive" % make.__name__)
+            failures += run_model(args, make, tmp, False)
+        for make in POLY_RUNS:
+            failures += run_model(args, make, tmp, True)
     for f in failures:
         print("FAIL " + f, file=sys.stderr)
     return 1 if failures else 0

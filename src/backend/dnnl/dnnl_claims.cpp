@@ -113,9 +113,6 @@ bool supportsPolymorphicNode(const ir::Graph& g, const ir::Graph& rep, ir::NodeI
   // lowering folds batches of rows against it by its shape.
   if (classify(n) == OpClass::kMatMul && (!n.hasInput(1) || !g.typeOf(n.inputs[1]).isStatic()))
     return noBool(why, "a second operand with symbolic dims");
-  // A Resize's output sizes follow from its scales or sizes, constants a replay of the
-  // region graph does not read: shape-polymorphic Resize stays on the host for now.
-  if (classify(n) == OpClass::kResample) return noBool(why, "Resize with symbolic dims");
   return supportsNode(rep, rep.nodes[size_t(node)], why);
 }
 

@@ -39,6 +39,16 @@ std::shared_ptr<PolyFunction> regionGraph(const ir::Graph& g, const backend::Reg
   auto poly = std::make_shared<PolyFunction>();
   poly->representative = r.representative;
   ir::Graph& rg = poly->graph;
+  // A Resize's roi, scales and sizes decide its output's sides at every shape: their
+  // bytes go along whatever their type and size.
+  std::set<ir::ConstId> read_by_inference;
+  for (ir::NodeId id : r.nodes) {
+    const ir::Node& n = g.nodes[size_t(id)];
+    if (n.op_type != "Resize" && n.op_type != "Upsample") continue;
+    for (size_t i = 1; i < n.inputs.size(); ++i)
+      if (n.inputs[i] != ir::kNoValue && g.value(n.inputs[i]).isConstant())
+        read_by_inference.insert(g.value(n.inputs[i]).constant);
+  }
   std::map<ir::ValueId, ir::ValueId> local;
   std::map<ir::ConstId, ir::ConstId> local_const;
   auto map = [&](ir::ValueId v) -> ir::ValueId {
@@ -53,7 +63,8 @@ std::shared_ptr<PolyFunction> regionGraph(const ir::Graph& g, const backend::Reg
         const ir::Constant& k = g.constants.get(value.constant);
         ir::ConstId id = rg.constants.add(k.name, k.dtype, k.shape, k.bytes, k.layout);
         poly->global.push_back(value.constant);
-        poly->bytes_at.push_back(keepsBytes(k) ? int64_t(mb.embedBytes(k.bytes.data, k.nbytes())) : -1);
+        const bool keep = keepsBytes(k) || read_by_inference.count(value.constant) > 0;
+        poly->bytes_at.push_back(keep ? int64_t(mb.embedBytes(k.bytes.data, k.nbytes())) : -1);
         c = local_const.emplace(value.constant, id).first;
       }
       copy.constant = c->second;
@@ -98,7 +109,8 @@ bool fastKernel(const Step& step) { return kernelRank(step) > 0; }
 
 // `step` (a convolution or a 2-D matmul over constant weights, as lowered at the
 // representative shapes) at another batch and size: its source and destination (and
-// full-size post-op operands) resized, their layouts left to oneDNN. nullopt for
+// full-size post-op operands) resized, their layouts left to oneDNN where it chose
+// them, else dense in the same order of dims. nullopt for
 // another kind of step or a size the window does not fit.
 std::optional<Step> resized(const Step& step, int64_t batch, const std::vector<int64_t>& sizes) {
   Step t = step;
@@ -126,8 +138,11 @@ std::optional<Step> resized(const Step& step, int64_t batch, const std::vector<i
   } else {
     return std::nullopt;
   }
-  src->md = src->chosen ? anyDesc(sd) : plainDesc(sd);
-  dst->md = dst->chosen ? anyDesc(dd) : plainDesc(dd);
+  // A fixed layout keeps its order of dims (the upsampling deconvolution's 1x1
+  // convolution writes channels-last; a plain destination there would refuse the
+  // kernels that the real step takes).
+  src->md = src->chosen ? anyDesc(sd) : denseLike(src->md, sd);
+  dst->md = dst->chosen ? anyDesc(dd) : denseLike(dst->md, dd);
   for (Arg& a : t.args) {
     if (!(a.key & DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE)) continue;
     std::vector<int64_t> od = dimsOf(a.md);

@@ -58,6 +58,24 @@ std::vector<int64_t> dimsOf(const memory::desc& md) {
   return std::vector<int64_t>(d.begin(), d.end());
 }
 
+memory::desc denseLike(const memory::desc& md, const std::vector<int64_t>& dims) {
+  const dnnl_memory_desc_t& c = md.data;
+  if (c.format_kind != dnnl_blocked || c.format_desc.blocking.inner_nblks != 0 || size_t(c.ndims) != dims.size())
+    return plainDesc(dims);
+  // Outermost first: larger strides first, equal strides in logical order.
+  std::vector<size_t> order(dims.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  const int64_t* s = c.format_desc.blocking.strides;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return s[a] > s[b]; });
+  std::vector<int64_t> strides(dims.size());
+  int64_t next = 1;
+  for (size_t i = order.size(); i-- > 0;) {
+    strides[order[i]] = next;
+    next *= std::max<int64_t>(dims[order[i]], 1);
+  }
+  return withStrides(dims, strides);
+}
+
 memory::desc anyDesc(const memory::desc& md) {
   return memory::desc(md.dims(), memory::data_type(md.data.data_type), memory::format_tag::any);
 }

@@ -22,6 +22,10 @@ memory::desc plainDesc(const std::vector<int64_t>& shape);
 memory::desc withStrides(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
 // The logical dims of a descriptor.
 std::vector<int64_t> dimsOf(const memory::desc& md);
+// A dense f32 descriptor over `dims` whose dims are ordered in memory as md's are (by
+// md's strides; ties keep the logical order): channels-last stays channels-last at
+// another size. Row-major for a descriptor with inner blocks or another format.
+memory::desc denseLike(const memory::desc& md, const std::vector<int64_t>& dims);
 // A descriptor with the same dims and data type whose format is left to oneDNN.
 memory::desc anyDesc(const memory::desc& md);
 memory::desc anyDesc(const std::vector<int64_t>& shape);
