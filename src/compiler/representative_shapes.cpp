@@ -13,7 +13,13 @@ bool hasSymbolicDims(const ir::Graph& g) {
   return false;
 }
 
-ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, std::vector<int64_t>>& hints) {
+namespace {
+
+// representativeGraph with `size` for the symbolic sides no hint gives; `failures`
+// counts the nodes whose inference refused that shape.
+ir::Graph graphAt(const ir::Graph& g, const std::map<std::string, std::vector<int64_t>>& hints, int64_t size,
+                  size_t& failures) {
+  failures = 0;
   ir::Graph rep = g;
   std::map<std::string, int64_t> symbol_value;
   for (const auto& [name, shape] : hints) {
@@ -42,7 +48,7 @@ ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, st
         continue;
       }
       if (dim.isKnown()) continue;
-      int64_t value = d == 0 ? kRepresentativeBatch : kRepresentativeSize;
+      int64_t value = d == 0 ? kRepresentativeBatch : size;
       if (!dim.symbol.empty()) value = symbol_value.emplace(dim.symbol, value).first->second;
       dim = ir::Dim::known(value);
     }
@@ -73,6 +79,7 @@ ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, st
     try {
       out = kernels::inferNode(node, in_types, in_values, &constants);
     } catch (const Error&) {
+      ++failures;
       continue;  // not valid at this shape: its values keep their symbolic types
     }
     for (size_t o = 0; o < node.outputs.size() && o < out.size(); ++o)
@@ -115,6 +122,24 @@ ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, st
     size_t k = first;
     for (ir::ValueId o : node.outputs)
       if (o != ir::kNoValue) views[size_t(o)] = computed[k++].view();
+  }
+  return rep;
+}
+
+}  // namespace
+
+ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, std::vector<int64_t>>& hints) {
+  size_t failures = 0;
+  ir::Graph rep = graphAt(g, hints, kRepresentativeSize, failures);
+  // A side of 224 may be too short for the model (an audio front end whose first
+  // window is 400 samples): then the smallest doubling where the fewest nodes refuse.
+  for (int64_t size = 2 * kRepresentativeSize; failures > 0 && size <= kMaxRepresentativeSize; size *= 2) {
+    size_t f = 0;
+    ir::Graph at = graphAt(g, hints, size, f);
+    if (f < failures) {
+      rep = std::move(at);
+      failures = f;
+    }
   }
   return rep;
 }

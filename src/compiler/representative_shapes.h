@@ -17,6 +17,9 @@ namespace partita::backend {
 // batch of nearly every model) 1, any other dim 224 (an image side).
 inline constexpr int64_t kRepresentativeBatch = 1;
 inline constexpr int64_t kRepresentativeSize = 224;
+// When some node's inference refuses sides of 224 (a window longer than that), the
+// sides double until one refuses fewer, up to this.
+inline constexpr int64_t kMaxRepresentativeSize = 224 * 128;
 
 // Whether some value of `g` has a dim that is not known (a symbol or unknown).
 bool hasSymbolicDims(const ir::Graph& g);
@@ -24,7 +27,7 @@ bool hasSymbolicDims(const ir::Graph& g);
 // `g` with each graph input's symbolic dims set -- from `hints` (input name -> full
 // shape, which must agree with the input's known dims), else a dim named by an
 // earlier input takes the value it took there, else kRepresentativeBatch /
-// kRepresentativeSize -- and every node's output types inferred again from those (no
+// kRepresentativeSize, doubled while that lets fewer nodes refuse the shape -- and every node's output types inferred again from those (no
 // folding: the same node and value ids), with the contents known at that shape: those
 // of constants and of small values computed from them and from Shape and Size (a
 // Reshape's target made of its input's dims). A value inference cannot size at that

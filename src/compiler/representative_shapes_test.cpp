@@ -48,6 +48,25 @@ TEST(RepresentativeShapes, DefaultsHintsAndSharedSymbols) {
   EXPECT_NE(error({{"x", {1, 4, 8, 8}}}).find("dim 1 is 4"), std::string::npos);
 }
 
+// An audio front end: a 1-D Conv whose window (400 samples) is longer than the default
+// side of 224. The representative length doubles until the Conv infers.
+TEST(RepresentativeShapes, SidesDoubleUntilTheWindowsFit) {
+  GraphBuilder b;
+  ir::ValueId x = b.symbolicInput("x", {sym("N"), known(1), sym("samples")});
+  ir::AttributeMap conv;
+  conv.setInts("kernel_shape", {400});
+  conv.setInts("strides", {160});
+  ir::ValueId y = b.node("Conv", {x, b.constant("w", {8, 1, 400}, std::vector<float>(3200, 0.5f))}, conv);
+  b.output(b.node("Relu", {y}));
+  passes::inferShapes(b.g);
+  ir::Graph rep = representativeGraph(b.g, {});
+  EXPECT_EQ(rep.typeOf(x).str(), "float32[1,1,448]");
+  EXPECT_EQ(rep.typeOf(rep.outputs[0]).str(), "float32[1,8,1]");
+  // A hint is taken as it is.
+  rep = representativeGraph(b.g, {{"x", {1, 1, 16000}}});
+  EXPECT_EQ(rep.typeOf(rep.outputs[0]).str(), "float32[1,8,98]");
+}
+
 // x.view(x.size(0), -1): the Reshape's target is computed from Shape; at the
 // representative shape its value, and so the Reshape's output, is known.
 TEST(RepresentativeShapes, ValuesComputedFromShapeAreKnown) {
