@@ -15,6 +15,11 @@
 
 namespace partita::kernels {
 
+// A Reshape attribute of partita's own (never read from a model file): per entry of
+// the target, -1 to take the target's entry, k >= 0 to copy dim k of the input. Made by
+// passes::foldReshapeTargets from targets computed with Shape.
+inline constexpr const char* kDimsFromInputAttr = "partita.dims_from_input";
+
 // Resolves a ConstId (e.g. a tensor attribute such as ConstantOfShape's "value") to
 // its bytes: the compiler's pool at compile time, the weight store at run time.
 class ConstResolver {

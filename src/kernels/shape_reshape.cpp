@@ -94,11 +94,23 @@ void inferReshape(InferContext& c) {
     return;
   }
   const bool allowzero = c.opset() >= 14 && c.attrs().getInt("allowzero", 0) != 0;
+  // Entries copied from the input's dims (passes::foldReshapeTargets).
+  const std::vector<int64_t> from = c.attrs().getInts(kDimsFromInputAttr);
+  if (!from.empty() && from.size() != shape->size())
+    c.fail(std::string(kDimsFromInputAttr) + " has " + std::to_string(from.size()) + " entries, the shape " +
+           std::to_string(shape->size()));
   std::vector<Dim> dims;
   std::optional<size_t> minus_one;
   bool has_zero = false;
   for (size_t i = 0; i < shape->size(); ++i) {
     int64_t s = (*shape)[i];
+    if (!from.empty() && from[i] != -1) {
+      if (from[i] < -1 || (in.has_rank && from[i] >= int64_t(in.rank())))
+        c.fail(std::string(kDimsFromInputAttr) + " entry " + std::to_string(i) + " is " + std::to_string(from[i]) +
+               ", the input has rank " + (in.has_rank ? std::to_string(in.rank()) : std::string("?")));
+      dims.push_back(in.has_rank ? in.dims[size_t(from[i])] : Dim{});
+      continue;
+    }
     if (s == -1) {
       if (minus_one) c.fail("the shape holds more than one -1");
       minus_one = i;

@@ -7,6 +7,8 @@
 //                   declaration fills the gap, and the executor checks it when the
 //                   value is made at run time. A declared dtype other than the
 //                   inferred one is an error naming the value (as in ONNX Runtime).
+//   foldReshapeTargets  Reshape targets computed from Shape become constants (then
+//                   inferShapes again)
 //   eliminateDead   nodes and constants that no graph output depends on are dropped
 // Each pass leaves the graph verified (Graph::verify()).
 #pragma once
@@ -27,6 +29,12 @@ struct FoldOptions {
 };
 
 void inferShapes(ir::Graph& g, const FoldOptions& options = {});
+// Reshape targets computed from Shape (PyTorch's x.view(b, g, c // g, h, w) with
+// symbolic b, h, w) become constants, with the input dims they copy in the attribute
+// kernels::kDimsFromInputAttr; at most one entry that is neither a number nor a dim of
+// the Reshape's input becomes -1. Returns the Reshapes rewritten; run inferShapes and
+// eliminateDead after it (reshape_targets.cpp).
+size_t foldReshapeTargets(ir::Graph& g);
 void eliminateDead(ir::Graph& g);
 
 // Compacts the graph: drops dead nodes and unused values, renumbers, and removes

@@ -10,6 +10,9 @@ void optimize(ir::Graph& g, const PipelineOptions& options) {
   if (!options.fold_constants) fold.max_growth_bytes = 0;
   fold.limits = options.limits;
   inferShapes(g, fold);
+  // Each round's better-known shapes may let the next fold more (a -1 that becomes a
+  // number makes the Shape of the Reshape's output known).
+  for (int round = 0; round < 64 && foldReshapeTargets(g) > 0; ++round) inferShapes(g, fold);
   eliminateDead(g);
 }
 

@@ -268,6 +268,8 @@ class Importer {
   ir::Attribute convertAttribute(const onnx::AttributeProto& a, const std::string& node_name,
                                  bool& is_subgraph) {
     const std::string what = "attribute '" + a.name() + "' of node '" + node_name + "'";
+    if (a.name().rfind("partita.", 0) == 0)
+      invalid(where() + what + ": names starting with 'partita.' are partita's own, not a model's");
     using AP = onnx::AttributeProto;
     ir::Attribute r;
     AP::AttributeType type = a.type();
