@@ -101,7 +101,13 @@ class FunctionLowering {
 
   // Fusion (dnnl_fusion.cpp).
   std::optional<size_t> soleConsumer(ValueId v) const;
-  std::optional<std::pair<size_t, size_t>> siluAfter(ValueId x) const;
+  // x * Sigmoid(x) (SiLU, oneDNN's swish) or x * HardSigmoid(x) with alpha 1/6 and
+  // beta 1/2 (HardSwish as exported before opset 14), x used by nothing else.
+  struct GatedMatch {
+    size_t gate, mul;  // positions of the Sigmoid / HardSigmoid and of the Mul
+    dnnl::algorithm alg;
+  };
+  std::optional<GatedMatch> gatedAfter(ValueId x) const;
   std::optional<std::pair<std::vector<size_t>, size_t>> geluAfter(ValueId x) const;
   std::vector<ChainItem> collectChain(ValueId out, bool allow_sum, bool allow_binary);
   size_t fitChain(Step& step, const std::vector<ChainItem>& chain, size_t fixed,

@@ -1,10 +1,11 @@
 // Post-op fusion: the nodes after an anchor step (Conv, ConvTranspose, MatMul, Gemm,
 // binary) that oneDNN computes inside that step. An activation becomes an eltwise
-// post-op, SiLU a swish and Gelu a gelu_erf one, an Add of a value computed earlier a
+// post-op, SiLU a swish, x * HardSigmoid(x) a hardswish and Gelu a gelu_erf one, an Add of a value computed earlier a
 // sum post-op written in place over that value (a residual), and an operand that is
 // constant or already computed a binary post-op.
 #include "backend/dnnl/dnnl_function_lowering.h"
 
+#include <cmath>
 #include <set>
 
 #include "backend/dnnl/dnnl_claims.h"
@@ -32,22 +33,31 @@ std::optional<size_t> FunctionLowering::soleConsumer(ValueId v) const {
   return it->second[0];
 }
 
-// x * Sigmoid(x) (SiLU) where x has no other use: returns {Sigmoid, Mul} positions.
-std::optional<std::pair<size_t, size_t>> FunctionLowering::siluAfter(ValueId x) const {
+// x * Sigmoid(x) or x * HardSigmoid(x) (alpha 1/6, beta 1/2) where x has no other use:
+// the gate's and the Mul's positions, and the one oneDNN activation they make.
+std::optional<FunctionLowering::GatedMatch> FunctionLowering::gatedAfter(ValueId x) const {
   if (graph_uses_[size_t(x)] != 2) return std::nullopt;
   auto it = consumers_.find(x);
   if (it == consumers_.end() || it->second.size() != 2) return std::nullopt;
   for (int k = 0; k < 2; ++k) {
     size_t sp = it->second[size_t(k)], mp = it->second[size_t(1 - k)];
-    const ir::Node &sig = nodeAt(sp), &mul = nodeAt(mp);
-    if (done_[sp] || done_[mp] || sig.op_type != "Sigmoid" || mul.op_type != "Mul" || !sig.domain.empty() ||
-        !mul.domain.empty())
+    const ir::Node &gate = nodeAt(sp), &mul = nodeAt(mp);
+    if (done_[sp] || done_[mp] || mul.op_type != "Mul" || !gate.domain.empty() || !mul.domain.empty()) continue;
+    algorithm alg;
+    if (gate.op_type == "Sigmoid") {
+      alg = algorithm::eltwise_swish;
+    } else if (gate.op_type == "HardSigmoid" &&
+               std::abs(gate.attrs.getFloat("alpha", 0.2f) - 1.0f / 6.0f) < 1e-7f &&
+               gate.attrs.getFloat("beta", 0.5f) == 0.5f) {
+      alg = algorithm::eltwise_hardswish;
+    } else {
       continue;
-    if (soleConsumer(sig.outputs[0]) != mp) continue;
-    bool operands = (mul.inputs[0] == x && mul.inputs[1] == sig.outputs[0]) ||
-                    (mul.inputs[1] == x && mul.inputs[0] == sig.outputs[0]);
-    if (operands && decodeBinary(g_, mul, nullptr) && decodeEltwise(g_, sig, nullptr))
-      return std::make_pair(sp, mp);
+    }
+    if (soleConsumer(gate.outputs[0]) != mp) continue;
+    bool operands = (mul.inputs[0] == x && mul.inputs[1] == gate.outputs[0]) ||
+                    (mul.inputs[1] == x && mul.inputs[0] == gate.outputs[0]);
+    if (operands && decodeBinary(g_, mul, nullptr) && decodeEltwise(g_, gate, nullptr))
+      return GatedMatch{sp, mp, alg};
   }
   return std::nullopt;
 }
@@ -76,13 +86,14 @@ std::vector<ChainItem> FunctionLowering::collectChain(ValueId out, bool allow_su
   ValueId cur = out;
   size_t num_ops = 0;
   while (num_ops < kMaxPostOps) {
-    if (auto silu = siluAfter(cur)) {
+    if (auto gated = gatedAfter(cur)) {
       ChainItem item;
-      item.pos = silu->second;
-      item.extra = {silu->first};
-      item.ops.push_back(PostOp{PostOp::Kind::kEltwise, int32_t(algorithm::eltwise_swish), 1.0f, 0, 1.0f});
+      item.pos = gated->mul;
+      item.extra = {gated->gate};
+      const float alpha = gated->alg == algorithm::eltwise_swish ? 1.0f : 0.0f;
+      item.ops.push_back(PostOp{PostOp::Kind::kEltwise, int32_t(gated->alg), alpha, 0, 1.0f});
       num_ops += 1;
-      cur = nodeAt(silu->second).outputs[0];
+      cur = nodeAt(gated->mul).outputs[0];
       chain.push_back(std::move(item));
       continue;
     }

@@ -23,12 +23,12 @@ void FunctionLowering::lowerEltwise(size_t pos) {
                     "' is taken only inside a Gelu; its pattern was split (by --allow/--deny?)");
   if (!ops) internal("eltwise '" + node.name + "' not supported");
   std::vector<ChainItem> fused;
-  // Sigmoid(x) * x: one swish over x.
-  if (node.op_type == "Sigmoid")
-    if (auto silu = siluAfter(node.inputs[0]); silu && silu->first == pos) {
-      ops = std::vector<EltwiseOp>{{algorithm::eltwise_swish, 1.0f, 0.0f}};
+  // Sigmoid(x) * x: one swish over x; HardSigmoid(x) * x: one hardswish.
+  if (node.op_type == "Sigmoid" || node.op_type == "HardSigmoid")
+    if (auto gated = gatedAfter(node.inputs[0]); gated && gated->gate == pos) {
+      ops = std::vector<EltwiseOp>{{gated->alg, gated->alg == algorithm::eltwise_swish ? 1.0f : 0.0f, 0.0f}};
       ChainItem item;
-      item.pos = silu->second;
+      item.pos = gated->mul;
       fused.push_back(item);
     }
   emitEltwise(node.inputs[0], *ops, pos, fused);
