@@ -604,6 +604,32 @@ TEST(DnnlFusion, SiluBecomesSwish) {
     }
 }
 
+// MobileNetV3's HardSwish as exported before opset 14: x * HardSigmoid(x) with alpha
+// 1/6 is oneDNN's hardswish, fused into the conv or one eltwise step; the default
+// alpha (0.2) is not a HardSwish and stays two steps.
+TEST(DnnlFusion, HardSigmoidTimesInputBecomesHardSwish) {
+  auto hs = [](float alpha) {
+    ir::AttributeMap a;
+    a.setFloat("alpha", alpha);
+    return a;
+  };
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 16, 7, 7});
+  ir::ValueId c = b.node("Conv", {x, b.constant("w", {16, 16, 1, 1}, randomFloats(256, 3, -4.0f, 4.0f))});
+  ir::ValueId y = b.node("Mul", {c, b.node("HardSigmoid", {c}, hs(1.0f / 6.0f))});
+  ir::ValueId p = b.node("MaxPool", {y}, Attrs().ints("kernel_shape", {2, 2}));
+  ir::ValueId q = b.node("Mul", {b.node("HardSigmoid", {p}, hs(1.0f / 6.0f)), p});
+  b.output(b.node("Mul", {q, b.node("HardSigmoid", {q}, hs(0.2f))}));
+  Compiled d = expectMatchesHost(b);
+  std::vector<StepKind> kinds = stepKinds(d);
+  // Only the alpha 0.2 product stays a binary step (three without the fusion).
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kBinary), 1);
+  for (const auto& s : moduleOf(d).steps(0))
+    if (s.kind == StepKind::kConvolution) {
+      EXPECT_EQ(s.post_ops, 1u);
+    }
+}
+
 // PyTorch's Gelu export (Div, Erf, Add, Mul, Mul) is one gelu_erf: a post-op of the
 // MatMul+bias before it, or one eltwise step.
 TEST(DnnlFusion, GeluBecomesGeluErf) {
