@@ -309,6 +309,99 @@ void gemm(bool parallel, bool trans_a, bool trans_b, int64_t m, int64_t n, int64
     gemmSerial(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// The per-step product of the state rows by R^T: C[m, n] = A[m, k] x R[n, k]^T. BLAS
+// packs R on every call, which for a few rows costs as much as the product (an LSTM
+// of hidden 256 at batch 4 took 3x ONNX Runtime's time). So up to kFewRows rows, R is
+// packed once per run into panels of R^T, kPanelCols columns wide and stored one
+// after the other (each streams past contiguously), and the product runs panel by
+// panel with its sums in registers, split over the threads by panels when large.
+// More rows go to BLAS.
+constexpr int64_t kFewRows = 8;
+
+template <typename T>
+constexpr int64_t kPanelCols = 4 * 64 / int64_t(sizeof(T));  // four 512-bit vectors
+
+template <typename T>
+struct PackedR {
+  const T* r = nullptr;  // the rows [n, k] as they are (for BLAS)
+  int64_t n = 0, k = 0, panels = 0;
+  std::vector<T> data;  // panels x [k, W], then the last n - panels * W columns as [k, rest]
+
+  void pack(const T* rows, int64_t n_, int64_t k_, bool few) {
+    r = rows;
+    n = n_;
+    k = k_;
+    if (!few) return;
+    constexpr int64_t W = kPanelCols<T>;
+    panels = n / W;
+    const int64_t rest = n - panels * W;
+    data.resize(size_t(n * k));
+    for (int64_t q = 0; q < panels; ++q)
+      for (int64_t j = 0; j < W; ++j) {
+        const T* src = rows + (q * W + j) * k;
+        T* dst = data.data() + q * k * W + j;
+        for (int64_t p = 0; p < k; ++p) dst[p * W] = src[p];
+      }
+    T* tail = data.data() + panels * k * W;
+    for (int64_t j = 0; j < rest; ++j) {
+      const T* src = rows + (panels * W + j) * k;
+      for (int64_t p = 0; p < k; ++p) tail[p * rest + j] = src[p];
+    }
+  }
+};
+
+template <typename T, int R>
+void panel(int64_t k, const T* a, int64_t lda, const T* b, T* c, int64_t ldc) {
+  constexpr int64_t W = kPanelCols<T>;
+  T acc[R][W] = {};
+  for (int64_t p = 0; p < k; ++p) {
+    const T* row = b + p * W;
+    for (int r = 0; r < R; ++r) {
+      const T av = a[r * lda + p];
+#pragma omp simd
+      for (int64_t j = 0; j < W; ++j) acc[r][j] += av * row[j];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int64_t j = 0; j < W; ++j) c[r * ldc + j] = acc[r][j];
+}
+
+template <typename T>
+void stepProduct(bool parallel, int64_t m, const PackedR<T>& b, const T* a, int64_t lda, T* c, int64_t ldc) {
+  const int64_t n = b.n, k = b.k;
+  if (m > kFewRows) {
+    gemm<T>(parallel, false, true, m, n, k, T(1), a, lda, b.r, k, T(0), c, ldc);
+    return;
+  }
+  constexpr int64_t W = kPanelCols<T>;
+  const bool split = parallel && b.panels > 1 && m * n * k >= (int64_t(1) << 18) && omp_get_max_threads() > 1;
+#pragma omp parallel for schedule(static) if (split)
+  for (int64_t q = 0; q < b.panels; ++q) {
+    const T* bq = b.data.data() + q * k * W;
+    for (int64_t i0 = 0; i0 < m; i0 += 4) {
+      const T* ai = a + i0 * lda;
+      T* ci = c + i0 * ldc + q * W;
+      switch (std::min<int64_t>(4, m - i0)) {
+        case 1: panel<T, 1>(k, ai, lda, bq, ci, ldc); break;
+        case 2: panel<T, 2>(k, ai, lda, bq, ci, ldc); break;
+        case 3: panel<T, 3>(k, ai, lda, bq, ci, ldc); break;
+        default: panel<T, 4>(k, ai, lda, bq, ci, ldc); break;
+      }
+    }
+  }
+  const int64_t j0 = b.panels * W, rest = n - j0;  // the columns past the last panel
+  const T* tail = b.data.data() + j0 * k;
+  for (int64_t i = 0; i < m; ++i) {
+    T* ci = c + i * ldc + j0;
+    std::fill(ci, ci + rest, T(0));
+    for (int64_t p = 0; p < k; ++p) {
+      const T av = a[i * lda + p];
+      const T* row = tail + p * rest;
+      for (int64_t j = 0; j < rest; ++j) ci[j] += av * row[j];
+    }
+  }
+}
+
 template <typename T>
 struct Recurrence {
   Recurrence(const KernelContext& ctx, const RecurrentAttrs& attrs) : c(ctx), a(attrs) {}
@@ -353,6 +446,13 @@ struct Recurrence {
     const bool lstm = a.kind == RecurrentKind::kLstm, gru = a.kind == RecurrentKind::kGru;
     std::vector<T> h(size_t(batch * hidden), T(0)), cell(lstm ? size_t(batch * hidden) : 0, T(0));
     std::vector<T> gates(size_t(batch * gh)), tmp(size_t(batch * hidden));
+    // R packed for the per-step products: all gates, or (GRU without
+    // linear_before_reset) z and r, then h apart.
+    const bool few = batch <= kFewRows;
+    const bool split_h = a.kind == RecurrentKind::kGru && !a.linear_before_reset;
+    PackedR<T> r_main, r_h;
+    r_main.pack(rd, split_h ? 2 * hidden : gh, hidden, few);
+    if (split_h) r_h.pack(rd + 2 * hidden * hidden, hidden, hidden, few);
     for (int64_t bi = 0; bi < batch; ++bi) {
       if (h0) std::copy(h0 + stateAt(d, bi), h0 + stateAt(d, bi) + hidden, h.begin() + bi * hidden);
       if (c0) std::copy(c0 + stateAt(d, bi), c0 + stateAt(d, bi) + hidden, cell.begin() + bi * hidden);
@@ -367,8 +467,7 @@ struct Recurrence {
     const int64_t H = hidden;
     for (int64_t s = 0; s < max_len; ++s) {
       // gates = H_{t-1} R^T (GRU without linear_before_reset: z and r only).
-      const int64_t n = gru && !a.linear_before_reset ? 2 * H : gh;
-      gemm<T>(parallel, false, true, batch, n, H, T(1), h.data(), H, rd, H, T(0), gates.data(), gh);
+      stepProduct<T>(parallel, batch, r_main, h.data(), H, gates.data(), gh);
       auto stepOf = [&](int64_t bi) { return reverse ? lens[size_t(bi)] - 1 - s : s; };
       if (gru && !a.linear_before_reset) {
         // z, r first; then (r * H_{t-1}) Rh^T for every row at once.
@@ -381,13 +480,14 @@ struct Recurrence {
             continue;
           }
           const T* xr = xw.data() + xRow(stepOf(bi), bi) * nd * gh + d * gh;
+#pragma omp simd
           for (int64_t j = 0; j < 2 * H; ++j) gz[j] += xr[j];
           clipped(gz, 2 * H);
           activate(f, gz, 2 * H);
+#pragma omp simd
           for (int64_t j = 0; j < H; ++j) rh[j] = gz[H + j] * hb[j];
         }
-        gemm<T>(parallel, false, true, batch, H, H, T(1), tmp.data(), H, rd + 2 * H * H, H, T(0),
-                gates.data() + 2 * H, gh);
+        stepProduct<T>(parallel, batch, r_h, tmp.data(), H, gates.data() + 2 * H, gh);
       }
       for (int64_t bi = 0; bi < batch; ++bi) {
         if (s >= lens[size_t(bi)]) continue;
@@ -396,6 +496,7 @@ struct Recurrence {
         T* gt = gates.data() + bi * gh;
         T* hb = h.data() + bi * H;
         if (a.kind == RecurrentKind::kRnn) {
+#pragma omp simd
           for (int64_t j = 0; j < H; ++j) hb[j] = gt[j] + xr[j];
           clipped(hb, H);
           activate(f, hb, H);
@@ -404,15 +505,19 @@ struct Recurrence {
           T* gr = gt + H;
           T* gc = gt + 2 * H;
           if (a.linear_before_reset) {
+#pragma omp simd
             for (int64_t j = 0; j < 2 * H; ++j) gz[j] += xr[j];
             clipped(gz, 2 * H);
             activate(f, gz, 2 * H);
+#pragma omp simd
             for (int64_t j = 0; j < H; ++j) gc[j] = xr[2 * H + j] + gr[j] * (gc[j] + (rbh ? rbh[j] : T(0)));
           } else {
+#pragma omp simd
             for (int64_t j = 0; j < H; ++j) gc[j] += xr[2 * H + j];
           }
           clipped(gc, H);
           activate(*g, gc, H);
+#pragma omp simd
           for (int64_t j = 0; j < H; ++j) hb[j] = (T(1) - gz[j]) * gc[j] + gz[j] * hb[j];
         } else {  // LSTM, gates i, o, f, c
           T* gi = gt;
@@ -420,12 +525,14 @@ struct Recurrence {
           T* gf = gt + 2 * H;
           T* gc = gt + 3 * H;
           T* cb = cell.data() + bi * H;
+#pragma omp simd
           for (int64_t j = 0; j < H; ++j) {
             gi[j] += xr[j];
             gf[j] += xr[2 * H + j];
             gc[j] += xr[3 * H + j];
           }
           if (pd)
+#pragma omp simd
             for (int64_t j = 0; j < H; ++j) {
               gi[j] += pd[j] * cb[j];
               gf[j] += pd[2 * H + j] * cb[j];
@@ -433,6 +540,7 @@ struct Recurrence {
           clipped(gi, H);
           activate(f, gi, H);
           if (a.input_forget) {
+#pragma omp simd
             for (int64_t j = 0; j < H; ++j) gf[j] = T(1) - gi[j];
           } else {
             clipped(gf, H);
@@ -440,13 +548,16 @@ struct Recurrence {
           }
           clipped(gc, H);
           activate(*g, gc, H);
+#pragma omp simd
           for (int64_t j = 0; j < H; ++j) cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
+#pragma omp simd
           for (int64_t j = 0; j < H; ++j) go[j] += xr[H + j] + (pd ? pd[H + j] * cb[j] : T(0));
           clipped(go, H);
           activate(f, go, H);
           T* ct = tmp.data() + bi * H;
           std::copy(cb, cb + H, ct);
           activate(*hact, ct, H);
+#pragma omp simd
           for (int64_t j = 0; j < H; ++j) hb[j] = go[j] * ct[j];
         }
         if (y) std::copy(hb, hb + H, yAt(t, d, bi));

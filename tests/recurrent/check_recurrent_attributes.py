@@ -75,6 +75,13 @@ CASES = {
     "rnn_layout1_ragged": case("RNN", layout=1, lens=[5, 1, 3]),
     "rnn_seq1_batch1": case("RNN", seq=1, batch=1, hidden=64, inp=64),
     "lstm_long": case("LSTM", seq=40, batch=2, inp=32, hidden=48, c0=True),
+    # Past 8 rows the per-step products go to BLAS; below, panels of 64 floats / 32
+    # doubles plus the remaining columns.
+    "lstm_batch10_ragged": case("LSTM", batch=10, hidden=20, c0=True, lens=[5, 4, 3, 2, 1, 0, 5, 5, 2, 3]),
+    "gru_batch12": case("GRU", batch=12, hidden=40, direction="bidirectional"),
+    "gru_panels": case("GRU", batch=5, hidden=40, seq=7),
+    "gru_panels_float64": case("GRU", batch=7, hidden=40, seq=4, dtype=np.float64,
+                               attrs={"linear_before_reset": 1}),
 }
 
 # name -> (node kwargs, message the error must contain)
