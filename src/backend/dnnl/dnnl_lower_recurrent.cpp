@@ -1,11 +1,14 @@
 // Lowering of LSTM, GRU and RNN into one oneDNN RNN primitive. ONNX stores each
 // direction's weights as [gates * hidden, input] in its gate order (LSTM i, o, f, c;
 // GRU z, r, h); oneDNN reads them as ldigo [layer, direction, input, gate, hidden] in
-// its own (LSTM i, f, c, o; GRU u, r, o, u being ONNX's z). The compiler writes W, R,
-// the summed biases and the peepholes in oneDNN's order as derived constants (so the
+// its own (LSTM i, f, c, o; GRU u, r, o, u being ONNX's z). The compiler writes W and
+// R in oneDNN's order and in the layout it chooses (blocked for its brgemm kernels),
+// the summed biases and the peepholes in its order, as derived constants (so the
 // originals leave the artifact when nothing else reads them); sequences, states and
 // outputs are read and written in place (ONNX's layout 1 is oneDNN's ntc).
-#include <tuple>
+#include <omp.h>
+
+#include <optional>
 #include <vector>
 
 #include "backend/dnnl/dnnl_function_lowering.h"
@@ -76,11 +79,32 @@ void FunctionLowering::lowerRecurrent(size_t pos) {
     step.args.push_back(Arg{key, ArgSource::kConstant, mb_.derive(constOf(v), md, data.data(), md, false), md, false});
   };
   const int64_t gh = spec.gates * H;
-  for (auto [key, v, k] : {std::tuple{DNNL_ARG_WEIGHTS_LAYER, input(kernels::kRecW), I},
-                           std::tuple{DNNL_ARG_WEIGHTS_ITER, input(kernels::kRecR), H}}) {
-    std::vector<float> data;
-    if (computes) data = toLdigo(constData(v), k, H, order);
-    derived(key, v, plainDesc({1, 1, k, spec.gates, H}), data);
+  // W and R: in the layout oneDNN chooses (its brgemm kernels want the hidden dim
+  // blocked; in plain ldigo only its gemm-based reference code runs). But brgemm's
+  // cell splits every timestep over the threads with barriers in between: for small
+  // steps on more than one thread that costs more than the step (a VAD-style LSTM of
+  // hidden 64, 15 steps at batch 1: 15 us at one thread, 290 us at two on a busy
+  // machine; the reference code 40 and 75 us). So with several threads, steps under
+  // 2^18 multiply-adds keep plain ldigo. A replay reads W and R in the layout the
+  // compiler stored them in.
+  const bool let_choose = omp_get_max_threads() == 1 || N * spec.gates * H * H >= (int64_t(1) << 18);
+  struct Weights {
+    int key;
+    ValueId v;
+    int64_t k;
+    std::vector<float> ldigo;  // ONNX's values in oneDNN's gate order, plain
+  };
+  std::vector<Weights> weights = {{DNNL_ARG_WEIGHTS_LAYER, input(kernels::kRecW), I, {}},
+                                  {DNNL_ARG_WEIGHTS_ITER, input(kernels::kRecR), H, {}}};
+  for (Weights& w : weights) {
+    if (computes) w.ldigo = toLdigo(constData(w.v), w.k, H, order);
+    const memory::desc plain_md = plainDesc({1, 1, w.k, spec.gates, H});
+    if (std::optional<memory::desc> stored = mb_.storedWeights(constOf(w.v), true))
+      step.args.push_back(Arg{w.key, ArgSource::kConstant, 0, *stored, false});
+    else if (let_choose)
+      step.args.push_back(Arg{w.key, ArgSource::kConstant, 0, anyDesc(plain_md), true});
+    else
+      step.args.push_back(Arg{w.key, ArgSource::kConstant, 0, plain_md, false});
   }
   if (ValueId b = input(kernels::kRecB); b != ir::kNoValue) {
     std::vector<float> data;
@@ -135,7 +159,14 @@ void FunctionLowering::lowerRecurrent(size_t pos) {
   const ValueId yh = output(kernels::kRecYh), yc = lstm ? output(kernels::kRecYc) : ir::kNoValue;
   stateOut(DNNL_ARG_DST_ITER, yh, yc != ir::kNoValue);
   if (lstm) stateOut(DNNL_ARG_DST_ITER_C, yc, yh != ir::kNoValue);
-  makePrimitiveDesc(step, cpuEngine());  // throws dnnl::error when oneDNN has no implementation
+  // Throws dnnl::error when oneDNN has no implementation.
+  const dnnl::primitive_desc_base pd = makePrimitiveDesc(step, cpuEngine());
+  recordChosenLayouts(step, pd);
+  for (const Weights& w : weights) {
+    Arg* arg = step.find(w.key);
+    mb_.chosenWeights(constOf(w.v), true, arg->md);
+    arg->index = mb_.derive(constOf(w.v), plainDesc({1, 1, w.k, spec.gates, H}), w.ldigo.data(), arg->md, false);
+  }
   fn_.steps.push_back(std::move(step));
 }
 
