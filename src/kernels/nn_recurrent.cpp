@@ -3,10 +3,11 @@
 // input_forget, linear_before_reset, layout), float32 and float64.
 //
 // The input projection of every timestep (and both directions) is one GEMM
-// [seq*batch, input] x W^T with the biases folded in; each step is one GEMM of the
+// [seq*batch, input] x W^T with the biases folded in; each step is one product of the
 // hidden state by R^T (two for GRU without linear_before_reset, whose candidate gate
-// reads r * H) and the gate arithmetic, row by row. Two directions run on two threads
-// when the kernel has them.
+// reads r * H; on R packed once per run for up to 8 rows, see stepProduct, else BLAS)
+// and the gate arithmetic, row by row. Two directions run on two threads when the
+// kernel has them.
 //
 // sequence_lens as ONNX Runtime reads it: batch entry b runs its first len[b] steps
 // (reverse: from step len[b] - 1 down to 0); Y is zero past len[b]; Y_h (and Y_c) of an
