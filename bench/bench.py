@@ -24,6 +24,12 @@ front end, keyword spotter, ShuffleNetV2, exported with symbolic dims) are entri
 NAME@SIZE: each model is compiled once, without --shape (`--backends dnnl,ewise,host`),
 and that one artifact is run at every size against ONNX Runtime on the same .onnx.
 
+Streaming recurrent models (scripts/export_recurrent.py), entries NAME@stream: a
+VAD-style Conv1d + LSTM (and the same with a GRU) whose state is an input and an
+output, run frame by frame (512 samples a frame) with the state fed back after every
+run (`--feedback hn=h` in the runners); each timed run is one frame. partita host,
+partita oneDNN + host (one artifact, no --shape) and ONNX Runtime.
+
 A runtime or feature that is missing shows as n/a with the reason, never a number.
 """
 import argparse
@@ -52,6 +58,12 @@ SHIPPED = ["ocr_det@640x640", "ocr_det@960x544", "ocr_rec@w160", "ocr_rec@w320",
            "audio_mel@1s", "audio_mel@2s", "kws_cnn@76", "kws_cnn@152", "kws_cnn@76b8",
            "shufflenet_v2@224", "shufflenet_v2@320", "shufflenet_v2@224b8"]
 SHIPPED_RUNTIMES = ["partita_dnnl", "ort"]
+# Streaming recurrent models, NAME@stream (scripts/export_recurrent.py): inputs, and the
+# outputs fed back as inputs after every run (frame by frame).
+STREAMING = ["vad_lstm@stream", "gru_stream@stream"]
+STREAMING_IO = {"vad_lstm": (["input", "h", "c"], [("hn", "h"), ("cn", "c")]),
+                "gru_stream": (["input", "h"], [("hn", "h")])}
+STREAMING_RUNTIMES = ["partita_host", "partita_dnnl", "ort"]
 SHIPPED_BACKENDS = "dnnl,ewise,host"
 ENCODERS = {"bert_encoder"}
 
@@ -178,7 +190,30 @@ def export_shipped(shipped_dir, names):
 SHIPPED_MODELS = sorted({n.split("@")[0] for n in SHIPPED})
 
 
+def export_streaming(out_dir, names):
+    """Exports the streaming recurrent models, when missing or stale."""
+    script = os.path.join(ROOT, "scripts", "export_recurrent.py")
+    digest = script_digest(script)
+    stamp = os.path.join(out_dir, "export.stamp")
+    models = sorted({n.split("@")[0] for n in names})
+    fresh = os.path.exists(stamp) and open(stamp).read().strip() == digest
+    if fresh and all(os.path.exists(os.path.join(out_dir, m + ".onnx")) for m in models):
+        return
+    log(f"exporting {','.join(STREAMING_IO)} (scripts/export_recurrent.py)")
+    run_export(script, out_dir, sorted(STREAMING_IO))
+    with open(stamp, "w") as f:
+        f.write(digest + "\n")
+
+
 def model_files(models_dir, name):
+    if "@" in name and name.split("@")[0] in STREAMING_IO:
+        model, size = name.split("@", 1)
+        d = os.path.join(os.path.dirname(models_dir), "recurrent")
+        ins, feedback = STREAMING_IO[model]
+        return {"onnx": os.path.join(d, f"{model}.onnx"), "input": os.path.join(d, f"{model}.{size}.input.npy"),
+                "inputs": [(n, os.path.join(d, f"{model}.{size}.{n}.npy")) for n in ins],
+                "expected": os.path.join(d, f"{model}.{size}.output.npy"), "input_name": "input",
+                "feedback": feedback, "shipped": True, "streaming": True}
     if "@" in name:
         model, size = name.split("@", 1)
         d = os.path.join(os.path.dirname(models_dir), "shipped")
@@ -245,7 +280,8 @@ def compile_artifacts(partita, files, work, name, thread_counts, only=None):
         name = os.path.basename(files["onnx"])[:-len(".onnx")]
         work = os.path.join(os.path.dirname(work), name)
         os.makedirs(work, exist_ok=True)
-    variants = (("partita_dnnl", SHIPPED_BACKENDS),) if files.get("shipped") else \
+    variants = (("partita_host", "host"), ("partita_dnnl", SHIPPED_BACKENDS)) if files.get("streaming") else \
+        (("partita_dnnl", SHIPPED_BACKENDS),) if files.get("shipped") else \
         (("partita_host", "host"), ("partita_dnnl", "dnnl,host"))
     out = {}
     for variant, backends in variants:
@@ -273,7 +309,8 @@ def compile_artifacts(partita, files, work, name, thread_counts, only=None):
                 with open(pta + ".inspect.txt", "w") as f:
                     f.write(insp.stdout)
     if files.get("shipped"):
-        out["partita_host"] = {"na": "not measured for the shipped-style models"}
+        if not files.get("streaming"):
+            out["partita_host"] = {"na": "not measured for the shipped-style models"}
         _compiled[files["onnx"]] = out
     return out
 
@@ -347,6 +384,17 @@ class Worker:
 
 def worker_command(runtime, bins, files, name, threads, model_path, out_npy):
     inp = f"{files['input_name']}={files['input']}"
+    if files.get("streaming"):  # several inputs, states fed back after every run
+        args = []
+        for n, path in files["inputs"]:
+            args += ["--input", f"{n}={path}"]
+        for out, inp_name in files["feedback"]:
+            args += ["--feedback", f"{out}={inp_name}"]
+        common = ["--threads", str(threads), "--output", out_npy] + args
+        if runtime.startswith("partita"):
+            backends = SHIPPED_BACKENDS if runtime == "partita_dnnl" else "host"
+            return [bins["model_runner"], model_path, "--backends", backends] + common
+        return ["node", os.path.join(HERE, "ort_runner.js"), files["onnx"]] + common
     if runtime.startswith("partita"):
         backends = "dnnl,host" if runtime == "partita_dnnl" else "host"
         if files.get("shipped") and runtime == "partita_dnnl":
@@ -419,7 +467,8 @@ def bench_model(name, files, bins, work, opts):
     sources["torch"] = (files["onnx"], None)
 
     runs = {}
-    runtimes = [r for r in opts.runtimes if r in SHIPPED_RUNTIMES] if files.get("shipped") else opts.runtimes
+    runtimes = [r for r in opts.runtimes if r in STREAMING_RUNTIMES] if files.get("streaming") else \
+        [r for r in opts.runtimes if r in SHIPPED_RUNTIMES] if files.get("shipped") else opts.runtimes
     for threads in opts.threads:
         workers = []
         for rt in runtimes:
@@ -477,6 +526,7 @@ def bench_model(name, files, bins, work, opts):
     # Process start -> first result.
     res["startup"] = {}
     res["shipped"] = bool(files.get("shipped"))
+    res["streaming"] = bool(files.get("streaming"))
     for v in ("partita_host", "partita_dnnl"):
         if files.get("shipped"):
             res["startup"][v] = {"na": "not measured for the shipped-style models"}
@@ -612,8 +662,9 @@ def find_bins(build):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--models", default=",".join(EXPORTED + [DEMO] + SHIPPED),
-                    help="model set; shipped-style entries are NAME@SIZE (--models shipped: all of them)")
+    ap.add_argument("--models", default=",".join(EXPORTED + [DEMO] + SHIPPED + STREAMING),
+                    help="model set; shipped-style entries are NAME@SIZE (--models shipped: all of them; "
+                         "--models streaming: the streaming recurrent ones)")
     ap.add_argument("--runtimes", default=",".join(RUNTIMES))
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=5, help="minimum interleaved rounds")
@@ -648,7 +699,7 @@ def main():
     opts.runtimes = [r for r in opts.runtimes.split(",") if r]
     names = []
     for n in opts.models.split(","):
-        names += SHIPPED if n == "shipped" else [n] if n else []
+        names += SHIPPED if n == "shipped" else STREAMING if n == "streaming" else [n] if n else []
     build = os.path.abspath(opts.build)
     work = os.path.join(build, "bench")
     os.makedirs(work, exist_ok=True)
@@ -661,8 +712,11 @@ def main():
                             "agree_tol": AGREE_TOL},
                "loadavg_start": loadavg(), "models": [], "tool_na": {k: v for k, v in bins.items() if k.endswith("_na")}}
     results.update(export_models(os.path.join(work, "models"), [n for n in names if n != DEMO and "@" not in n]))
-    if any("@" in n for n in names):
-        export_shipped(os.path.join(work, "shipped"), [n for n in names if "@" in n])
+    streaming = [n for n in names if n.split("@")[0] in STREAMING_IO]
+    if any("@" in n and n not in streaming for n in names):
+        export_shipped(os.path.join(work, "shipped"), [n for n in names if "@" in n and n not in streaming])
+    if streaming:
+        export_streaming(os.path.join(work, "recurrent"), streaming)
     loads = [loadavg()]
     for name in names:
         files = model_files(os.path.join(work, "models"), name)

@@ -1,7 +1,7 @@
 // partita_bench_model: the partita side of bench/bench.py's timing workers.
 //
 //   partita_bench_model MODEL(.onnx|.pta) --input NAME=X.npy [--input ...] --threads N
-//                       [--output OUT.npy] [--backends dnnl,host]
+//                       [--output OUT.npy] [--backends dnnl,host] [--feedback OUT=IN ...]
 //
 // Loads the model (a .pta artifact, or an .onnx compiled in memory for --backends),
 // binds the inputs, runs once, writes output 0 to OUT.npy and prints one JSON line:
@@ -10,10 +10,13 @@
 // commands on stdin, one per line, so the driver can interleave several workers:
 //   run K   -> {"event":"times","ms":[..K timings..]}
 //   quit    -> exits 0
-// Any failure prints {"event":"error","message":".."} and exits 1. The same protocol
+// --feedback OUT=IN (streaming models): after every run, output OUT is copied into
+// input IN for the next one (a recurrent state fed back frame by frame; the timed runs
+// include the copy). Any failure prints {"event":"error","message":".."} and exits 1. The same protocol
 // is spoken by bench/ort_runner.js and bench/torch_runner.py.
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -85,6 +88,7 @@ struct Args {
   std::vector<std::pair<std::string, std::string>> inputs;
   std::string output;
   std::vector<std::string> backends;  // for an .onnx; empty: the compiler's default
+  std::vector<std::pair<std::string, std::string>> feedback;  // output -> input
   int threads = 1;
 };
 
@@ -101,6 +105,11 @@ Args parseArgs(int argc, char** argv) {
       auto eq = spec.find('=');
       if (eq == std::string::npos) throw std::runtime_error("--input expects NAME=PATH, got " + spec);
       a.inputs.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
+    } else if (arg == "--feedback") {
+      std::string spec = value();
+      auto eq = spec.find('=');
+      if (eq == std::string::npos) throw std::runtime_error("--feedback expects OUT=IN, got " + spec);
+      a.feedback.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
     } else if (arg == "--threads") {
       a.threads = std::stoi(value());
     } else if (arg == "--output") {
@@ -140,11 +149,25 @@ int serve(const Args& args) {
     session.setInput(name, held.back());
   }
 
+  // Each fed-back state: the output's bytes copied into the bound input tensor.
+  auto feedBack = [&] {
+    for (const auto& [out, in] : args.feedback) {
+      size_t k = 0;
+      while (k < args.inputs.size() && args.inputs[k].first != in) ++k;
+      if (k == args.inputs.size()) throw std::runtime_error("--feedback: no --input named " + in);
+      const partita::Tensor& o = session.output(out);
+      if (o.nbytes() != held[k].nbytes() || o.dtype() != held[k].dtype())
+        throw std::runtime_error("--feedback: output " + out + " does not fit input " + in);
+      std::memcpy(held[k].data(), o.data(), o.nbytes());
+    }
+  };
+
   t0 = Clock::now();
   session.run();
   double first_ms = msSince(t0);
   std::string memory = memoryJson();
   if (!args.output.empty()) partita::writeNpy(args.output, session.outputs().at(0).view());
+  feedBack();
 
   std::ostringstream ready;
   ready << "{\"event\":\"ready\",\"load_ms\":" << load_ms << ",\"first_run_ms\":" << first_ms
@@ -165,6 +188,7 @@ int serve(const Args& args) {
     for (int i = 0; i < k; ++i) {
       auto s = Clock::now();
       session.run();
+      feedBack();
       out << (i ? "," : "") << msSince(s);
     }
     out << "]}";

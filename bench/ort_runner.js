@@ -2,11 +2,15 @@
 // The ONNX Runtime worker of bench/bench.py (onnxruntime-node, CPU execution provider).
 //
 //   node ort_runner.js MODEL.onnx --input NAME=X.npy [--input ...] --threads N [--output OUT.npy]
+//                      [--output-dir DIR] [--feedback OUT=IN ...]
 //
 // Same protocol as partita_bench_model (bench/model_runner.cpp): loads the model with
 // intraOpNumThreads = N and interOpNumThreads = 1, runs once, writes output 0 as .npy,
 // prints {"event":"ready",...} with memory read from /proc/self after that first run,
 // then answers "run K" with {"event":"times","ms":[...]} until "quit".
+// --output-dir writes every output of the first run as DIR/NAME.npy. --feedback OUT=IN
+// (streaming models): after every run, output OUT becomes input IN of the next one (a
+// recurrent state fed back frame by frame; the timed runs include it).
 'use strict';
 
 const fs = require('fs');
@@ -86,7 +90,7 @@ function memory() {
 }
 
 function parseArgs(argv) {
-  const args = { model: null, inputs: [], threads: 1, output: null };
+  const args = { model: null, inputs: [], threads: 1, output: null, outputDir: null, feedback: [] };
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
     if (a === '--input') {
@@ -98,6 +102,13 @@ function parseArgs(argv) {
       args.threads = Number(argv[++i]);
     } else if (a === '--output') {
       args.output = argv[++i];
+    } else if (a === '--output-dir') {
+      args.outputDir = argv[++i];
+    } else if (a === '--feedback') {
+      const spec = argv[++i];
+      const eq = spec.indexOf('=');
+      if (eq <= 0) throw new Error(`--feedback expects OUT=IN, got ${spec}`);
+      args.feedback.push([spec.slice(0, eq), spec.slice(eq + 1)]);
     } else if (!a.startsWith('-') && args.model === null) {
       args.model = a;
     } else {
@@ -130,6 +141,14 @@ async function main() {
   const firstMs = Number(process.hrtime.bigint() - t0) / 1e6;
   const mem = memory();
   if (args.output) writeNpy(args.output, result[session.outputNames[0]]);
+  if (args.outputDir) for (const name of session.outputNames) writeNpy(`${args.outputDir}/${name}.npy`, result[name]);
+  const feedBack = (r) => {
+    for (const [out, inp] of args.feedback) {
+      if (!(out in r)) throw new Error(`--feedback: the model has no output ${out}`);
+      feeds[inp] = r[out];
+    }
+  };
+  feedBack(result);
   result = null;
   emit({ event: 'ready', load_ms: loadMs, first_run_ms: firstMs, memory: mem, ort_version: ort.env.versions?.common });
 
@@ -141,7 +160,7 @@ async function main() {
     const ms = [];
     for (let i = 0; i < Number(count); ++i) {
       const s = process.hrtime.bigint();
-      await session.run(feeds);
+      feedBack(await session.run(feeds));
       ms.push(Number(process.hrtime.bigint() - s) / 1e6);
     }
     emit({ event: 'times', ms });

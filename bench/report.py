@@ -478,7 +478,7 @@ def fixed_models(res):
 
 
 def shipped_section(res, notes):
-    models = [m for m in res["models"] if m.get("shipped")]
+    models = [m for m in res["models"] if m.get("shipped") and not m.get("streaming")]
     if not models:
         return []
     threads = res["settings"]["threads"]
@@ -513,6 +513,30 @@ def shipped_section(res, notes):
     return lines + [""] + ["- " + s for s in summary]
 
 
+def streaming_section(res, notes):
+    """Streaming recurrent models run frame by frame, state fed back (target: each
+    frame no slower than ONNX Runtime's)."""
+    models = [m for m in res["models"] if m.get("streaming")]
+    if not models:
+        return []
+    lines = ["## Streaming recurrent models (frame by frame)", "",
+             "scripts/export_recurrent.py: `vad_lstm`, a voice-activity-style Conv1d front end and an LSTM whose "
+             "state (h, c) is an input and an output; `gru_stream`, the same with a GRU. One frame (512 samples, "
+             "15 recurrent steps) a run, the state fed back after every run (the runners' `--feedback`), so each "
+             "timed run is one frame as a streaming caller makes it. One artifact per variant, compiled without "
+             "`--shape`. Median / p90 ms per frame; ratio = partita / ORT (target: at most 1.00x).", "",
+             "| Model | Threads | partita host | partita oneDNN+host | ORT | host / ORT | oneDNN+host / ORT |",
+             "|---|---|---|---|---|---|---|"]
+    for m in models:
+        for t in res["settings"]["threads"]:
+            cells = [latency_cell(m, "partita_host", t, notes), latency_cell(m, "partita_dnnl", t, notes),
+                     latency_cell(m, "ort", t, notes),
+                     ratio_cell(m, "partita_host", "ort", t, notes, 1.0),
+                     ratio_cell(m, "partita_dnnl", "ort", t, notes, 1.0)]
+            lines.append(f"| {m['name']} | {t} | " + " | ".join(c or "n/a" for c in cells) + " |")
+    return lines
+
+
 def write_markdown(res, path):
     notes = Notes()
     lines = header(res) + [""]
@@ -522,6 +546,8 @@ def write_markdown(res, path):
         lines += section(fixed, notes) + [""]
     shipped = shipped_section(res, notes)
     lines += shipped + [""] if shipped else []
+    streaming = streaming_section(res, notes)
+    lines += streaming + [""] if streaming else []
     lines += contention_section(res, notes) + [""]
     lines += kernels_section(res, notes) + [""]
     lines += method_section(res) + [""]

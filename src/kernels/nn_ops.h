@@ -14,5 +14,6 @@ void registerNormOps(OpRegistry& r);    // nn_norm.cpp: BatchNormalization, Inst
 void registerResizeOps(OpRegistry& r);  // nn_resize.cpp: Resize, Upsample
 void registerQuantOps(OpRegistry& r);   // nn_quant.cpp: ConvInteger, MatMulInteger, QLinearConv,
                                         // QLinearMatMul
+void registerRecurrentOps(OpRegistry& r);  // nn_recurrent.cpp: LSTM, GRU, RNN
 
 }  // namespace partita::kernels

@@ -342,5 +342,52 @@ TEST_F(WeightAccounting, EmbeddedConstantAlsoBorrowedByTheHostIsStoredOnce) {
   expectSameResultsAsHost(l, b);
 }
 
+#if PARTITA_HAVE_DNNL
+// Recurrent weights: an LSTM on oneDNN derives W, R (in the layout oneDNN chose) and
+// the summed bias in oneDNN's gate order; a second LSTM with clip (host only) reads the same W, R and B plain.
+// Each is stored plain once for the host and once derived; without the host LSTM the
+// originals leave the file.
+TEST_F(WeightAccounting, RecurrentWeightsDerivedAndShared) {
+  for (bool with_host_reader : {true, false}) {
+    GraphBuilder b;
+    const int64_t hidden = 6, input = 4;
+    ir::ValueId x = b.input("x", {5, 2, input});
+    ir::ValueId w = b.constant("W", {1, 4 * hidden, input}, randomFloats(4 * hidden * input, 1));
+    ir::ValueId r = b.constant("R", {1, 4 * hidden, hidden}, randomFloats(4 * hidden * hidden, 2));
+    ir::ValueId bias = b.constant("B", {1, 8 * hidden}, randomFloats(8 * hidden, 3));
+    ir::AttributeMap a;
+    a.setInt("hidden_size", hidden);
+    b.output(b.node("LSTM", {x, w, r, bias}, a, 14));
+    if (with_host_reader) {
+      a.setFloat("clip", 0.5f);  // oneDNN has no clip: the host runs it
+      b.output(b.node("LSTM", {x, w, r, bias}, a, 14));
+    }
+    Linked l = link(b, {"dnnl", "host"});
+    expectExactWeights(l);
+    size_t derived = 0;
+    uint64_t derived_bytes = 0;
+    for (const artifact::ConstUse& u : l.a.modules[0].uses)
+      if (u.kind == artifact::UseKind::kDerive) {
+        ++derived;
+        const artifact::ConstantEntry* c = l.a.findConstant(u.id);
+        EXPECT_FALSE(c->layout.empty());
+        derived_bytes += c->nbytes;
+        if (u.source == b.g.value(bias).constant) {
+          EXPECT_EQ(c->nbytes, 4u * hidden * sizeof(float));  // Wb + Rb
+        }
+      }
+    EXPECT_EQ(derived, 3u);  // W, R (in the layout oneDNN chose, padded), B
+    for (ir::ValueId v : {w, r, bias}) {
+      const artifact::ConstantEntry* plain = l.a.findConstant(b.g.value(v).constant);
+      const bool stored = plain && plain->storage == artifact::Storage::kWeights;
+      EXPECT_EQ(stored, with_host_reader) << b.g.value(v).name;
+    }
+    const uint64_t plain_bytes = (4 * hidden * input + 4 * hidden * hidden + 8 * hidden) * sizeof(float);
+    EXPECT_EQ(l.written.distinct_weight_bytes, derived_bytes + (with_host_reader ? plain_bytes : 0));
+    expectSameResultsAsHost(l, b);
+  }
+}
+#endif
+
 }  // namespace
 }  // namespace partita

@@ -29,6 +29,7 @@ OpClass classify(const ir::Node& n) {
   if (op == "Flatten" || op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity" ||
       op == "Dropout")
     return OpClass::kView;
+  if (op == "LSTM" || op == "GRU" || op == "RNN") return OpClass::kRecurrent;
   if (op == "Erf") return OpClass::kEltwise;  // only inside a Gelu (matchGelu)
   static const char* const kEltwise[] = {"Relu",      "LeakyRelu", "Elu",   "Selu", "Sigmoid", "HardSigmoid",
                                          "HardSwish", "Tanh",      "Abs",   "Sqrt", "Exp",     "Softplus",
@@ -83,6 +84,8 @@ bool supportsAt(const ir::Graph& g, const ir::Node& n, std::string* why, int dep
       return decodeReduce(g, n, why).has_value();
     case OpClass::kResample:
       return decodeResize(g, n, why).has_value();
+    case OpClass::kRecurrent:
+      return decodeRecurrent(g, n, why).has_value();
     case OpClass::kView: {
       // A view alone is a copy; it is worth taking only next to a computation that
       // oneDNN runs (then it costs nothing inside the region).

@@ -26,6 +26,7 @@ enum class OpClass {
   kMove,       // Transpose, Slice: a reorder from a strided view
   kResample,   // Resize, Upsample (nearest and linear, where oneDNN's resampling is exact)
   kReduce,     // ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare
+  kRecurrent,  // LSTM, GRU, RNN (one direction, default activations)
 };
 OpClass classify(const ir::Node& n);
 

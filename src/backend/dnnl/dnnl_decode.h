@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "kernels/nn_recurrent.h"
 
 namespace partita::dnnl_backend {
 
@@ -69,6 +70,18 @@ struct ReduceSpec {
   std::vector<int64_t> src_dims, dst_dims;  // dst: reduced dims are 1 (keepdims form)
 };
 
+// LSTM, GRU, RNN on oneDNN's RNN primitive (one layer, one direction).
+struct RnnSpec {
+  kernels::RecurrentKind kind = kernels::RecurrentKind::kLstm;
+  dnnl::algorithm cell = dnnl::algorithm::vanilla_lstm;  // vanilla_rnn, vanilla_lstm, vanilla_gru, lbr_gru
+  dnnl::algorithm activation = dnnl::algorithm::eltwise_tanh;  // vanilla_rnn's f
+  dnnl::rnn_direction direction = dnnl::rnn_direction::unidirectional_left2right;
+  int64_t layout = 0;  // ONNX's: 1 puts the batch first (oneDNN's ntc)
+  int64_t seq = 0, batch = 0, input = 0, hidden = 0;
+  int64_t gates = 1;       // oneDNN's gates per cell: RNN 1, GRU 3, LSTM 4
+  int64_t bias_gates = 1;  // lbr_gru: 4 (the candidate's recurrent bias apart)
+};
+
 std::optional<std::vector<EltwiseOp>> decodeEltwise(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<dnnl::algorithm> decodeBinary(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::string* why);
@@ -83,6 +96,7 @@ bool decodeView(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<MoveSpec> decodeMove(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<ResampleSpec> decodeResize(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<ReduceSpec> decodeReduce(const ir::Graph& g, const ir::Node& n, std::string* why);
+std::optional<RnnSpec> decodeRecurrent(const ir::Graph& g, const ir::Node& n, std::string* why);
 
 // `shape` with leading 1s up to `rank` (oneDNN broadcasting needs equal ranks).
 std::vector<int64_t> padLeft(const std::vector<int64_t>& shape, size_t rank);

@@ -89,6 +89,9 @@ void FunctionLowering::lowerNode(size_t pos) {
     case OpClass::kResample:
       lowerResample(pos);
       break;
+    case OpClass::kRecurrent:
+      lowerRecurrent(pos);
+      break;
     case OpClass::kNone:
       internal("node '" + node.name + "' (" + node.op_type + ") is not supported");
   }

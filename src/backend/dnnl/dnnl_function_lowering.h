@@ -15,6 +15,7 @@
 //   dnnl_lower_eltwise.cpp      eltwise, binary, PRelu
 //   dnnl_lower_norm.cpp         softmax, layer and batch normalization, reductions
 //   dnnl_lower_move.cpp         Concat, views, Transpose and Slice
+//   dnnl_lower_recurrent.cpp    LSTM, GRU, RNN (weights in oneDNN's gate order)
 #pragma once
 
 #include <cstddef>
@@ -134,6 +135,7 @@ class FunctionLowering {
   void lowerConcat(size_t pos);
   void lowerView(size_t pos);
   void lowerMove(size_t pos);
+  void lowerRecurrent(size_t pos);
 
   ConstantArgs& mb_;
   const ir::Graph& g_;

@@ -232,7 +232,8 @@ std::map<WeightsKey, memory::desc> robustWeights(const PolyFunction& poly, const
   for (size_t f = 0; f < functions.size(); ++f)
     for (const Step& step : functions[f].steps) {
       const Arg* w = step.find(DNNL_ARG_WEIGHTS);
-      if (!w || w->source != ArgSource::kConstant) continue;
+      // RNN weights (DNNL_ARG_WEIGHTS_LAYER is the same key) are always plain ldigo.
+      if (!w || w->source != ArgSource::kConstant || step.kind == StepKind::kRnn) continue;
       auto k = key_of.find(ir::ConstId(w->index));
       if (k == key_of.end()) continue;
       addCandidate(k->second, w->md);  // the stored layout comes first

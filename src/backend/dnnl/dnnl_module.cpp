@@ -366,7 +366,7 @@ std::vector<std::pair<std::string, std::string>> describeStep(StepKind kind, con
     std::string name;
     switch (key) {
       case DNNL_ARG_SRC: name = "src"; break;
-      case DNNL_ARG_SRC_1: name = "src_1"; break;
+      case DNNL_ARG_SRC_1: name = kind == StepKind::kRnn ? "src_iter" : "src_1"; break;  // DNNL_ARG_SRC_ITER
       case DNNL_ARG_WEIGHTS: name = "weights"; break;
       case DNNL_ARG_BIAS: name = "bias"; break;
       case DNNL_ARG_DST: name = "dst"; break;
@@ -374,6 +374,11 @@ std::vector<std::pair<std::string, std::string>> describeStep(StepKind kind, con
       case DNNL_ARG_VARIANCE: name = "variance"; break;
       case DNNL_ARG_SCALE: name = "scale"; break;
       case DNNL_ARG_SHIFT: name = "shift"; break;
+      case DNNL_ARG_SRC_ITER_C: name = "src_iter_c"; break;
+      case DNNL_ARG_WEIGHTS_ITER: name = "weights_iter"; break;
+      case DNNL_ARG_WEIGHTS_PEEPHOLE: name = "weights_peephole"; break;
+      case DNNL_ARG_DST_ITER: name = "dst_iter"; break;
+      case DNNL_ARG_DST_ITER_C: name = "dst_iter_c"; break;
       default:
         if (key >= DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE)  // DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1
           name = "post_op_" + std::to_string(key / DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE - 1) + "_src_1";

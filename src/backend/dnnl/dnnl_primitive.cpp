@@ -90,6 +90,48 @@ std::vector<memory::desc> concatSources(const Step& s, const memory::desc& dst, 
   return srcs;
 }
 
+// An RNN step: the cell kind in `alg`, the direction in `axis` (one direction),
+// vanilla_rnn's activation in `flags` with `alpha` and `beta`.
+dnnl::primitive_desc_base rnnDesc(const Step& s, const dnnl::primitive_attr& attr, const dnnl::engine& eng) {
+  auto bad = [&](const std::string& what) {
+    return Error(ErrorCode::kInvalidArtifact, "dnnl step '" + s.label + "' (rnn): " + what);
+  };
+  if (s.axis != dnnl_unidirectional_left2right && s.axis != dnnl_unidirectional_right2left)
+    throw bad("direction " + std::to_string(s.axis) + " is not one of the unidirectional ones");
+  const auto dir = dnnl::rnn_direction(s.axis);
+  const prop_kind inference = prop_kind::forward_inference;
+  const memory::desc src_layer = required(s, DNNL_ARG_SRC_LAYER), src_iter = requested(s, DNNL_ARG_SRC_ITER),
+                     wl = required(s, DNNL_ARG_WEIGHTS_LAYER), wi = required(s, DNNL_ARG_WEIGHTS_ITER),
+                     bias = requested(s, DNNL_ARG_BIAS), dst_layer = required(s, DNNL_ARG_DST_LAYER),
+                     dst_iter = requested(s, DNNL_ARG_DST_ITER);
+  switch (algorithm(s.alg)) {
+    case algorithm::vanilla_lstm: {
+      dnnl::lstm_forward::desc d(inference, dir, src_layer, src_iter, requested(s, DNNL_ARG_SRC_ITER_C), wl, wi,
+                                 requested(s, DNNL_ARG_WEIGHTS_PEEPHOLE), memory::desc(), bias, dst_layer, dst_iter,
+                                 requested(s, DNNL_ARG_DST_ITER_C));
+      return dnnl::lstm_forward::primitive_desc(d, attr, eng);
+    }
+    case algorithm::vanilla_gru: {
+      dnnl::gru_forward::desc d(inference, dir, src_layer, src_iter, wl, wi, bias, dst_layer, dst_iter);
+      return dnnl::gru_forward::primitive_desc(d, attr, eng);
+    }
+    case algorithm::lbr_gru: {
+      dnnl::lbr_gru_forward::desc d(inference, dir, src_layer, src_iter, wl, wi, bias, dst_layer, dst_iter);
+      return dnnl::lbr_gru_forward::primitive_desc(d, attr, eng);
+    }
+    case algorithm::vanilla_rnn: {
+      const auto act = algorithm(s.flags);
+      if (act != algorithm::eltwise_tanh && act != algorithm::eltwise_relu && act != algorithm::eltwise_logistic)
+        throw bad("activation " + std::to_string(s.flags) + " is not tanh, relu or logistic");
+      dnnl::vanilla_rnn_forward::desc d(inference, act, dir, src_layer, src_iter, wl, wi, bias, dst_layer, dst_iter,
+                                        dnnl::rnn_flags::undef, s.alpha, s.beta);
+      return dnnl::vanilla_rnn_forward::primitive_desc(d, attr, eng);
+    }
+    default:
+      throw bad("cell kind " + std::to_string(s.alg) + " is not an RNN cell");
+  }
+}
+
 }  // namespace
 
 dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& eng) {
@@ -175,6 +217,8 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
                                        required(s, DNNL_ARG_DST));
       return dnnl::resampling_forward::primitive_desc(d, attr, eng);
     }
+    case StepKind::kRnn:
+      return rnnDesc(s, attr, eng);
     case StepKind::kPrelu: {
       dnnl::prelu_forward::desc d(prop_kind::forward_inference, required(s, DNNL_ARG_SRC),
                                   required(s, DNNL_ARG_WEIGHTS));

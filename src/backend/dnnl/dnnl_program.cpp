@@ -42,6 +42,8 @@ const char* stepKindName(StepKind k) {
       return "reduction";
     case StepKind::kResampling:
       return "resampling";
+    case StepKind::kRnn:
+      return "rnn";
   }
   return "?";
 }
@@ -95,7 +97,7 @@ void writeStep(BlobWriter& w, const Step& s) {
 Step readStep(BlobReader& r) {
   Step s;
   uint8_t kind = r.u8();
-  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kResampling))
+  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kRnn))
     r.fail("step kind: unknown step kind " + std::to_string(kind));
   s.kind = StepKind(kind);
   s.label = r.str();

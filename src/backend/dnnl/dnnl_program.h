@@ -69,6 +69,10 @@ enum class StepKind : uint8_t {
   kPrelu = 13,         // SRC, WEIGHTS (slopes) -> DST
   kReduction = 14,     // SRC -> DST (reduced dims are 1 in DST); alpha = p, beta = eps
   kResampling = 15,    // SRC -> DST (factors from the dims; alg nearest or linear)
+  kRnn = 16,           // SRC_LAYER, [SRC_ITER], [SRC_ITER_C], WEIGHTS_LAYER, WEIGHTS_ITER,
+                       // [WEIGHTS_PEEPHOLE], [BIAS] -> DST_LAYER, [DST_ITER], [DST_ITER_C];
+                       // alg: the cell kind, axis: the direction (dnnl_rnn_direction_t),
+                       // flags: vanilla_rnn's activation (dnnl_alg_kind_t) with alpha, beta
 };
 const char* stepKindName(StepKind k);
 

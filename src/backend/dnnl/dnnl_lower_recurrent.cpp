@@ -1,0 +1,173 @@
+// Lowering of LSTM, GRU and RNN into one oneDNN RNN primitive. ONNX stores each
+// direction's weights as [gates * hidden, input] in its gate order (LSTM i, o, f, c;
+// GRU z, r, h); oneDNN reads them as ldigo [layer, direction, input, gate, hidden] in
+// its own (LSTM i, f, c, o; GRU u, r, o, u being ONNX's z). The compiler writes W and
+// R in oneDNN's order and in the layout it chooses (blocked for its brgemm kernels),
+// the summed biases and the peepholes in its order, as derived constants (so the
+// originals leave the artifact when nothing else reads them); sequences, states and
+// outputs are read and written in place (ONNX's layout 1 is oneDNN's ntc).
+#include <omp.h>
+
+#include <optional>
+#include <vector>
+
+#include "backend/dnnl/dnnl_function_lowering.h"
+#include "backend/dnnl/dnnl_module.h"
+#include "backend/dnnl/dnnl_primitive.h"
+
+namespace partita::dnnl_backend {
+
+using ir::ValueId;
+using kernels::RecurrentKind;
+
+namespace {
+
+// ONNX's gate index of each of oneDNN's gates.
+std::vector<int64_t> onnxGateOrder(RecurrentKind kind) {
+  if (kind == RecurrentKind::kLstm) return {0, 2, 3, 1};  // i f c o <- i o f c
+  if (kind == RecurrentKind::kGru) return {0, 1, 2};      // u r o <- z r h
+  return {0};
+}
+
+// ONNX's [gates * hidden, k] (one direction) as oneDNN's [k, gates, hidden].
+std::vector<float> toLdigo(const float* w, int64_t k, int64_t hidden, const std::vector<int64_t>& order) {
+  const int64_t gates = int64_t(order.size());
+  std::vector<float> out(size_t(k * gates * hidden));
+  for (int64_t g = 0; g < gates; ++g)
+    for (int64_t h = 0; h < hidden; ++h) {
+      const float* row = w + (order[size_t(g)] * hidden + h) * k;
+      for (int64_t i = 0; i < k; ++i) out[size_t((i * gates + g) * hidden + h)] = row[i];
+    }
+  return out;
+}
+
+}  // namespace
+
+void FunctionLowering::lowerRecurrent(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const RnnSpec spec = decoded(decodeRecurrent(g_, node, nullptr), pos);
+  const int64_t T = spec.seq, N = spec.batch, I = spec.input, H = spec.hidden;
+  const bool lstm = spec.kind == RecurrentKind::kLstm;
+  const std::vector<int64_t> order = onnxGateOrder(spec.kind);
+  auto sequence = [&](int64_t c) {  // [T, N, c] over X's or Y's bytes
+    return spec.layout ? withStrides({T, N, c}, {c, T * c, 1}) : plainDesc({T, N, c});
+  };
+  const memory::desc state = plainDesc({1, 1, N, H});  // ONNX's [1, N, H] and [N, 1, H] alike
+  auto input = [&](size_t i) { return node.hasInput(i) ? node.inputs[i] : ir::kNoValue; };
+  auto output = [&](size_t o) { return o < node.outputs.size() ? node.outputs[o] : ir::kNoValue; };
+
+  Step step;
+  step.kind = StepKind::kRnn;
+  step.label = labelOf(pos, {});
+  step.alg = int32_t(spec.cell);
+  step.axis = int64_t(spec.direction);
+  step.flags = uint32_t(spec.activation);
+  step.args.push_back(bufferArg(DNNL_ARG_SRC_LAYER, plain(input(kernels::kRecX)).buffer, sequence(I)));
+  auto stateArg = [&](int key, ValueId v) {
+    if (v == ir::kNoValue) return;
+    if (isConstant(v))
+      step.args.push_back(mb_.borrow(key, constOf(v), state));
+    else
+      step.args.push_back(bufferArg(key, plain(v).buffer, state));
+  };
+  stateArg(DNNL_ARG_SRC_ITER, input(kernels::kRecInitialH));
+  if (lstm) stateArg(DNNL_ARG_SRC_ITER_C, input(kernels::kRecInitialC));
+
+  // Constants in oneDNN's order, computed only when compiling (a replay finds them).
+  const bool computes = mb_.computes();
+  auto derived = [&](int key, ValueId v, const memory::desc& md, const std::vector<float>& data) {
+    step.args.push_back(Arg{key, ArgSource::kConstant, mb_.derive(constOf(v), md, data.data(), md, false), md, false});
+  };
+  const int64_t gh = spec.gates * H;
+  // W and R: in the layout oneDNN chooses (its brgemm kernels want the hidden dim
+  // blocked; in plain ldigo only its gemm-based reference code runs). But brgemm's
+  // cell splits every timestep over the threads with barriers in between: for small
+  // steps on more than one thread that costs more than the step (a VAD-style LSTM of
+  // hidden 64, 15 steps at batch 1: 15 us at one thread, 290 us at two on a busy
+  // machine; the reference code 40 and 75 us). So with several threads, steps under
+  // 2^18 multiply-adds keep plain ldigo. A replay reads W and R in the layout the
+  // compiler stored them in.
+  const bool let_choose = omp_get_max_threads() == 1 || N * spec.gates * H * H >= (int64_t(1) << 18);
+  struct Weights {
+    int key;
+    ValueId v;
+    int64_t k;
+    std::vector<float> ldigo;  // ONNX's values in oneDNN's gate order, plain
+  };
+  std::vector<Weights> weights = {{DNNL_ARG_WEIGHTS_LAYER, input(kernels::kRecW), I, {}},
+                                  {DNNL_ARG_WEIGHTS_ITER, input(kernels::kRecR), H, {}}};
+  for (Weights& w : weights) {
+    if (computes) w.ldigo = toLdigo(constData(w.v), w.k, H, order);
+    const memory::desc plain_md = plainDesc({1, 1, w.k, spec.gates, H});
+    if (std::optional<memory::desc> stored = mb_.storedWeights(constOf(w.v), true))
+      step.args.push_back(Arg{w.key, ArgSource::kConstant, 0, *stored, false});
+    else if (let_choose)
+      step.args.push_back(Arg{w.key, ArgSource::kConstant, 0, anyDesc(plain_md), true});
+    else
+      step.args.push_back(Arg{w.key, ArgSource::kConstant, 0, plain_md, false});
+  }
+  if (ValueId b = input(kernels::kRecB); b != ir::kNoValue) {
+    std::vector<float> data;
+    if (computes) {
+      const float* wb = constData(b);
+      const float* rb = wb + gh;
+      data.resize(size_t(spec.bias_gates * H));
+      for (int64_t g = 0; g < spec.gates; ++g)
+        for (int64_t h = 0; h < H; ++h) {
+          const int64_t o = order[size_t(g)] * H + h;
+          // lbr_gru's candidate: W's bias outside r * (...), R's as a fourth gate inside.
+          const bool apart = spec.cell == dnnl::algorithm::lbr_gru && g == 2;
+          data[size_t(g * H + h)] = wb[o] + (apart ? 0.0f : rb[o]);
+        }
+      if (spec.cell == dnnl::algorithm::lbr_gru)
+        for (int64_t h = 0; h < H; ++h) data[size_t(3 * H + h)] = rb[2 * H + h];
+    }
+    derived(DNNL_ARG_BIAS, b, plainDesc({1, 1, spec.bias_gates, H}), data);
+  } else {
+    // No B: oneDNN wants a bias all the same; zeros embedded in the blob.
+    const memory::desc md = plainDesc({1, 1, spec.bias_gates, H});
+    const std::vector<float> zeros(size_t(spec.bias_gates * H), 0.0f);
+    step.args.push_back(mb_.embed(DNNL_ARG_BIAS, zeros.data(), md, {}));
+  }
+  if (ValueId p = lstm ? input(kernels::kRecP) : ir::kNoValue; p != ir::kNoValue) {
+    std::vector<float> data;
+    if (computes) {
+      const float* pv = constData(p);
+      data.resize(size_t(3 * H));
+      const int64_t from[3] = {0, 2, 1};  // i f o <- i o f
+      for (int64_t g = 0; g < 3; ++g)
+        for (int64_t h = 0; h < H; ++h) data[size_t(g * H + h)] = pv[from[g] * H + h];
+    }
+    derived(DNNL_ARG_WEIGHTS_PEEPHOLE, p, plainDesc({1, 1, 3, H}), data);
+  }
+  consume(pos);
+
+  // Outputs: Y (oneDNN needs its destination even when the model does not read it),
+  // then the final states where asked for.
+  const ValueId y = output(kernels::kRecY);
+  const uint32_t y_buf = newBuffer(plainDesc({T, N, H}));
+  step.args.push_back(bufferArg(DNNL_ARG_DST_LAYER, y_buf, sequence(H)));
+  if (y != ir::kNoValue) place(y, Loc{y_buf, plainDesc(shapeOf(y))});
+  // The final states, where asked for (an LSTM's both when either is: oneDNN writes
+  // them together; an unread one goes to a temporary).
+  auto stateOut = [&](int key, ValueId v, bool pair_used) {
+    if (v == ir::kNoValue && !pair_used) return;
+    const uint32_t buf = newBuffer(state);
+    step.args.push_back(bufferArg(key, buf, state));
+    if (v != ir::kNoValue) place(v, Loc{buf, plainDesc(shapeOf(v))});
+  };
+  const ValueId yh = output(kernels::kRecYh), yc = lstm ? output(kernels::kRecYc) : ir::kNoValue;
+  stateOut(DNNL_ARG_DST_ITER, yh, yc != ir::kNoValue);
+  if (lstm) stateOut(DNNL_ARG_DST_ITER_C, yc, yh != ir::kNoValue);
+  // Throws dnnl::error when oneDNN has no implementation.
+  const dnnl::primitive_desc_base pd = makePrimitiveDesc(step, cpuEngine());
+  recordChosenLayouts(step, pd);
+  for (const Weights& w : weights) {
+    Arg* arg = step.find(w.key);
+    mb_.chosenWeights(constOf(w.v), true, arg->md);
+    arg->index = mb_.derive(constOf(w.v), plainDesc({1, 1, w.k, spec.gates, H}), w.ldigo.data(), arg->md, false);
+  }
+  fn_.steps.push_back(std::move(step));
+}
+
+}  // namespace partita::dnnl_backend
