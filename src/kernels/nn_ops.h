@@ -14,5 +14,7 @@ void registerNormOps(OpRegistry& r);    // nn_norm.cpp: BatchNormalization, Inst
 void registerResizeOps(OpRegistry& r);  // nn_resize.cpp: Resize, Upsample
 void registerQuantOps(OpRegistry& r);   // nn_quant.cpp: ConvInteger, MatMulInteger, QLinearConv,
                                         // QLinearMatMul
+void registerQuantLinearOps(OpRegistry& r);  // nn_quant_linear.cpp: QuantizeLinear, DequantizeLinear,
+                                             // DynamicQuantizeLinear
 
 }  // namespace partita::kernels

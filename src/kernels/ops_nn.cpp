@@ -10,6 +10,7 @@ void registerNnOps(OpRegistry& r) {
   registerNormOps(r);
   registerResizeOps(r);
   registerQuantOps(r);
+  registerQuantLinearOps(r);
 }
 
 }  // namespace partita::kernels
