@@ -11,6 +11,10 @@ void optimize(ir::Graph& g, const PipelineOptions& options) {
   fold.limits = options.limits;
   inferShapes(g, fold);
   eliminateDead(g);
+  if (options.lower_half && lowerHalfPrecision(g).nodes_retyped > 0) {
+    inferShapes(g, fold);
+    eliminateDead(g);
+  }
 }
 
 }  // namespace partita::passes
