@@ -69,6 +69,8 @@ struct ReduceSpec {
   std::vector<int64_t> src_dims, dst_dims;  // dst: reduced dims are 1 (keepdims form)
 };
 
+// QuantizeLinear: the ops of its quantize-dequantize pair (dnnl_patterns.h), which
+// computes the DequantizeLinear too.
 std::optional<std::vector<EltwiseOp>> decodeEltwise(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<dnnl::algorithm> decodeBinary(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::string* why);

@@ -103,6 +103,7 @@ class FunctionLowering {
   std::optional<size_t> soleConsumer(ValueId v) const;
   std::optional<std::pair<size_t, size_t>> siluAfter(ValueId x) const;
   std::optional<std::pair<std::vector<size_t>, size_t>> geluAfter(ValueId x) const;
+  size_t fakeQuantTail(ir::NodeId quantize) const;
   std::vector<ChainItem> collectChain(ValueId out, bool allow_sum, bool allow_binary);
   size_t fitChain(Step& step, const std::vector<ChainItem>& chain, size_t fixed,
                   dnnl::primitive_desc_base& pd);
