@@ -50,6 +50,16 @@ struct PrecisionReport {
   size_t casts_folded = 0;  // Cast pairs removed
 };
 PrecisionReport lowerHalfPrecision(ir::Graph& g);
+
+// (CompileOptions::precision fp32 or bf16) MatMulInteger / ConvInteger over constant
+// weights whose int32 result is read only by a Cast to float32 (the chain ONNX
+// Runtime's dynamic quantizer writes) computes in float32: the weights minus their
+// zero point become a float32 constant "<name>:int8->float32", the activations minus
+// theirs a DequantizeLinear with scale 1 (exact), and a MatMul / Conv writes the
+// Cast's output. Products and sums in float32 instead of int32: a relative error
+// around 1e-7 * sqrt(K) instead of none, and the backends' float kernels. Returns
+// how many nodes it rewrote.
+size_t lowerIntegerCompute(ir::Graph& g);
 void eliminateDead(ir::Graph& g);
 
 // Compacts the graph: drops dead nodes and unused values, renumbers, and removes

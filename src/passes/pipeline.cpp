@@ -11,7 +11,7 @@ void optimize(ir::Graph& g, const PipelineOptions& options) {
   fold.limits = options.limits;
   inferShapes(g, fold);
   eliminateDead(g);
-  if (options.lower_half && lowerHalfPrecision(g).nodes_retyped > 0) {
+  if (options.lower_half && (lowerHalfPrecision(g).nodes_retyped > 0) + (lowerIntegerCompute(g) > 0)) {
     inferShapes(g, fold);
     eliminateDead(g);
   }

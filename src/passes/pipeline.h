@@ -9,7 +9,8 @@ namespace partita::passes {
 struct PipelineOptions {
   bool fold_constants = true;
   ir::TensorLimits limits;  // the sizes and ranks values may have (TensorLimits)
-  bool lower_half = true;   // lowerHalfPrecision after the first inference (then again inferShapes)
+  // lowerHalfPrecision and lowerIntegerCompute after the first inference (then again inferShapes)
+  bool lower_half = true;
 };
 
 // Shape inference with constant folding, then dead-code elimination, then (lower_half)

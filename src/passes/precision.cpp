@@ -1,4 +1,5 @@
 // lowerHalfPrecision: float16/bfloat16 compute -> float32 (passes.h has the contract).
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -6,6 +7,7 @@
 #include <vector>
 
 #include "kernels/elementwise_cast.h"
+#include "kernels/op_util.h"
 #include "partita/error.h"
 #include "passes/passes.h"
 
@@ -227,6 +229,127 @@ void collapseOutputIdentities(ir::Graph& g) {
   g.nodes.clear();
   for (ir::Node& n : kept) g.addNode(std::move(n));
   compact(g);
+}
+
+namespace {
+
+// The values of integer constant `v` as floats, minus its zero point `zero` (absent:
+// 0), which is one value or one per `axis` index (per output channel / column).
+std::vector<float> centred(const ir::Graph& g, ir::ValueId v, ir::ValueId zero, size_t axis, bool& ok) {
+  const ir::Constant& c = g.constants.get(g.value(v).constant);
+  const ir::Tensor t = c.view();
+  std::vector<float> out(size_t(t.numel()));
+  std::vector<double> z(1, 0.0);
+  if (zero != ir::kNoValue) {
+    const ir::Constant& zc = g.constants.get(g.value(zero).constant);
+    z.resize(size_t(zc.view().numel()));
+    for (size_t i = 0; i < z.size(); ++i) z[i] = kernels::readScalar(zc.view(), int64_t(i));
+  }
+  const int64_t dim = t.shape.empty() ? 1 : t.shape[axis];
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < t.shape.size(); ++d) inner *= t.shape[d];
+  if (z.size() != 1 && int64_t(z.size()) != dim) {
+    ok = false;
+    return {};
+  }
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double zi = z.size() == 1 ? z[0] : z[size_t((i / inner) % dim)];
+    out[size_t(i)] = float(kernels::readScalar(t, i) - zi);
+  }
+  ok = true;
+  return out;
+}
+
+// A per-tensor zero point (one value), or none.
+bool scalarOrNone(const ir::Graph& g, const ir::Node& n, size_t i) {
+  return !n.hasInput(i) || g.typeOf(n.inputs[i]).numel() == 1;
+}
+
+}  // namespace
+
+size_t lowerIntegerCompute(ir::Graph& g) {
+  std::vector<int> uses = g.useCounts();
+  std::set<ir::ValueId> outputs(g.outputs.begin(), g.outputs.end());
+  size_t rewritten = 0;
+  std::vector<ir::Node> old = std::move(g.nodes);
+  g.nodes.clear();
+  std::vector<bool> drop(old.size(), false);
+  // Cast readers: value -> index of the Cast node reading it.
+  std::map<ir::ValueId, size_t> cast_of;
+  for (size_t i = 0; i < old.size(); ++i) {
+    const ir::Node& n = old[i];
+    if (n.op_type == "Cast" && n.domain.empty() && n.hasInput(0) && n.attrs.getInt("to", 0) == 1)
+      cast_of[n.inputs[0]] = i;
+  }
+  std::vector<ir::Node> out_nodes;
+  for (size_t i = 0; i < old.size(); ++i) {
+    if (drop[i]) continue;
+    ir::Node& n = old[i];
+    const bool mm = n.op_type == "MatMulInteger", conv = n.op_type == "ConvInteger";
+    if ((!mm && !conv) || !n.domain.empty() || !n.hasOutput(0) || n.inputs.size() < 2) {
+      out_nodes.push_back(std::move(n));
+      continue;
+    }
+    const ir::ValueId y = n.outputs[0];
+    auto cast = cast_of.find(y);
+    const ir::ValueId a = n.inputs[0], b = n.inputs[1];
+    const ir::ValueId az = n.hasInput(2) ? n.inputs[2] : ir::kNoValue;
+    const ir::ValueId bz = n.hasInput(3) ? n.inputs[3] : ir::kNoValue;
+    const bool fits = cast != cast_of.end() && uses[size_t(y)] == 1 && !outputs.count(y) &&
+                      g.value(b).isConstant() && (bz == ir::kNoValue || g.value(bz).isConstant()) &&
+                      g.typeOf(b).isStatic() && g.typeOf(b).rank() >= (conv ? 3u : 2u) && scalarOrNone(g, n, 2) &&
+                      (az == ir::kNoValue || g.typeOf(az).isStatic());
+    if (!fits) {
+      out_nodes.push_back(std::move(n));
+      continue;
+    }
+    // Weights minus their zero point (per output channel: ConvInteger axis 0,
+    // MatMulInteger the last axis), as a float32 constant.
+    bool ok = false;
+    const size_t axis = conv ? 0 : g.typeOf(b).rank() - 1;
+    std::vector<float> wf = centred(g, b, bz, axis, ok);
+    if (!ok) {
+      out_nodes.push_back(std::move(n));
+      continue;
+    }
+    const ir::Constant& bc = g.constants.get(g.value(b).constant);
+    const std::string wname = bc.name + ":" + std::string(ir::dtypeName(bc.dtype)) + "->float32";
+    const std::vector<int64_t> wshape = bc.shape;
+    ir::ConstId wid = g.constants.add(wname, ir::DType::kFloat32, wshape,
+                                      Bytes::copyOf(wf.data(), wf.size() * sizeof(float)));
+    const ir::ValueId w = g.addConstantValue(wname, wid);
+    // The activations minus their zero point: DequantizeLinear with scale 1 (exact).
+    ir::TensorType at = g.typeOf(a);
+    at.dtype = ir::DType::kFloat32;
+    const ir::ValueId af = g.addValue(g.value(a).name + ":float32", at);
+    float one = 1.0f;
+    ir::ConstId one_id = g.constants.add(n.name + ":unit_scale", ir::DType::kFloat32, {},
+                                         Bytes::copyOf(&one, sizeof one));
+    ir::Node dq;
+    dq.op_type = "DequantizeLinear";
+    dq.opset = 13;
+    dq.name = n.name + ":dequantize";
+    dq.inputs = {a, g.addConstantValue(n.name + ":unit_scale", one_id)};
+    if (az != ir::kNoValue) dq.inputs.push_back(az);
+    dq.outputs = {af};
+    out_nodes.push_back(std::move(dq));
+    // The float computation writes the Cast's output.
+    ir::Node& c = old[cast->second];
+    ir::Node f;
+    f.op_type = mm ? "MatMul" : "Conv";
+    f.opset = 13;
+    f.name = n.name;
+    f.attrs = n.attrs;
+    f.inputs = {af, w};
+    f.outputs = {c.outputs[0]};
+    out_nodes.push_back(std::move(f));
+    drop[cast->second] = true;
+    ++rewritten;
+  }
+  for (ir::Node& n : out_nodes) g.addNode(std::move(n));
+  eliminateDead(g);
+  g.verify();
+  return rewritten;
 }
 
 PrecisionReport lowerHalfPrecision(ir::Graph& g) {
