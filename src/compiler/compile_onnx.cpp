@@ -22,6 +22,7 @@ backend::PartitionOptions partitionOptions(const CompileOptions& options) {
   p.min_region_size = options.min_region_size;
   p.shape_hints = options.shape_hints;
   p.layout_probes = options.layout_probes;
+  p.float_precision = options.precision == Precision::kBFloat16 ? "bf16" : "fp32";
   return p;
 }
 }  // namespace

@@ -226,3 +226,37 @@ def test_zero_point_type_and_range_errors():
     with pytest.raises(Exception, match="x_zero_point must be 0 for int32 x"):
         run_node("DequantizeLinear", [("q", np.ones(2, np.int32))],
                  initializers=[("s", np.array(1, np.float32)), ("z", np.array(3, np.int32))])
+
+
+# ---- bfloat16 compute on oneDNN ----------------------------------------------------------
+
+def cli():
+    return os.path.join(os.environ.get("PARTITA_BIN_DIR", os.path.join(os.path.dirname(__file__), "../../build/bin")),
+                        "partita")
+
+
+@pytest.mark.parametrize("target", [F32, F16])
+def test_bf16_policy_runs_bfloat16_kernels(tmp, target):
+    import subprocess
+    model, reference = conv_net_f16(target=F16)
+    if target == F32:  # the same net in float32: bf16 applies to float32 models too
+        for t in model.graph.initializer:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name))
+        for n in model.graph.node:
+            for a in n.attribute:
+                if n.op_type == "Cast" and a.name == "to":
+                    a.i = F32
+    path = os.path.join(tmp, "m.onnx")
+    onnx.save(model, path)
+    x = np.random.default_rng(5).standard_normal((1, 4, 12, 12)).astype(np.float32)
+    np.save(os.path.join(tmp, "x.npy"), x)
+    r = subprocess.run([cli(), "run", path, "--backends", "dnnl,host", "--precision", "bf16", "--input",
+                        "x=" + os.path.join(tmp, "x.npy"), "--output-dir", tmp, "-q", "-t", "1"],
+                       capture_output=True, text=True, env=dict(os.environ, ONEDNN_VERBOSE="1"), timeout=120)
+    assert r.returncode == 0, r.stderr
+    impls = [l.split(",") for l in r.stdout.splitlines() if l.startswith("onednn_verbose,exec")]
+    convs = [f[4] for f in impls if f[3] == "convolution"]
+    assert len(convs) == 2 and all("bf16" in i for i in convs), convs
+    assert not [f for f in impls if f[4].startswith("ref")], impls
+    y = np.load(os.path.join(tmp, "y.npy"))
+    assert rel_err(y, reference(x)) < 3e-2

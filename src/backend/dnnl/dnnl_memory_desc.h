@@ -25,6 +25,8 @@ std::vector<int64_t> dimsOf(const memory::desc& md);
 // A descriptor with the same dims and data type whose format is left to oneDNN.
 memory::desc anyDesc(const memory::desc& md);
 memory::desc anyDesc(const std::vector<int64_t>& shape);
+// `md` with elements of type `t` (same dims and strides in elements).
+memory::desc withDataType(memory::desc md, memory::data_type t);
 
 bool isAny(const memory::desc& md);
 // Blocked without inner blocks or padding, strides decreasing row-major: the bytes
