@@ -72,6 +72,10 @@ void CompileFlags::add(CLI::App* cmd) {
   cmd->add_flag("--no-layout-probes", no_layout_probes,
                 "Shape-polymorphic regions: keep the weight layouts oneDNN chooses at the representative shape, "
                 "unchecked at other sizes (faster there, maybe far slower elsewhere)");
+  cmd->add_option("--precision", precision,
+                  "float16/bfloat16 compute: fp32 (default: converted to float32 at compile time), bf16 "
+                  "(float32, and oneDNN's Conv/MatMul/Gemm in bfloat16 arithmetic) or keep (as the model says, "
+                  "on the host); docs/precision.md");
   cmd->add_option("--external-data-root", external_data_root,
                   "Also trust this folder for ONNX external data: a location may lead (through symlinks) to a "
                   "file beneath it, not only beneath the model's folder (e.g. a cache's blob folder)");
@@ -113,6 +117,7 @@ CompileOptions CompileFlags::options() const {
   parseOpLists(allow, "--allow", o.allow_ops);
   parseOpLists(deny, "--deny", o.deny_ops);
   o.min_region_size = min_region_size;
+  o.precision = precisionFromName(precision);
   if (!external_data_root.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_directory(external_data_root, ec))

@@ -31,11 +31,12 @@ struct CompileFlags {
   bool no_layout_probes = false;
   size_t min_region_size = 1;
   std::string external_data_root;
+  std::string precision = "fp32";
   void add(CLI::App* cmd);
   CompileOptions options() const;  // throws Error(kInvalidArgument) on malformed flags or an unknown backend
   bool isDefault() const {
     return backends == "host" && allow.empty() && deny.empty() && shapes.empty() && shape_hints.empty() &&
-           !no_layout_probes && min_region_size == 1 && external_data_root.empty();
+           !no_layout_probes && min_region_size == 1 && external_data_root.empty() && precision == "fp32";
   }
 };
 

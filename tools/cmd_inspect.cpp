@@ -50,6 +50,7 @@ void printConstants(const std::vector<ArtifactInfo::Constant>& constants) {
               "bytes", "offset", "storage", "hash", "modules");
   for (const ArtifactInfo::Constant& c : constants) {
     std::string note = c.same_bytes_as < 0 ? "" : "  (same bytes as #" + std::to_string(c.same_bytes_as) + ")";
+    if (c.derived_from >= 0) note += "  (derived from #" + std::to_string(c.derived_from) + ")";
     std::string name = c.name.size() > 28 ? "..." + c.name.substr(c.name.size() - 25) : c.name;
     std::printf("  %-6u %-28s %-8s %-18s %-10s %12" PRIu64 " %12s  %-8s %-16s %s%s\n", c.id, name.c_str(),
                 std::string(dtypeName(c.dtype)).c_str(), ir::shapeStr(c.shape).c_str(),

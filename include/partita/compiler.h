@@ -11,6 +11,19 @@
 
 namespace partita {
 
+// How float16/bfloat16 compute runs (docs/precision.md):
+//   kFloat32   (default) converted to float32 at compile time: float16 weights become
+//              float32 constants, Cast pairs fold, heavy ops reach the backends as
+//              float32 models do;
+//   kBFloat16  as kFloat32, and the oneDNN backend computes Conv/MatMul/Gemm with
+//              bfloat16 arithmetic (float32 in and out; float32 models too);
+//   kKeep      as the model says: the host runs float16/bfloat16 ops (through float32
+//              kernels, converting per run); oneDNN does not take them.
+enum class Precision { kFloat32, kBFloat16, kKeep };
+// "fp32", "bf16", "keep" -> Precision; Error(kInvalidArgument) naming the choices otherwise.
+Precision precisionFromName(const std::string& name);
+const char* precisionName(Precision p);
+
 struct CompileOptions {
   // Fixes symbolic input dimensions: input name -> full static shape.
   std::map<std::string, std::vector<int64_t>> input_shapes;
@@ -40,6 +53,8 @@ struct CompileOptions {
   // inferred tensor is checked at compile time, and the data-dependent ones again at
   // run time (TensorLimits: 2^40 bytes and rank 16 unless set).
   TensorLimits limits = {};
+  // float16/bfloat16 compute: lowered to float32 (default), bfloat16 on oneDNN, or kept.
+  Precision precision = Precision::kFloat32;
 };
 
 // The backends this build can compile for: "host" (always, and implicit: it runs what

@@ -80,6 +80,10 @@ struct ArtifactInfo {
     uint64_t hash = 0;    // XXH3-64 of its bytes
     std::vector<uint32_t> modules;  // the modules using it
     int64_t same_bytes_as = -1;     // an earlier constant stored at the same place (identical bytes), or -1
+    // A module's derived constant (a re-layout, a fold): the constant it was derived
+    // from (which need not be stored), or -1. A half weight the compiler converted to
+    // float32 (docs/precision.md) is named "<its name>:float16->float32".
+    int64_t derived_from = -1;
   };
   std::vector<Constant> constants;  // ascending by id
 

@@ -95,7 +95,7 @@ def _model_bytes_or_path(model):
 
 
 def compile(model, output_path, backends=None, shapes=None, threads=_DEFAULT_THREADS, allow=None,
-            deny=None, min_region_size=1, external_data_root=None):
+            deny=None, min_region_size=1, external_data_root=None, precision="fp32"):
     """Compiles an ONNX model into one artifact file, as `partita compile` does.
 
     model: a path to a .onnx, its bytes, or an onnx.ModelProto (bytes and ModelProto
@@ -108,6 +108,8 @@ def compile(model, output_path, backends=None, shapes=None, threads=_DEFAULT_THR
     allow / deny: {backend: ["Conv", "Relu"]} (or "Conv,Relu"): only / never these ops.
     min_region_size: smaller regions stay on the host.
     external_data_root: a folder also trusted for ONNX external data.
+    precision: float16/bfloat16 compute: "fp32" (converted to float32 at compile time),
+        "bf16" (and oneDNN computes Conv/MatMul/Gemm in bfloat16) or "keep" (docs/precision.md).
 
     Returns the byte accounting: {"path", "bytes": {...}, "modules": [...]}.
     The GIL is released while it compiles.
@@ -117,7 +119,7 @@ def compile(model, output_path, backends=None, shapes=None, threads=_DEFAULT_THR
         list(backends) if backends is not None else None,
         {k: [int(d) for d in v] for k, v in shapes.items()} if shapes is not None else None,
         int(threads), allow, deny, int(min_region_size),
-        _os.fspath(external_data_root) if external_data_root is not None else None)
+        _os.fspath(external_data_root) if external_data_root is not None else None, str(precision))
 
 
 def get_available_providers():

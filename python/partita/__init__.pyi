@@ -85,6 +85,7 @@ def compile(
     deny: Optional[Mapping[str, Union[str, Sequence[str]]]] = None,
     min_region_size: int = 1,
     external_data_root: Optional[_Path] = None,
+    precision: str = "fp32",
 ) -> Dict[str, Any]:
     """Compiles an ONNX model (path, bytes or onnx.ModelProto) into one .pta file;
     returns {"path", "bytes": {...}, "modules": [...]}."""

@@ -379,8 +379,9 @@ py::dict compileModel(py::handle model, const std::string& output_path,
                       std::optional<std::vector<std::string>> backends,
                       std::optional<std::map<std::string, std::vector<int64_t>>> shapes, int threads,
                       py::handle allow, py::handle deny, size_t min_region_size,
-                      std::optional<std::string> external_data_root) {
+                      std::optional<std::string> external_data_root, const std::string& precision) {
   CompileOptions o;
+  o.precision = precisionFromName(precision);
   if (backends) o.backends = *backends;
   if (shapes) o.input_shapes = *shapes;
   o.threads = threads;
@@ -432,6 +433,7 @@ py::dict infoDict(const ArtifactInfo& a) {
     constants.append(py::dict(
         "id"_a = c.id, "name"_a = c.name, "dtype"_a = std::string(dtypeName(c.dtype)), "shape"_a = c.shape,
         "layout"_a = c.layout.empty() ? py::object(py::none()) : py::object(py::str(c.layout)), "bytes"_a = c.bytes,
+        "derived_from"_a = optionalInt(c.derived_from),
         "storage"_a = c.storage, "offset"_a = optionalInt(c.offset), "hash"_a = c.hash, "modules"_a = c.modules,
         "same_bytes_as"_a = optionalInt(c.same_bytes_as)));
   for (const ArtifactInfo::Region& r : a.partition)
@@ -542,7 +544,7 @@ PYBIND11_MODULE(_partita, m) {
   m.def("load", &pp::loadModel, "artifact"_a, py::kw_only(), "threads"_a = 2,
         "Loads a .pta artifact (a path: mapped once; bytes: copied once) for runs at `threads` kernel threads.");
   m.def("_compile", &pp::compileModel, "model"_a, "output_path"_a, "backends"_a, "shapes"_a, "threads"_a, "allow"_a,
-        "deny"_a, "min_region_size"_a, "external_data_root"_a, "partita.compile's native half.");
+        "deny"_a, "min_region_size"_a, "external_data_root"_a, "precision"_a, "partita.compile's native half.");
   m.def("inspect", &pp::inspectPath, "artifact"_a, py::kw_only(), "dot"_a = false, "verify"_a = false,
         "What `partita inspect` reports about a .pta as a dict (dot=True: the partition as Graphviz text; "
         "verify=True: also check every weight checksum).");

@@ -17,6 +17,10 @@ namespace {
 
 std::vector<ArtifactInfo::Constant> constantsOf(const artifact::Artifact& a) {
   std::vector<ArtifactInfo::Constant> out;
+  std::map<ir::ConstId, ir::ConstId> source;  // derived constant -> what it was derived from
+  for (const artifact::ModuleEntry& m : a.modules)
+    for (const artifact::ConstUse& u : m.uses)
+      if (u.kind == artifact::UseKind::kDerive) source.emplace(u.id, u.source);
   std::map<std::pair<uint64_t, uint64_t>, ir::ConstId> first;  // extent -> first id stored there
   for (const artifact::ConstantEntry& c : a.constants) {
     ArtifactInfo::Constant k;
@@ -29,6 +33,7 @@ std::vector<ArtifactInfo::Constant> constantsOf(const artifact::Artifact& a) {
     k.storage = std::string(artifact::storageName(c.storage));
     k.hash = c.hash;
     k.modules = c.consumers;
+    if (auto it = source.find(c.id); it != source.end()) k.derived_from = int64_t(it->second);
     if (c.storage == artifact::Storage::kWeights) {
       k.offset = int64_t(c.offset);
       auto [it, inserted] = first.emplace(std::pair(c.offset, c.nbytes), c.id);

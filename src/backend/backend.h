@@ -67,6 +67,10 @@ class Backend {
   // Why supports() refuses `node`, for error messages (e.g. "input 0 has a symbolic
   // shape"); empty when the backend does not say.
   virtual std::string whyNot(const ir::Graph& g, ir::NodeId node) const { return {}; }
+  // The float arithmetic CompileOptions::precision allows for float32 compute: "fp32"
+  // (float32 throughout, the default) or "bf16" (heavy ops in bfloat16 where the
+  // backend has fast kernels for it). Called once, before compile. Default: ignored.
+  virtual void setFloatPrecision(std::string_view precision) {}
   // Composite patterns fused inside a region, e.g. "Conv+Add+Relu".
   virtual std::vector<std::string> patterns() const { return {}; }
   // Compiles `regions` (function i = regions[i]) of `g`, which it only reads. Each

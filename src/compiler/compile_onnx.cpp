@@ -22,6 +22,7 @@ backend::PartitionOptions partitionOptions(const CompileOptions& options) {
   p.min_region_size = options.min_region_size;
   p.shape_hints = options.shape_hints;
   p.layout_probes = options.layout_probes;
+  p.float_precision = options.precision == Precision::kBFloat16 ? "bf16" : "fp32";
   return p;
 }
 }  // namespace
@@ -42,6 +43,7 @@ CompiledGraph optimizeAndPartition(ir::Graph imported, std::vector<SourceFile> s
   CompiledGraph c{std::move(imported), {}, std::move(sources)};
   passes::PipelineOptions pipeline;
   pipeline.limits = options.limits;
+  pipeline.lower_half = options.precision != Precision::kKeep;
   passes::optimize(c.graph, pipeline);
   // Backends tune to the thread count runs will use (oneDNN's weight layouts): this
   // thread's OpenMP team size is what they read.
@@ -50,6 +52,25 @@ CompiledGraph optimizeAndPartition(ir::Graph imported, std::vector<SourceFile> s
   return c;
 }
 }  // namespace
+
+Precision precisionFromName(const std::string& name) {
+  if (name == "fp32") return Precision::kFloat32;
+  if (name == "bf16") return Precision::kBFloat16;
+  if (name == "keep") return Precision::kKeep;
+  throw Error(ErrorCode::kInvalidArgument, "unknown precision '" + name + "' (choose fp32, bf16 or keep)");
+}
+
+const char* precisionName(Precision p) {
+  switch (p) {
+    case Precision::kFloat32:
+      return "fp32";
+    case Precision::kBFloat16:
+      return "bf16";
+    case Precision::kKeep:
+      return "keep";
+  }
+  return "?";
+}
 
 CompiledGraph compileGraph(const std::string& onnx_path, const CompileOptions& options) {
   runtime::checkThreads(options.threads);

@@ -233,6 +233,7 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
       for (const std::string& k : backendNames()) known += ", " + k;
       throw Error(ErrorCode::kInvalidArgument, "unknown backend '" + name + "' (this build has: " + known + ")");
     }
+    b->setFloatPrecision(options.float_precision);
     p.backends.push_back(std::move(b));
   }
   PartitionResult result;

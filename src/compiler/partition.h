@@ -25,6 +25,8 @@ struct PartitionOptions {
   std::map<std::string, std::vector<int64_t>> shape_hints;
   // Give shape-polymorphic regions probe shapes (Region::probes) to check layouts at.
   bool layout_probes = true;
+  // Backend::setFloatPrecision: "fp32" or "bf16" (CompileOptions::precision).
+  std::string float_precision = "fp32";
 };
 
 struct RegionSummary {

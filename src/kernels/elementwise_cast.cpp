@@ -146,6 +146,14 @@ void visitAny(ir::DType dt, Fn&& fn) {
 
 bool isHalfLike(ir::DType t) { return t == ir::DType::kFloat16 || t == ir::DType::kBFloat16; }
 
+bool anyHalfLike(const KernelContext& c) {
+  for (const ir::Tensor& t : c.inputs)
+    if (t.defined() && isHalfLike(t.dtype)) return true;
+  for (const ir::Tensor& t : c.outputs)
+    if (t.defined() && isHalfLike(t.dtype)) return true;
+  return false;
+}
+
 void castElements(const ir::Tensor& src, const ir::Tensor& dst) {
   if (src.numel() != dst.numel())
     throw Error(ErrorCode::kInternal,

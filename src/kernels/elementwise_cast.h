@@ -23,4 +23,8 @@ void castElements(const ir::Tensor& src, const ir::Tensor& dst);
 // float32 copies, then rounds the float32 outputs back into `c`'s outputs.
 void runThroughFloat(KernelContext& c, KernelFn body);
 
+// Whether any input or output of `c` is float16/bfloat16: such a node runs its float32
+// kernel through runThroughFloat (the host's kernels compute in float32 or wider).
+bool anyHalfLike(const KernelContext& c);
+
 }  // namespace partita::kernels::elementwise

@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/elementwise_cast.h"
 #include "kernels/nn_gemm.h"
 #include "kernels/nn_ops.h"
 #include "kernels/nn_window.h"
@@ -42,7 +43,7 @@ void validRange(int64_t off, int64_t s, int64_t n, int64_t count, int64_t& lo, i
 
 void checkFloat(InferContext& c, ir::DType dt) {
   if (dt != ir::DType::kUndefined && dt != ir::DType::kFloat32 && dt != ir::DType::kFloat64 &&
-      dt != ir::DType::kFloat16)
+      dt != ir::DType::kFloat16 && dt != ir::DType::kBFloat16)
     c.fail("input must be a float tensor, got " + std::string(ir::dtypeName(dt)));
 }
 
@@ -301,6 +302,7 @@ void convForwardTyped(const ConvShape& s, const T* x, const T* w, const T* bias,
 }
 
 void runConv(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runConv);
   const ir::Tensor& x = c.inputs[0];
   const ir::Tensor& w = c.inputs[1];
   const ir::Tensor* b = c.hasInput(2) ? &c.inputs[2] : nullptr;
@@ -416,6 +418,7 @@ void runConvTransposeTyped(KernelContext& c, const ConvShape& s) {
 }
 
 void runConvTranspose(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runConvTranspose);
   const ir::Tensor& x = c.inputs[0];
   const ir::Tensor& w = c.inputs[1];
   if (x.rank() < 3) c.fail("input must have rank >= 3");

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/elementwise_cast.h"
 #include "kernels/nn_gemm.h"
 #include "kernels/nn_ops.h"
 #include "kernels/nn_window.h"
@@ -21,6 +22,7 @@ bool matmulDType(ir::DType t) {
     case ir::DType::kFloat32:
     case ir::DType::kFloat64:
     case ir::DType::kFloat16:
+    case ir::DType::kBFloat16:
     case ir::DType::kInt32:
     case ir::DType::kInt64:
     case ir::DType::kUInt32:
@@ -119,6 +121,7 @@ void matmulTyped(KernelContext& c, const ir::Tensor& at, const ir::Tensor& bt, c
 }
 
 void runMatMul(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runMatMul);
   if (c.inputs[0].dtype != c.inputs[1].dtype) c.fail("operands have different dtypes");
   matmulForward(c, c.inputs[0], c.inputs[1], c.outputs[0]);
 }
@@ -198,6 +201,7 @@ void gemmTyped(KernelContext& c) {
 }
 
 void runGemm(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runGemm);
   if (c.inputs[0].dtype != c.inputs[1].dtype) c.fail("A and B have different dtypes");
   switch (c.inputs[0].dtype) {
     case ir::DType::kFloat32:

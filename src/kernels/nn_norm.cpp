@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/elementwise_cast.h"
 #include "kernels/nn_ops.h"
 #include "kernels/nn_window.h"
 #include "kernels/op_util.h"
@@ -197,6 +198,7 @@ void batchNormTyped(KernelContext& c) {
 }
 
 void runBatchNorm(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runBatchNorm);
   switch (c.inputs[0].dtype) {
     case ir::DType::kFloat32:
       batchNormTyped<float>(c);
@@ -252,6 +254,7 @@ void instanceNormTyped(KernelContext& c) {
 }
 
 void runInstanceNorm(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runInstanceNorm);
   switch (c.inputs[0].dtype) {
     case ir::DType::kFloat32:
       instanceNormTyped<float>(c);
@@ -333,6 +336,7 @@ void layerNormTyped(KernelContext& c) {
 }
 
 void runLayerNorm(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runLayerNorm);
   switch (c.inputs[0].dtype) {
     case ir::DType::kFloat32:
       layerNormTyped<float>(c);
@@ -394,6 +398,7 @@ void lrnTyped(KernelContext& c) {
 }
 
 void runLrn(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runLrn);
   switch (c.inputs[0].dtype) {
     case ir::DType::kFloat32:
       lrnTyped<float>(c);

@@ -15,5 +15,7 @@ void registerResizeOps(OpRegistry& r);  // nn_resize.cpp: Resize, Upsample
 void registerQuantOps(OpRegistry& r);   // nn_quant.cpp: ConvInteger, MatMulInteger, QLinearConv,
                                         // QLinearMatMul
 void registerRecurrentOps(OpRegistry& r);  // nn_recurrent.cpp: LSTM, GRU, RNN
+void registerQuantLinearOps(OpRegistry& r);  // nn_quant_linear.cpp: QuantizeLinear, DequantizeLinear,
+                                             // DynamicQuantizeLinear
 
 }  // namespace partita::kernels

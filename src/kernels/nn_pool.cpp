@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/elementwise_cast.h"
 #include "kernels/nn_ops.h"
 #include "kernels/nn_window.h"
 #include "kernels/op_util.h"
@@ -29,7 +30,8 @@ inline void tapRange(int64_t start, int64_t k, int64_t d, int64_t n, int64_t& lo
 }
 
 bool floatLike(ir::DType t) {
-  return t == ir::DType::kFloat32 || t == ir::DType::kFloat64 || t == ir::DType::kFloat16;
+  return t == ir::DType::kFloat32 || t == ir::DType::kFloat64 || t == ir::DType::kFloat16 ||
+         t == ir::DType::kBFloat16;
 }
 
 // ---- inference -------------------------------------------------------------------
@@ -252,6 +254,7 @@ void maxPoolTyped(KernelContext& c, const PoolSetup& s) {
 }
 
 void runMaxPool(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runMaxPool);
   Window win;
   PoolSetup s = setupPool(c, win);
   if (c.outputs.size() > 1 && c.outputs[1].defined() && c.outputs[1].dtype != ir::DType::kInt64)
@@ -357,8 +360,14 @@ void runSumPool(KernelContext& c, bool lp) {
   }
 }
 
-void runAveragePool(KernelContext& c) { runSumPool(c, false); }
-void runLpPool(KernelContext& c) { runSumPool(c, true); }
+void runAveragePool(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runAveragePool);
+  runSumPool(c, false);
+}
+void runLpPool(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runLpPool);
+  runSumPool(c, true);
+}
 
 enum class GlobalKind { kAverage, kMax, kLp };
 
@@ -404,9 +413,18 @@ void runGlobalPool(KernelContext& c, GlobalKind kind) {
   }
 }
 
-void runGlobalAveragePool(KernelContext& c) { runGlobalPool(c, GlobalKind::kAverage); }
-void runGlobalMaxPool(KernelContext& c) { runGlobalPool(c, GlobalKind::kMax); }
-void runGlobalLpPool(KernelContext& c) { runGlobalPool(c, GlobalKind::kLp); }
+void runGlobalAveragePool(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runGlobalAveragePool);
+  runGlobalPool(c, GlobalKind::kAverage);
+}
+void runGlobalMaxPool(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runGlobalMaxPool);
+  runGlobalPool(c, GlobalKind::kMax);
+}
+void runGlobalLpPool(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runGlobalLpPool);
+  runGlobalPool(c, GlobalKind::kLp);
+}
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ir/limits.h"
+#include "kernels/elementwise_cast.h"
 #include "kernels/nn_ops.h"
 #include "kernels/nn_resize.h"
 #include "kernels/nn_window.h"
@@ -433,6 +434,7 @@ void interpolate(const ir::Tensor& xt, ir::Tensor& yt, const std::vector<AxisTab
 }
 
 void runResize(KernelContext& c) {
+  if (elementwise::anyHalfLike(c)) return elementwise::runThroughFloat(c, runResize);
   const ir::Tensor& xt = c.inputs[0];
   ir::Tensor& yt = c.outputs[0];
   ResizeSpec s = readResizeSpec(c.node);

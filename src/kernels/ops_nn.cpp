@@ -11,6 +11,7 @@ void registerNnOps(OpRegistry& r) {
   registerResizeOps(r);
   registerQuantOps(r);
   registerRecurrentOps(r);
+  registerQuantLinearOps(r);
 }
 
 }  // namespace partita::kernels

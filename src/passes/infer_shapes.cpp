@@ -120,7 +120,11 @@ void inferShapes(ir::Graph& g, const FoldOptions& options) {
     if (!all_const || !out_static) continue;
     const kernels::OpDef* op = kernels::OpRegistry::global().find(node.domain, node.op_type);
     if (!op || !op->hasKernel()) continue;  // infer-only: a backend runs it
-    if (out_bytes > options.max_growth_bytes && out_bytes > in_bytes) continue;
+    // Element type conversions of constants (a float16 or int8 weight made float32)
+    // grow only by the element size, and their readers need them constant.
+    const bool conversion = node.domain.empty() && (node.op_type == "Cast" || node.op_type == "CastLike" ||
+                                                    node.op_type == "DequantizeLinear");
+    if (out_bytes > options.max_growth_bytes && out_bytes > in_bytes && !conversion) continue;
 
     // Evaluate with the host kernel; outputs become constants.
     std::vector<ir::OwnedTensor> results;

@@ -14,6 +14,10 @@ void optimize(ir::Graph& g, const PipelineOptions& options) {
   // number makes the Shape of the Reshape's output known).
   for (int round = 0; round < 64 && foldReshapeTargets(g) > 0; ++round) inferShapes(g, fold);
   eliminateDead(g);
+  if (options.lower_half && (lowerHalfPrecision(g).nodes_retyped > 0) + (lowerIntegerCompute(g) > 0)) {
+    inferShapes(g, fold);
+    eliminateDead(g);
+  }
 }
 
 }  // namespace partita::passes

@@ -9,9 +9,12 @@ namespace partita::passes {
 struct PipelineOptions {
   bool fold_constants = true;
   ir::TensorLimits limits;  // the sizes and ranks values may have (TensorLimits)
+  // lowerHalfPrecision and lowerIntegerCompute after the first inference (then again inferShapes)
+  bool lower_half = true;
 };
 
-// Shape inference with constant folding, then dead-code elimination; verifies.
+// Shape inference with constant folding, then dead-code elimination, then (lower_half)
+// float16/bfloat16 compute lowered to float32 and shapes inferred again; verifies.
 void optimize(ir::Graph& g, const PipelineOptions& options = {});
 
 }  // namespace partita::passes

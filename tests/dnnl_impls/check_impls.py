@@ -44,6 +44,11 @@ class Builder:
         self.inits.append(numpy_helper.from_array(np.array(values, np.float32), name))
         return name
 
+    def uint8(self, value):
+        name = "c%d" % len(self.inits)
+        self.inits.append(numpy_helper.from_array(np.array(value, np.uint8), name))
+        return name
+
     def op(self, op_type, inputs, **attrs):
         self.n += 1
         out = "t%d" % self.n
@@ -151,7 +156,39 @@ def encoder(path):
     return {"matmul", "softmax"}
 
 
-MODELS = [resnet_block, mobile_block, fpn_neck, kws_cnn, encoder]
+def qdq_cnn(path):
+    """A static int8 (QDQ) block: int8 weights through DequantizeLinear (folded at compile
+    time), each activation through a per-tensor QuantizeLinear -> DequantizeLinear pair
+    (float eltwise post-ops: linear, round, clip), a residual Add between pairs."""
+    b = Builder()
+
+    def qdq(x, scale, zero):
+        s, z = b.floats([scale]), b.uint8(zero)
+        return b.op("DequantizeLinear", [b.op("QuantizeLinear", [x, s, z]), s, z])
+
+    def qconv(x, cin, cout, k, act="Relu"):
+        w = (rng.standard_normal((cout, cin, k, k)) * 0.1).astype(np.float32)
+        ws = np.abs(w).reshape(cout, -1).max(axis=1) / 127
+        wq = np.clip(np.rint(w / ws[:, None, None, None]), -127, 127).astype(np.int8)
+        name = "c%d" % len(b.inits)
+        b.inits += [numpy_helper.from_array(wq, name), numpy_helper.from_array(ws.astype(np.float32), name + "_s"),
+                    numpy_helper.from_array(np.zeros(cout, np.int8), name + "_z")]
+        wd = b.op("DequantizeLinear", [name, name + "_s", name + "_z"], axis=0)
+        y = b.op("Conv", [x, wd, b.const([cout])], kernel_shape=[k, k], pads=[k // 2] * 4)
+        return b.op(act, [y]) if act else y
+
+    y = qdq("x", 0.02, 128)
+    y = qdq(qconv(y, 3, 32, 3), 0.03, 0)
+    z = qdq(qconv(y, 32, 32, 3, act=None), 0.03, 128)
+    y = qdq(b.op("Relu", [b.op("Add", [z, y])]), 0.03, 0)
+    y = b.op("MaxPool", [y], kernel_shape=[2, 2], strides=[2, 2])
+    y = qdq(qconv(y, 32, 16, 1), 0.02, 0)
+    b.model([1, 3, 32, 32], y, path)
+    return {"convolution", "pooling"}
+
+
+
+MODELS = [resnet_block, mobile_block, fpn_neck, kws_cnn, encoder, qdq_cnn]
 # The convolutional models again with symbolic dims: compiled without --shape (the
 # weights layouts chosen at the representative shape, 224 a side) and run at these
 # shapes, far from it: the stored layouts must still find fast kernels there.

@@ -36,9 +36,14 @@ class DnnlBackend final : public Backend {
             "ReduceMean+Sub+Pow+ReduceMean+Add+Sqrt+Div+Mul+Add as LayerNormalization"};
   }
 
+  void setFloatPrecision(std::string_view precision) override { bf16_ = precision == "bf16"; }
+
   ModuleImage compile(const ir::Graph& g, const std::vector<Region>& regions, ConstantSink& sink) override {
-    return dnnl_backend::compileRegions(g, regions, sink);
+    return dnnl_backend::compileRegions(g, regions, sink, bf16_);
   }
+
+ private:
+  bool bf16_ = false;
 };
 
 }  // namespace

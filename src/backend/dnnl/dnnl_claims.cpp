@@ -31,6 +31,8 @@ OpClass classify(const ir::Node& n) {
     return OpClass::kView;
   if (op == "LSTM" || op == "GRU" || op == "RNN") return OpClass::kRecurrent;
   if (op == "Erf") return OpClass::kEltwise;  // only inside a Gelu (matchGelu)
+  // only as a quantize-dequantize pair (matchFakeQuant)
+  if (op == "QuantizeLinear" || op == "DequantizeLinear") return OpClass::kEltwise;
   static const char* const kEltwise[] = {"Relu",      "LeakyRelu", "Elu",   "Selu", "Sigmoid", "HardSigmoid",
                                          "HardSwish", "Tanh",      "Abs",   "Sqrt", "Exp",     "Softplus",
                                          "Neg",       "Clip",      "Round", "Pow"};
@@ -58,6 +60,13 @@ bool supportsAt(const ir::Graph& g, const ir::Node& n, std::string* why, int dep
     case OpClass::kMatMul:
       return decodeMatMul(g, n, why).has_value();
     case OpClass::kEltwise: {
+      if (n.op_type == "DequantizeLinear") {
+        ir::NodeId q = n.hasInput(0) ? g.value(n.inputs[0]).producer : ir::kNoNode;
+        std::optional<FakeQuantMatch> m = q == ir::kNoNode ? std::nullopt : matchFakeQuant(g, q);
+        if (!m || &g.nodes[size_t(m->dequantize)] != &n)
+          return noBool(why, "DequantizeLinear outside a quantize-dequantize pair");
+        return true;
+      }
       if (n.op_type != "Erf") return decodeEltwise(g, n, why).has_value();
       ir::NodeId div = n.inputs.empty() ? ir::kNoNode : g.value(n.inputs[0]).producer;
       std::optional<GeluMatch> m;

@@ -82,6 +82,8 @@ struct RnnSpec {
   int64_t bias_gates = 1;  // lbr_gru: 4 (the candidate's recurrent bias apart)
 };
 
+// QuantizeLinear: the ops of its quantize-dequantize pair (dnnl_patterns.h), which
+// computes the DequantizeLinear too.
 std::optional<std::vector<EltwiseOp>> decodeEltwise(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<dnnl::algorithm> decodeBinary(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::string* why);

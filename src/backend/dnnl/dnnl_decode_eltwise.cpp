@@ -7,12 +7,26 @@
 #include <limits>
 
 #include "backend/dnnl/dnnl_decode_util.h"
+#include "backend/dnnl/dnnl_patterns.h"
 
 namespace partita::dnnl_backend {
 
 using dnnl::algorithm;
 
+std::vector<EltwiseOp> fakeQuantOps(const FakeQuantMatch& m) {
+  return {{algorithm::eltwise_linear, 1.0f / m.scale, 0.0f},
+          {algorithm::eltwise_round, 0.0f, 0.0f},
+          {algorithm::eltwise_clip, m.lo, m.hi},
+          {algorithm::eltwise_linear, m.scale, 0.0f}};
+}
+
 std::optional<std::vector<EltwiseOp>> decodeEltwise(const ir::Graph& g, const ir::Node& n, std::string* why) {
+  if (n.op_type == "QuantizeLinear" && n.domain.empty()) {
+    std::optional<FakeQuantMatch> m = matchFakeQuant(g, ir::NodeId(&n - g.nodes.data()));
+    if (!m) return no(why, "QuantizeLinear outside a per-tensor quantize-dequantize pair");
+    return fakeQuantOps(*m);  // computes the pair: the DequantizeLinear goes with it
+  }
+  if (n.op_type == "DequantizeLinear") return no(why, "DequantizeLinear outside a quantize-dequantize pair");
   if (!unaryShape(g, n, why)) return std::nullopt;
   if (n.op_type == "Erf") return no(why, "Erf outside a Gelu pattern");
   const std::string& op = n.op_type;

@@ -55,8 +55,11 @@ struct ChainItem {
 class FunctionLowering {
  public:
   // Lowers region `r` of `g` (whose region values must have static shapes).
-  FunctionLowering(const ir::Graph& g, ConstantArgs& mb, const backend::Region& r)
-      : mb_(mb), g_(g), r_(r), graph_uses_(g_.useCounts()) {}
+  // `bf16`: Conv and MatMul over constant weights read their source and weights in
+  // bfloat16 (weights derived so, the source reordered), destination float32
+  // (CompileOptions::precision kBFloat16; static regions only).
+  FunctionLowering(const ir::Graph& g, ConstantArgs& mb, const backend::Region& r, bool bf16 = false)
+      : mb_(mb), g_(g), r_(r), bf16_(bf16), graph_uses_(g_.useCounts()) {}
 
   Function run();
 
@@ -110,6 +113,7 @@ class FunctionLowering {
   };
   std::optional<GatedMatch> gatedAfter(ValueId x) const;
   std::optional<std::pair<std::vector<size_t>, size_t>> geluAfter(ValueId x) const;
+  size_t fakeQuantTail(ir::NodeId quantize) const;
   std::vector<ChainItem> collectChain(ValueId out, bool allow_sum, bool allow_binary);
   size_t fitChain(Step& step, const std::vector<ChainItem>& chain, size_t fixed,
                   dnnl::primitive_desc_base& pd);
@@ -140,6 +144,7 @@ class FunctionLowering {
   ConstantArgs& mb_;
   const ir::Graph& g_;
   const backend::Region& r_;
+  bool bf16_ = false;
   std::vector<int> graph_uses_;
   Function fn_;
   std::vector<bool> done_;

@@ -22,6 +22,21 @@ namespace {
 // The most post-ops collectChain gathers for one step.
 constexpr size_t kMaxPostOps = 6;
 
+// oneDNN 2.6's brgemm kernels compute every eltwise_linear post-op of one primitive
+// with the alpha and beta of the first (seen with a quantize-dequantize pair after a
+// convolution): an item whose linear op differs from one already in the chain ends it.
+bool linearClash(const std::vector<ChainItem>& chain, const ChainItem& item) {
+  const int32_t linear = int32_t(dnnl::algorithm::eltwise_linear);
+  for (const PostOp& p : item.ops) {
+    if (p.kind != PostOp::Kind::kEltwise || p.alg != linear) continue;
+    for (const ChainItem& c : chain)
+      for (const PostOp& q : c.ops)
+        if (q.kind == PostOp::Kind::kEltwise && q.alg == linear && (q.alpha != p.alpha || q.beta != p.beta))
+          return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 // The only consumer of `v` when it has exactly one use and that use is a node of
@@ -113,6 +128,30 @@ std::vector<ChainItem> FunctionLowering::collectChain(ValueId out, bool allow_su
     ChainItem item;
     item.pos = *next;
     OpClass cls = classify(node);
+    if (node.op_type == "QuantizeLinear" && node.domain.empty()) {
+      // A quantize-dequantize pair: four eltwise ops; the chain goes on after the
+      // DequantizeLinear.
+      auto ops = decodeEltwise(g_, node, nullptr);
+      if (!ops) break;
+      std::optional<FakeQuantMatch> m = matchFakeQuant(g_, ir::NodeId(&node - g_.nodes.data()));
+      auto it = pos_of_.find(m->dequantize);
+      if (it == pos_of_.end() || done_[it->second]) break;
+      item.extra = {*next};
+      item.pos = it->second;
+      // linear(1/s), round, clip; the final multiplication by s is the clip's output
+      // scale: oneDNN 2.6's brgemm convolution gives wrong results for a chain with
+      // two eltwise_linear post-ops (the second one computed with the first's alpha).
+      for (size_t k = 0; k + 1 < ops->size(); ++k) {
+        const EltwiseOp& e = (*ops)[k];
+        item.ops.push_back(PostOp{PostOp::Kind::kEltwise, int32_t(e.alg), e.alpha, e.beta, 1.0f});
+      }
+      item.ops.back().scale = ops->back().alpha;
+      num_ops += item.ops.size();
+      if (num_ops > kMaxPostOps || linearClash(chain, item)) break;
+      cur = nodeAt(item.pos).outputs[0];
+      chain.push_back(std::move(item));
+      continue;
+    }
     if (cls == OpClass::kEltwise) {
       auto ops = decodeEltwise(g_, node, nullptr);
       if (!ops) break;
@@ -143,11 +182,23 @@ std::vector<ChainItem> FunctionLowering::collectChain(ValueId out, bool allow_su
       break;
     }
     num_ops += item.ops.size();
-    if (num_ops > kMaxPostOps) break;
+    if (num_ops > kMaxPostOps || linearClash(chain, item)) break;
     cur = node.outputs[0];
     chain.push_back(std::move(item));
   }
   return chain;
+}
+
+// The region position of the DequantizeLinear of the quantize-dequantize pair starting
+// at QuantizeLinear `q` (claimed together, so in this region unless --allow/--deny
+// split them).
+size_t FunctionLowering::fakeQuantTail(ir::NodeId q) const {
+  std::optional<FakeQuantMatch> m = matchFakeQuant(g_, q);
+  auto it = m ? pos_of_.find(m->dequantize) : pos_of_.end();
+  if (it == pos_of_.end() || done_[it->second])
+    throw Error(ErrorCode::kUnsupported, "dnnl backend: QuantizeLinear '" + g_.nodes[size_t(q)].name +
+                                             "' is taken only with its DequantizeLinear; the pair was split");
+  return it->second;
 }
 
 // Finds the longest prefix of `chain` (at least `fixed` items) oneDNN implements as
@@ -166,6 +217,9 @@ size_t FunctionLowering::fitChain(Step& step, const std::vector<ChainItem>& chai
       }
     try {
       pd = makePrimitiveDesc(step, cpuEngine());
+      // Post-ops only oneDNN's reference loops take (e.g. round on some kernels) are
+      // not worth their cost: a shorter chain, the rest as steps of their own.
+      if (k > fixed && implementationName(pd).rfind("ref", 0) == 0) continue;
       return k;
     } catch (const dnnl::error&) {
       if (k == fixed) throw;

@@ -21,8 +21,16 @@ void FunctionLowering::lowerEltwise(size_t pos) {
     throw Error(ErrorCode::kUnsupported,
                 "dnnl backend: Erf '" + node.name +
                     "' is taken only inside a Gelu; its pattern was split (by --allow/--deny?)");
+  if (!ops && node.op_type == "DequantizeLinear")
+    throw Error(ErrorCode::kUnsupported, "dnnl backend: DequantizeLinear '" + node.name +
+                                             "' is taken only with its QuantizeLinear; the pair was split");
   if (!ops) internal("eltwise '" + node.name + "' not supported");
   std::vector<ChainItem> fused;
+  if (node.op_type == "QuantizeLinear") {  // the pair: its DequantizeLinear goes with it
+    ChainItem item;
+    item.pos = fakeQuantTail(ir::NodeId(&node - g_.nodes.data()));
+    fused.push_back(item);
+  }
   // Sigmoid(x) * x: one swish over x; HardSigmoid(x) * x: one hardswish.
   if (node.op_type == "Sigmoid" || node.op_type == "HardSigmoid")
     if (auto gated = gatedAfter(node.inputs[0]); gated && gated->gate == pos) {

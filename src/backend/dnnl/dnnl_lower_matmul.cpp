@@ -43,8 +43,11 @@ void FunctionLowering::lowerMatMul(size_t pos) {
 
   Step step;
   step.kind = StepKind::kMatMul;
-  step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, a_md, false});
   const bool const_b = isConstant(b);
+  // bfloat16 compute (bf16_): a row-major source and constant weights in bfloat16.
+  const bool bf16 = bf16_ && const_b && !spec.trans_a;
+  const memory::data_type in_type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, withDataType(a_md, in_type), false});
   const bool scaled_b = spec.alpha != 1.0f;
   // A replay reads constant weights in the layout the compiler stored them in.
   std::optional<memory::desc> stored = const_b ? mb_.storedWeights(constOf(b), scaled_b) : std::nullopt;
@@ -52,7 +55,7 @@ void FunctionLowering::lowerMatMul(size_t pos) {
     step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, *stored, false});
   else
     step.args.push_back(Arg{DNNL_ARG_WEIGHTS, const_b ? ArgSource::kConstant : ArgSource::kBuffer, 0,
-                            const_b ? anyDesc(spec.b_dims) : b_md, const_b});
+                            const_b ? withDataType(anyDesc(spec.b_dims), in_type) : b_md, const_b});
   step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, plainDesc(spec.dst_dims), false});
 
   // Gemm's C: a bias when it is a row vector, else a sum or binary post-op.
@@ -106,7 +109,9 @@ void FunctionLowering::lowerMatMul(size_t pos) {
   recordChosenLayouts(step, pd);
   if (const_b) mb_.chosenWeights(constOf(b), scaled_b, step.find(DNNL_ARG_WEIGHTS)->md);
 
-  step.find(DNNL_ARG_SRC)->index = plain(a).buffer;
+  // The source row-major in its own dims (the step reads the same bytes as a_md).
+  step.find(DNNL_ARG_SRC)->index =
+      bf16 ? get(a, withDataType(plainDesc(dimsOf(primary(a).md)), in_type)).buffer : plain(a).buffer;
   Arg* w = step.find(DNNL_ARG_WEIGHTS);
   if (const_b) {
     const ir::ConstId b_id = constOf(b);

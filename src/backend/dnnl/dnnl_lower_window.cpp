@@ -195,16 +195,20 @@ void FunctionLowering::lowerConv(size_t pos) {
   // 1-5 % at 2, so they keep `any`.
   const bool first_layer =
       !spec.transposed && spec.groups == 1 && spec.in_shape.size() == 4 && spec.in_shape[1] == 1;
+  // bfloat16 compute (bf16_): source and weights in bfloat16, destination float32.
+  const bool bf16 = bf16_ && !spec.transposed && !first_layer;
+  const memory::data_type in_type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   if (first_layer)
     step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, plainDesc(spec.in_shape), false});
   else
-    step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, anyDesc(spec.in_shape), true});
+    step.args.push_back(
+        Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, withDataType(anyDesc(spec.in_shape), in_type), true});
   // A replay reads the weights in the layout the compiler stored them in.
   const bool folded = bn_pos.has_value();
   if (std::optional<memory::desc> stored = mb_.storedWeights(w_id, folded))
     step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, *stored, false});
   else
-    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, anyDesc(w_dims), true});
+    step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, withDataType(anyDesc(w_dims), in_type), true});
   const bool has_bias = spec.has_bias || bn_pos;
   if (has_bias) step.args.push_back(Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, plainDesc({c_out}), false});
   step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(spec.out_shape), true});

@@ -15,7 +15,8 @@
 namespace partita::dnnl_backend {
 
 // Function i of the image computes regions[i]. Reads `g` only; derived constants go to `sink`.
+// `bf16`: static regions' Conv and MatMul compute in bfloat16 (FunctionLowering).
 backend::ModuleImage compileRegions(const ir::Graph& g, const std::vector<backend::Region>& regions,
-                                    backend::ConstantSink& sink);
+                                    backend::ConstantSink& sink, bool bf16 = false);
 
 }  // namespace partita::dnnl_backend

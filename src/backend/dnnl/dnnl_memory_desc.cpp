@@ -80,6 +80,11 @@ memory::desc anyDesc(const memory::desc& md) {
   return memory::desc(md.dims(), memory::data_type(md.data.data_type), memory::format_tag::any);
 }
 
+memory::desc withDataType(memory::desc md, memory::data_type t) {
+  md.data.data_type = dnnl_data_type_t(t);
+  return md;
+}
+
 memory::desc anyDesc(const std::vector<int64_t>& shape) {
   return memory::desc(dnnlDims(shape), memory::data_type::f32, memory::format_tag::any);
 }
@@ -200,7 +205,7 @@ memory::desc readDesc(BlobReader& r) {
   int32_t ndims = r.i32();
   if (ndims < 1 || ndims > DNNL_MAX_NDIMS) r.fail(what + "rank " + std::to_string(ndims) + " out of range");
   int32_t dt = r.i32();
-  if (dt != dnnl_f32 && dt != dnnl_s32) r.fail(what + "unsupported data type " + std::to_string(dt));
+  if (dt != dnnl_f32 && dt != dnnl_s32 && dt != dnnl_bf16) r.fail(what + "unsupported data type " + std::to_string(dt));
   int32_t kind = r.i32();
   if (kind != dnnl_blocked && kind != dnnl_format_kind_any)
     r.fail(what + "unsupported format kind " + std::to_string(kind));

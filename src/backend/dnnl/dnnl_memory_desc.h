@@ -29,6 +29,8 @@ memory::desc denseLike(const memory::desc& md, const std::vector<int64_t>& dims)
 // A descriptor with the same dims and data type whose format is left to oneDNN.
 memory::desc anyDesc(const memory::desc& md);
 memory::desc anyDesc(const std::vector<int64_t>& shape);
+// `md` with elements of type `t` (same dims and strides in elements).
+memory::desc withDataType(memory::desc md, memory::data_type t);
 
 bool isAny(const memory::desc& md);
 // Blocked without inner blocks or padding, strides decreasing row-major: the bytes

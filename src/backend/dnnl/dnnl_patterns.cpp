@@ -163,4 +163,52 @@ std::optional<LayerNormMatch> matchLayerNorm(const ir::Graph& g, ir::NodeId mean
   return m;
 }
 
+namespace {
+
+// A per-tensor zero point: a constant uint8/int8 scalar (or omitted: uint8 0).
+std::optional<std::pair<ir::DType, int>> zeroPoint(const ir::Graph& g, const ir::Node& n) {
+  if (!n.hasInput(2)) return std::make_pair(ir::DType::kUInt8, 0);
+  if (!isConstant(g, n.inputs[2])) return std::nullopt;
+  const ir::Constant& c = constantOf(g, n.inputs[2]);
+  if (ir::shapeNumel(c.shape) != 1 || !c.layout.empty()) return std::nullopt;
+  if (c.dtype == ir::DType::kUInt8) return std::make_pair(c.dtype, int(*reinterpret_cast<const uint8_t*>(c.bytes.data)));
+  if (c.dtype == ir::DType::kInt8) return std::make_pair(c.dtype, int(*reinterpret_cast<const int8_t*>(c.bytes.data)));
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<FakeQuantMatch> matchFakeQuant(const ir::Graph& g, ir::NodeId quantize) {
+  const ir::Node& q = g.nodes[size_t(quantize)];
+  if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.inputs.size() < 2 || !q.hasInput(0) ||
+      !q.hasOutput(0) || q.outputs.size() != 1)
+    return std::nullopt;
+  if (q.opset >= 21 && (q.attrs.getInt("block_size", 0) != 0 || q.attrs.getInt("output_dtype", 0) != 0))
+    return std::nullopt;
+  const ir::TensorType& xt = g.typeOf(q.inputs[0]);
+  if (xt.dtype != ir::DType::kFloat32 || !xt.isStatic() || xt.numel() <= 0 || g.value(q.inputs[0]).isConstant())
+    return std::nullopt;
+  std::optional<ir::NodeId> dq_id = soleReader(g, q.outputs[0], "DequantizeLinear");
+  if (!dq_id) return std::nullopt;
+  const ir::Node& dq = g.nodes[size_t(*dq_id)];
+  if (dq.inputs.size() < 2 || dq.inputs[0] != q.outputs[0] || !dq.hasOutput(0) || dq.outputs.size() != 1 ||
+      g.typeOf(dq.outputs[0]).dtype != ir::DType::kFloat32)
+    return std::nullopt;
+  if (dq.opset >= 21 && dq.attrs.getInt("block_size", 0) != 0) return std::nullopt;
+  std::optional<float> s = constantScalar(g, q.inputs[1]), ds = constantScalar(g, dq.inputs[1]);
+  if (!s || !ds || *s != *ds || *s == 0 || !std::isfinite(*s) || !std::isfinite(1.0f / *s)) return std::nullopt;
+  auto z = zeroPoint(g, q), dz = zeroPoint(g, dq);
+  if (!z || !dz || *z != *dz) return std::nullopt;
+  const bool u8 = z->first == ir::DType::kUInt8;
+  FakeQuantMatch m;
+  m.quantize = quantize;
+  m.dequantize = *dq_id;
+  m.x = q.inputs[0];
+  m.y = dq.outputs[0];
+  m.scale = *s;
+  m.lo = float((u8 ? 0 : -128) - z->second);
+  m.hi = float((u8 ? 255 : 127) - z->second);
+  return m;
+}
+
 }  // namespace partita::dnnl_backend

@@ -34,4 +34,21 @@ struct LayerNormMatch {
 // `mean` is the first ReduceMean.
 std::optional<LayerNormMatch> matchLayerNorm(const ir::Graph& g, ir::NodeId mean);
 
+// A quantize-dequantize pair (the activations of a QDQ int8 model):
+//   y = DequantizeLinear(QuantizeLinear(x, s, z), s, z)
+// per tensor, x and y float32, s a constant float32 scalar (finite, nonzero), z a
+// constant uint8/int8 scalar (or omitted: uint8 0) and the same constants (by value) on
+// both nodes, the quantized value read only by the DequantizeLinear. It is the float
+// computation s * clip(round(x / s), qmin - z, qmax - z): four oneDNN eltwise ops
+// (linear 1/s, round half to even, clip, linear s), fused as post-ops after a Conv or
+// MatMul. (x * (1/s) may differ from x / s in the last bit, which moves a value that
+// lies exactly on a rounding tie by one quantization step.)
+struct FakeQuantMatch {
+  ir::NodeId quantize, dequantize;
+  ir::ValueId x, y;
+  float scale;
+  float lo, hi;  // the clip bounds: qmin - z, qmax - z
+};
+std::optional<FakeQuantMatch> matchFakeQuant(const ir::Graph& g, ir::NodeId quantize);
+
 }  // namespace partita::dnnl_backend
