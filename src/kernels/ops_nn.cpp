@@ -10,6 +10,16 @@ void registerNnOps(OpRegistry& r) {
   registerNormOps(r);
   registerResizeOps(r);
   registerQuantOps(r);
+  registerLossOps(r);
+  registerSignalOps(r);
+  registerSampleOps(r);
+  registerDetectionOps(r);
+  registerUnpoolOps(r);
+  registerRandomOps(r);
+  registerGroupNormOps(r);
+  registerDeformOps(r);
+  registerTrainingOps(r);
+  registerTextOps(r);
 }
 
 }  // namespace partita::kernels
