@@ -452,7 +452,7 @@ void runMvn(KernelContext& c) {
 }  // namespace
 
 void registerReductionOps(OpRegistry& r) {
-  r.add("ReduceSum", {inferReduce<ReduceKind::kSum>, runReduce<ReduceKind::kSum>, 18});
+  r.add("ReduceSum", {inferReduce<ReduceKind::kSum>, runReduce<ReduceKind::kSum>});  // last changed at 13
   r.add("ReduceMean", {inferReduce<ReduceKind::kMean>, runReduce<ReduceKind::kMean>, 18});
   r.add("ReduceMax", {inferReduce<ReduceKind::kMax>, runReduce<ReduceKind::kMax>, 20});
   r.add("ReduceMin", {inferReduce<ReduceKind::kMin>, runReduce<ReduceKind::kMin>, 20});

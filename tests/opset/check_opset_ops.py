@@ -86,6 +86,15 @@ def reduce_l2_axes_from_input():
 
 
 @case
+def reduce_max_min_bool_20():
+    B = TensorProto.BOOL
+    return model(20, [helper.make_node("ReduceMax", ["x", "axes"], ["any"], keepdims=0),
+                      helper.make_node("ReduceMin", ["x"], ["all"], keepdims=1)],
+                 [("x", B, [3, 4])], [("any", B, None), ("all", B, None)],
+                 [const("axes", np.array([1], np.int64))]), {"x": rng.random((3, 4)) > 0.6}
+
+
+@case
 def reduce_logsumexp_all():
     return model(18, [helper.make_node("ReduceLogSumExp", ["x"], ["y"], keepdims=1)],
                  [("x", F, [2, 5])], [("y", F, None)]), {"x": rand(2, 5)}
