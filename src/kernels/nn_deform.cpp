@@ -195,6 +195,7 @@ void runDeformConv(KernelContext& c) {
   std::vector<double> cols(size_t(ic * taps * oh * ow));
   std::vector<double> out(size_t(n * oc * oh * ow));
   auto sample = [&](const double* plane, double y, double xx) {
+    if (!(y > -2.0 && y < double(ih) + 1 && xx > -2.0 && xx < double(iw) + 1)) return 0.0;  // and NaN
     const double fy = std::floor(y), fx = std::floor(xx);
     const int64_t y0 = int64_t(fy), x0 = int64_t(fx);
     const double ly = y - fy, lx = xx - fx;

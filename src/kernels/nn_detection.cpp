@@ -146,6 +146,9 @@ void inferRoiAlign(InferContext& c) {
 void runRoiAlign(KernelContext& c) {
   const ir::Tensor& x = c.inputs[0];
   const ir::Tensor& rois_t = c.inputs[1];
+  if (x.rank() != 4 || rois_t.rank() != 2 || rois_t.shape[1] != 4)
+    c.fail("X must be [N, C, H, W] and rois [num_rois, 4], got " + ir::shapeStr(x.shape) + " and " +
+           ir::shapeStr(rois_t.shape));
   const int64_t n = x.shape[0], ch = x.shape[1], h = x.shape[2], w = x.shape[3];
   const int64_t num = rois_t.shape[0];
   if (c.inputs[2].numel() != num) c.fail("batch_indices has " + std::to_string(c.inputs[2].numel()) + " values for " + std::to_string(num) + " rois");
@@ -185,7 +188,7 @@ void runRoiAlign(KernelContext& c) {
             for (int64_t ix = 0; ix < gw; ++ix) {
               double xx = sw + double(px) * bw + (double(ix) + 0.5) * bw / double(gw);
               double v = 0;
-              if (!(y < -1.0 || y > double(h) || xx < -1.0 || xx > double(w))) {
+              if (y >= -1.0 && y <= double(h) && xx >= -1.0 && xx <= double(w)) {  // false for NaN
                 double yy = std::max(y, 0.0), xc = std::max(xx, 0.0);
                 int64_t y0 = int64_t(yy), x0 = int64_t(xc), y1, x1;
                 if (y0 >= h - 1) {

@@ -43,6 +43,7 @@ void runGroupNorm(KernelContext& c) {
   const ir::Tensor& x = c.inputs[0];
   const int64_t groups = c.attrs().getInt("num_groups", 1);
   const double eps = c.attrs().getFloat("epsilon", 1e-5f);
+  if (x.rank() < 2) c.fail("X must be [N, C, ...], got " + ir::shapeStr(x.shape));
   const int64_t n = x.shape[0], ch = x.shape[1];
   if (ch % groups != 0) c.fail("channels do not divide into groups");
   int64_t spatial = 1;

@@ -313,7 +313,11 @@ AxisTable buildTable(const ResizeSpec& s, int64_t in, int64_t out, double scale,
   const bool stretch = s.antialias && s.mode != ResizeMode::kNearest && scale < 1.0;
   int64_t first_tap = s.mode == ResizeMode::kCubic ? -1 : 0;  // relative to floor(x)
   if (stretch) {
-    first_tap = int64_t(std::floor((s.mode == ResizeMode::kLinear ? -1.0 : -2.0) / scale)) + 1;
+    const double first = std::floor((s.mode == ResizeMode::kLinear ? -1.0 : -2.0) / scale) + 1;
+    if (!(first > -65536.0))
+      throw Error(ErrorCode::kUnsupported, "Resize: antialiasing at scale " + std::to_string(scale) +
+                                               " needs a filter over 2^17 taps wide");
+    first_tap = int64_t(first);
     t.taps = int(2 - 2 * first_tap);
   }
   t.index.resize(size_t(out * t.taps));

@@ -98,6 +98,7 @@ void runGridSample(KernelContext& c) {
   const SampleMode mode = sampleMode(c);
   const SamplePad pad = samplePad(c);
   const bool align = c.attrs().getInt("align_corners", 0) != 0;
+  if (x.rank() < 3) c.fail("X must be [N, C, D1, ...], got " + ir::shapeStr(x.shape));
   const size_t nd = x.rank() - 2;
   if (grid.rank() != x.rank() || grid.shape.back() != int64_t(nd) || grid.shape[0] != x.shape[0])
     c.fail("grid " + ir::shapeStr(grid.shape) + " does not fit X " + ir::shapeStr(x.shape));
@@ -137,6 +138,8 @@ void runGridSample(KernelContext& c) {
       for (size_t d = 0; d < nd; ++d) {
         const double v = g[nd - 1 - d];  // the grid lists x (the last axis) first
         double u = align ? (v + 1) / 2 * double(dims[d] - 1) : ((v + 1) * double(dims[d]) - 1) / 2;
+        // Far outside (or NaN): a position that reads the padding, in int64 range.
+        if (!(u > -double(int64_t(1) << 40) && u < double(int64_t(1) << 40))) u = -double(int64_t(1) << 40);
         if (mode == SampleMode::kNearest) u = std::nearbyint(u);
         // Cubic sampling pads each tap instead (as ONNX Runtime and PyTorch do).
         if (mode != SampleMode::kCubic && (u < lo[d] || u > hi[d])) {
@@ -216,6 +219,7 @@ void runAffineGrid(KernelContext& c) {
   const ir::Tensor& theta = c.inputs[0];
   std::vector<int64_t> s = readInts(c.inputs[1]);
   const bool align = c.attrs().getInt("align_corners", 0) != 0;
+  if (s.size() != 4 && s.size() != 5) c.fail("size must be [N, C, H, W] or [N, C, D, H, W]");
   const size_t nd = s.size() - 2;
   if (theta.rank() != 3 || theta.shape[0] != s[0] || theta.shape[1] != int64_t(nd) ||
       theta.shape[2] != int64_t(nd) + 1)

@@ -41,6 +41,7 @@ std::vector<int64_t> unpoolShape(const Ctx& c, const std::vector<int64_t>& in, c
 void inferMaxUnpool(InferContext& c) {
   checkArity(c, 2, 3);
   const ir::TensorType& x = c.input(0);
+  if (x.has_rank && x.rank() < 3) c.fail("X must be [N, C, D1, ...], got " + x.str());
   if (c.input(1).dtype != ir::DType::kInt64) c.fail("I must be int64");
   if (!c.attrs().has("kernel_shape")) c.fail("attribute kernel_shape is required");
   if (x.has_rank && x.rank() != c.attrs().getInts("kernel_shape").size() + 2)
@@ -58,6 +59,7 @@ void runMaxUnpool(KernelContext& c) {
   const ir::Tensor& x = c.inputs[0];
   const ir::Tensor& idx = c.inputs[1];
   const ir::Tensor& y = c.outputs[0];
+  if (x.rank() < 3 || y.rank() != x.rank()) c.fail("X must be [N, C, D1, ...], got " + ir::shapeStr(x.shape));
   if (idx.numel() != x.numel()) c.fail("I must have X's shape");
   const size_t es = ir::dtypeSize(x.dtype);
   std::memset(y.data, 0, y.nbytes());

@@ -243,6 +243,8 @@ void runDft(KernelContext& c) {
   DftSpec s = dftSpec(c, rank, c.hasInput(1) ? &c.inputs[1] : nullptr, c.hasInput(2) ? &c.inputs[2] : nullptr,
                       c.hasInput(1), c.hasInput(2));
   const bool inverse = c.attrs().getInt("inverse", 0) != 0, onesided = c.attrs().getInt("onesided", 0) != 0;
+  if (rank < 3 || (x.shape.back() != 1 && x.shape.back() != 2))
+    c.fail("input must be [batch, signal..., 1 or 2], got " + ir::shapeStr(x.shape));
   const int64_t n = s.length ? *s.length : x.shape[size_t(s.axis)];
   if (n < 1) c.fail("the transform length is 0");
   const int64_t out_len = onesided ? n / 2 + 1 : n;
