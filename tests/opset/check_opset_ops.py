@@ -7,7 +7,8 @@ inference runs. ONNX Runtime (bench/node_modules/onnxruntime-node, via
 ort_reference.js) gives the reference outputs; partita runs the model from .onnx on
 the host, from .onnx with --backends dnnl,ewise,host, and from a compiled .pta, and
 each output must match: max|a-e| / max|e| <= 1e-4 for floats, exactly otherwise.
-Error cases check partita's message instead.
+Error cases (refused opsets and types, and bad data for the new kernels) check
+partita's message instead.
 
 Usage: check_opset_ops.py PARTITA_BINARY WORK_DIR CASE   (--list prints the cases)
 Exit 77 (CTest: skipped) when onnxruntime-node is not installed (bench/run.sh does).
@@ -24,7 +25,7 @@ ORT = os.path.join(HERE, "..", "..", "bench", "node_modules", "onnxruntime-node"
 TOL = 1e-4
 F = TensorProto.FLOAT
 I64 = TensorProto.INT64
-IR_FOR_OPSET = {16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10}
+IR_FOR_OPSET = {11: 6, 13: 7, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10}
 
 rng = np.random.default_rng(7)
 
@@ -252,6 +253,13 @@ def gelu():
 
 
 @case
+def gelu_after_matmul():
+    # On oneDNN a post-op of the MatMul.
+    return model(20, [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Gelu", ["m"], ["y"])],
+                 [("x", F, [4, 8])], [("y", F, None)], [const("w", rand(8, 6))]), {"x": rand(4, 8)}
+
+
+@case
 def gelu_tanh():
     return unary("Gelu", 20, rand(4, 5) * 3, approximate="tanh")
 
@@ -351,6 +359,30 @@ def grid_sample_20_refuses_16_mode_names():
     return m, "GridSample node 'gs' (making 'y'): unknown mode 'bilinear' at opset 20 (linear, nearest or cubic)"
 
 
+@error_case
+def nll_target_out_of_range():
+    m = model(13, [helper.make_node("NegativeLogLikelihoodLoss", ["x", "t"], ["y"], name="nll")],
+              [("x", F, [2, 3]), ("t", I64, [2])], [("y", F, None)])
+    return m, "NegativeLogLikelihoodLoss node 'nll': target value 5 is out of range [0, 3)", {
+        "x": rand(2, 3), "t": np.array([1, 5], np.int64)}
+
+
+@error_case
+def roialign_batch_index_out_of_range():
+    m = model(16, [helper.make_node("RoiAlign", ["x", "r", "b"], ["y"], name="roi")],
+              [("x", F, [1, 1, 4, 4]), ("r", F, [1, 4]), ("b", I64, [1])], [("y", F, None)])
+    return m, "RoiAlign node 'roi': batch index 3 is out of range [0, 1)", {
+        "x": rand(1, 1, 4, 4), "r": np.array([[0, 0, 2, 2]], np.float32), "b": np.array([3], np.int64)}
+
+
+@error_case
+def maxunpool_index_outside_output():
+    m = model(11, [helper.make_node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2], name="up")],
+              [("x", F, [1, 1, 1, 1]), ("i", I64, [1, 1, 1, 1])], [("y", F, None)])
+    return m, "MaxUnpool node 'up': index 4 is outside the output [1,1,2,2]", {
+        "x": rand(1, 1, 1, 1), "i": np.array([4], np.int64).reshape(1, 1, 1, 1)}
+
+
 def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
@@ -376,9 +408,13 @@ def check_case(partita, work, name):
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "model.onnx")
     if name in ERRORS:
-        m, want = ERRORS[name]()
+        m, want, *inputs = ERRORS[name]()
         open(path, "wb").write(m.SerializeToString())
-        r = run([partita, "run", path, "--quiet"])
+        cmd = [partita, "run", path, "--quiet"]
+        for k, v in (inputs[0] if inputs else {}).items():
+            np.save(os.path.join(d, f"in_{k}.npy"), v)
+            cmd += ["--input", f"{k}={os.path.join(d, f'in_{k}.npy')}"]
+        r = run(cmd)
         if r.returncode != 1 or want not in r.stderr:
             print(f"{name}: expected exit 1 with\n  {want}\ngot exit {r.returncode}:\n{r.stderr}{r.stdout}")
             return False
