@@ -321,6 +321,61 @@ def opset21_shape_ops():
                  [const("s", np.array([6, 4], np.int64))]), {"x": rand(2, 3, 4)}
 
 
+@case
+def torch_audio_model_at_opset_18():
+    # A small keyword-spotting style model exported by PyTorch at opset 17 (reflect Pad,
+    # Conv1d as an STFT, magnitude, log, Conv2d/BatchNorm/Relu, pooling, mean over
+    # time, Linear, LogSoftmax), then upgraded to opset 18 as a newer exporter writes
+    # it: every Reduce* takes its axes as an input.
+    import io
+
+    import onnx
+    import torch
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stft = nn.Conv1d(1, 2 * 17, 32, stride=8, bias=False)
+            self.conv = nn.Conv2d(1, 8, 3, padding=1)
+            self.bn = nn.BatchNorm2d(8)
+            self.fc = nn.Linear(8 * 8, 5)
+
+        def forward(self, x):
+            x = nn.functional.pad(x.unsqueeze(1), (16, 16), mode="reflect")
+            re, im = self.stft(x).chunk(2, dim=1)
+            mag = torch.log(re * re + im * im + 1e-6).unsqueeze(1)
+            y = torch.relu(self.bn(self.conv(mag)))
+            y = nn.functional.avg_pool2d(y, (2, 1))
+            y = y.mean(dim=3) - y.amax(dim=3) * 0.1
+            return torch.log_softmax(self.fc(y.flatten(1)), dim=-1)
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    net.bn.running_mean.uniform_(-0.5, 0.5)
+    net.bn.running_var.uniform_(0.5, 1.5)
+    x = torch.randn(2, 400)
+    buf = io.BytesIO()
+    torch.onnx.export(net, x, buf, opset_version=17, input_names=["x"], output_names=["y"])
+    m = onnx.load_from_string(buf.getvalue())
+    m.opset_import[0].version = 18
+    m.ir_version = 8
+    reduce_ops = {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
+                  "ReduceProd", "ReduceSumSquare"}
+    upgraded = 0
+    for i, n in enumerate(m.graph.node):
+        if n.op_type in reduce_ops:
+            axes = [a for a in n.attribute if a.name == "axes"]
+            if axes:
+                name = f"axes_{i}"
+                m.graph.initializer.append(const(name, np.array(axes[0].ints, np.int64)))
+                n.attribute.remove(axes[0])
+                n.input.append(name)
+                upgraded += 1
+    assert upgraded >= 2, "the export has no Reduce* with axes to upgrade"
+    return m, {"x": x.numpy()}
+
+
 # ---- errors ------------------------------------------------------------------------
 ERRORS = {}
 
