@@ -1,9 +1,11 @@
 // Signal processing: HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix (opset
 // 17), DFT (17; 20 moved `axis` to an input) and STFT (17). Complex values are a last
 // dimension of 2 (real, imaginary), a real signal a last dimension of 1. Computed in
-// double; a transform of length n costs O(n^2) per signal (a table of twiddles, no FFT).
+// double: a radix-2 FFT for power-of-two lengths, otherwise a direct O(n^2) sum over a
+// table of twiddles.
 #include <cmath>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "kernels/float_io.h"
@@ -130,6 +132,10 @@ struct Transform {
   void run(const std::vector<double>& re, const std::vector<double>& im, int64_t m, int64_t out_len,
            std::vector<double>& out_re, std::vector<double>& out_im) const {
     const double sign = inverse ? 1.0 : -1.0;
+    if (n >= 2 && (n & (n - 1)) == 0) {
+      fft(re, im, m, out_len, out_re, out_im, sign);
+      return;
+    }
     for (int64_t k = 0; k < out_len; ++k) {
       double sr = 0, si = 0;
       for (int64_t j = 0; j < m; ++j) {
@@ -144,6 +150,39 @@ struct Transform {
       }
       out_re[size_t(k)] = sr;
       out_im[size_t(k)] = si;
+    }
+  }
+  // A power-of-two length: iterative radix-2 Cooley-Tukey, O(n log n).
+  void fft(const std::vector<double>& re, const std::vector<double>& im, int64_t m, int64_t out_len,
+           std::vector<double>& out_re, std::vector<double>& out_im, double sign) const {
+    std::vector<double> ar(static_cast<size_t>(n), 0.0), ai(static_cast<size_t>(n), 0.0);
+    for (int64_t j = 0; j < m; ++j) ar[size_t(j)] = re[size_t(j)], ai[size_t(j)] = im[size_t(j)];
+    for (int64_t i = 1, j = 0; i < n; ++i) {  // bit-reversed order
+      int64_t bit = n >> 1;
+      for (; j & bit; bit >>= 1) j ^= bit;
+      j ^= bit;
+      if (i < j) {
+        std::swap(ar[size_t(i)], ar[size_t(j)]);
+        std::swap(ai[size_t(i)], ai[size_t(j)]);
+      }
+    }
+    for (int64_t len = 2; len <= n; len <<= 1) {
+      const int64_t half = len / 2, step = n / len;
+      for (int64_t i = 0; i < n; i += len)
+        for (int64_t k = 0; k < half; ++k) {
+          const double wr = cos_table[size_t(k * step)], wi = sign * sin_table[size_t(k * step)];
+          const size_t a = size_t(i + k), b = size_t(i + k + half);
+          const double vr = ar[b] * wr - ai[b] * wi, vi = ar[b] * wi + ai[b] * wr;
+          ar[b] = ar[a] - vr;
+          ai[b] = ai[a] - vi;
+          ar[a] += vr;
+          ai[a] += vi;
+        }
+    }
+    const double scale = inverse ? 1.0 / double(n) : 1.0;
+    for (int64_t k = 0; k < out_len; ++k) {
+      out_re[size_t(k)] = ar[size_t(k)] * scale;
+      out_im[size_t(k)] = ai[size_t(k)] * scale;
     }
   }
 };

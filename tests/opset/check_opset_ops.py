@@ -309,6 +309,21 @@ def dft_20_axis_input():
 
 
 @case
+def dft_17_inverse_fft_length():
+    # inverse, complex input, a power-of-two dft_length (the FFT path) longer than the signal
+    return model(17, [helper.make_node("DFT", ["x", "n"], ["y"], axis=1, inverse=1)],
+                 [("x", F, [2, 12, 3, 2])], [("y", F, None)], [const("n", np.array(16, np.int64))]), {
+                     "x": rand(2, 12, 3, 2)}
+
+
+@case
+def stft_17_window_two_sided():
+    return model(17, [helper.make_node("STFT", ["x", "step", "w"], ["y"], onesided=0)],
+                 [("x", F, [2, 100, 1]), ("w", F, [32])], [("y", F, None)], [const("step", np.array(12, np.int64))]), {
+                     "x": rand(2, 100, 1), "w": np.hanning(32).astype(np.float32)}
+
+
+@case
 def opset21_shape_ops():
     # Ops whose opset-19/21 definitions only added types.
     nodes = [helper.make_node("Reshape", ["x", "s"], ["r"]),
