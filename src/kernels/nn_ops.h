@@ -18,7 +18,7 @@ void registerSignalOps(OpRegistry& r);  // signal_ops.cpp: Hann/Hamming/Blackman
 void registerSampleOps(OpRegistry& r);  // nn_sample.cpp: GridSample, AffineGrid
 void registerDetectionOps(OpRegistry& r);  // nn_detection.cpp: NonMaxSuppression, RoiAlign
 void registerUnpoolOps(OpRegistry& r);  // nn_unpool.cpp: MaxUnpool
-void registerRandomOps(OpRegistry& r);  // random_ops.cpp: Bernoulli
+void registerRandomOps(OpRegistry& r);  // random_ops.cpp: Bernoulli, Random*, Multinomial
 void registerGroupNormOps(OpRegistry& r);  // nn_groupnorm.cpp: GroupNormalization
 void registerDeformOps(OpRegistry& r);     // nn_deform.cpp: Col2Im, DeformConv
 void registerTrainingOps(OpRegistry& r);   // training_ops.cpp: Adagrad, Momentum, Adam (ai.onnx.preview.training)

@@ -83,11 +83,13 @@ using KernelFn = void (*)(KernelContext&);
 // opset where an op's definition changed). A node resolves to the newest definition at
 // or below its model's opset; one newer than `newest` is refused by name
 // (unimplementedVersion). Ops whose last change partita implements is at 17 or older
-// keep the default.
+// keep the default. `deterministic` false (the random ops) keeps a node from being
+// folded into a constant even when its inputs are constants.
 struct OpDef {
   InferFn infer = nullptr;
   KernelFn run = nullptr;
   int newest = 17;
+  bool deterministic = true;
   bool hasKernel() const { return run != nullptr; }
 };
 

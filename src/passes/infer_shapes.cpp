@@ -120,6 +120,7 @@ void inferShapes(ir::Graph& g, const FoldOptions& options) {
     if (!all_const || !out_static) continue;
     const kernels::OpDef* op = kernels::OpRegistry::global().find(node.domain, node.op_type);
     if (!op || !op->hasKernel()) continue;  // infer-only: a backend runs it
+    if (!op->deterministic) continue;       // a random op draws at every run
     if (out_bytes > options.max_growth_bytes && out_bytes > in_bytes) continue;
 
     // Evaluate with the host kernel; outputs become constants.

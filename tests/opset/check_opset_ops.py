@@ -25,7 +25,7 @@ ORT = os.path.join(HERE, "..", "..", "bench", "node_modules", "onnxruntime-node"
 TOL = 1e-4
 F = TensorProto.FLOAT
 I64 = TensorProto.INT64
-IR_FOR_OPSET = {11: 6, 13: 7, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10}
+IR_FOR_OPSET = {11: 6, 13: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10}
 
 rng = np.random.default_rng(7)
 
@@ -453,6 +453,45 @@ def maxunpool_index_outside_output():
         "x": rand(1, 1, 1, 1), "i": np.array([4], np.int64).reshape(1, 1, 1, 1)}
 
 
+# ---- random ops: shapes, types, ranges (no reference values) -------------------------
+PROPERTIES = {}
+
+
+def property_case(fn):
+    PROPERTIES[fn.__name__] = fn
+    return fn
+
+
+@property_case
+def random_ops():
+    """RandomUniform (seeded), RandomNormalLike, Bernoulli and Multinomial: ONNX Runtime
+    gives the shapes and types; values must be in range; seeded draws repeat, unseeded
+    ones differ from run to run (so nothing was folded into a constant)."""
+    nodes = [helper.make_node("RandomUniform", [], ["u"], shape=[3, 4], low=-2.0, high=3.0, seed=5.0),
+             helper.make_node("RandomUniform", [], ["u_free"], shape=[64], dtype=TensorProto.DOUBLE),
+             helper.make_node("RandomNormalLike", ["x"], ["nl"], mean=10.0, scale=0.5),
+             helper.make_node("Bernoulli", ["p"], ["b"]),
+             helper.make_node("Multinomial", ["logits"], ["mn"], sample_size=6, dtype=TensorProto.INT64)]
+    m = model(15, nodes, [("x", F, [5, 6]), ("p", F, [40]), ("logits", F, [2, 3])],
+              [("u", F, None), ("u_free", TensorProto.DOUBLE, None), ("nl", F, None), ("b", F, None),
+               ("mn", I64, None)])
+    inputs = {"x": rand(5, 6), "p": rng.random(40).astype(np.float32), "logits": rand(2, 3)}
+
+    def check(out):
+        u, nl, b, mn = out["u"], out["nl"], out["b"], out["mn"]
+        bad = []
+        if not (np.all(u >= -2) and np.all(u < 3)):
+            bad.append("RandomUniform outside [low, high)")
+        if abs(float(nl.mean()) - 10) > 1:
+            bad.append(f"RandomNormalLike mean {nl.mean()}")
+        if not np.all((b == 0) | (b == 1)):
+            bad.append("Bernoulli not in {0, 1}")
+        if not (np.all(mn >= 0) and np.all(mn < 3)):
+            bad.append("Multinomial outside [0, classes)")
+        return bad
+    return m, inputs, check, ["u"], ["u_free"]
+
+
 def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
@@ -477,6 +516,8 @@ def check_case(partita, work, name):
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "model.onnx")
+    if name in PROPERTIES:
+        return check_properties(partita, d, path, name)
     if name in ERRORS:
         m, want, *inputs = ERRORS[name]()
         open(path, "wb").write(m.SerializeToString())
@@ -531,15 +572,57 @@ def check_case(partita, work, name):
     return ok
 
 
+def check_properties(partita, d, path, name):
+    m, inputs, check, same, differ = PROPERTIES[name]()
+    open(path, "wb").write(m.SerializeToString())
+    args = []
+    for k, v in inputs.items():
+        p = os.path.join(d, f"in_{k}.npy")
+        np.save(p, v)
+        args.append(f"{k}={p}")
+    ref = os.path.join(d, "ort")
+    r = run(["node", os.path.join(HERE, "ort_reference.js"), path, ref, *args])
+    if r.returncode != 0:
+        print(f"{name}: ONNX Runtime failed:\n{r.stderr}")
+        return False
+    runs = []
+    for i in range(2):
+        out = os.path.join(d, f"out_{i}")
+        cmd = [partita, "run", path, "--quiet", "--output-dir", out, "--backends", "dnnl,ewise,host"]
+        for a in args:
+            cmd += ["--input", a]
+        r = run(cmd)
+        if r.returncode != 0:
+            print(f"{name}: partita failed:\n{r.stderr}")
+            return False
+        runs.append({o.name: np.load(os.path.join(out, o.name + ".npy")) for o in m.graph.output})
+    bad = []
+    for o in m.graph.output:
+        want = np.load(os.path.join(ref, o.name + ".npy"))
+        got = runs[0][o.name]
+        if got.shape != want.shape or got.dtype != want.dtype:
+            bad.append(f"{o.name}: {got.dtype}{got.shape}, ONNX Runtime {want.dtype}{want.shape}")
+    bad += check(runs[0])
+    bad += [f"{k}: a seeded op drew different numbers in two runs" for k in same
+            if not np.array_equal(runs[0][k], runs[1][k])]
+    bad += [f"{k}: an unseeded op drew the same numbers in two runs" for k in differ
+            if np.array_equal(runs[0][k], runs[1][k])]
+    for b in bad:
+        print(f"{name}: {b}")
+    if not bad:
+        print(f"{name}: ok (shapes and types as ONNX Runtime, values in range, seeds repeat)")
+    return not bad
+
+
 def main():
     if sys.argv[1:] == ["--list"]:
-        print(";".join(list(CASES) + list(ERRORS)))
+        print(";".join(list(CASES) + list(ERRORS) + list(PROPERTIES)))
         return 0
     partita, work, name = sys.argv[1:4]
-    if name not in CASES and name not in ERRORS:
+    if name not in CASES and name not in ERRORS and name not in PROPERTIES:
         print(f"no case {name}")
         return 1
-    if name in CASES and not os.path.isdir(ORT):
+    if name not in ERRORS and not os.path.isdir(ORT):
         print(f"onnxruntime-node is not installed ({ORT}; bench/run.sh installs it): skipped")
         return 77
     return 0 if check_case(partita, work, name) else 1
