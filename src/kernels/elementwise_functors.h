@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "kernels/elementwise_broadcast.h"
@@ -227,7 +228,38 @@ PARTITA_FLOAT_UNARY(SigmoidOp, kMedium, T(1) / (T(1) + expOf(-x)))
 PARTITA_FLOAT_UNARY(SoftsignOp, kMedium, x / (T(1) + std::fabs(x)))
 // log(1 + e^x) without overflow for large x.
 PARTITA_FLOAT_UNARY(SoftplusOp, kExpensive, x > T(0) ? x + std::log1p(expOf(-x)) : std::log1p(expOf(x)))
+// x tanh(softplus(x)) (opset 18)
+PARTITA_FLOAT_UNARY(MishOp, kExpensive,
+                    x * tanhOf(x > T(0) ? x + std::log1p(expOf(-x)) : std::log1p(expOf(x))))
 #undef PARTITA_FLOAT_UNARY
+
+// Gelu (opset 20): x/2 (1 + erf(x / sqrt 2)), or with approximate="tanh"
+// x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+struct GeluOp {
+  static constexpr unsigned Set = kFloats;
+  static constexpr int64_t kCost = kExpensive;
+  bool tanh_approx = false;
+  explicit GeluOp(const ir::AttributeMap& a) {
+    std::string m = a.getString("approximate", "none");
+    if (m != "none" && m != "tanh") throw Error(ErrorCode::kInvalidModel, "Gelu: unknown approximate '" + m + "'");
+    tanh_approx = m == "tanh";
+  }
+  template <class T>
+  T operator()(T x) const {
+    if (tanh_approx)
+      return T(0.5) * x * (T(1) + tanhOf(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
+    return T(0.5) * x * (T(1) + erfOf(x * T(0.7071067811865476)));
+  }
+};
+
+struct BitNotOp {
+  static constexpr unsigned Set = kIntegers;
+  static constexpr int64_t kCost = kCheap;
+  template <class T>
+  T operator()(T x) const {
+    return T(~x);
+  }
+};
 
 struct LeakyReluOp {
   static constexpr unsigned Set = kFloats;

@@ -28,6 +28,12 @@ void inferClip(InferContext& c) {
   checkArity(c, 1, 3);
   sameAsInput(c);
 }
+void inferGelu(InferContext& c) {
+  checkArity(c, 1, 1);
+  std::string m = c.attrs().getString("approximate", "none");
+  if (m != "none" && m != "tanh") c.fail("unknown approximate '" + m + "' (none or tanh)");
+  sameAsInput(c);
+}
 void inferPredicate(InferContext& c) {
   checkArity(c, 1, 1);
   sameAsInput(c);
@@ -136,6 +142,9 @@ void registerUnaryOps(OpRegistry& r) {
   r.add("Sigmoid", {inferUnary, runUnary<SigmoidOp>});
   r.add("Softsign", {inferUnary, runUnary<SoftsignOp>});
   r.add("Softplus", {inferUnary, runUnary<SoftplusOp>});
+  r.add("Mish", {inferUnary, runUnary<MishOp>, 18});
+  r.add("Gelu", {inferGelu, runUnary<GeluOp>, 20});
+  r.add("BitwiseNot", {inferUnary, runUnary<BitNotOp>, 18});
   r.add("LeakyRelu", {inferUnary, runUnary<LeakyReluOp>});
   r.add("ThresholdedRelu", {inferUnary, runUnary<ThresholdedReluOp>});
   r.add("Elu", {inferUnary, runUnary<EluOp>});
@@ -144,8 +153,8 @@ void registerUnaryOps(OpRegistry& r) {
   r.add("HardSigmoid", {inferUnary, runUnary<HardSigmoidOp>});
   r.add("HardSwish", {inferUnary, runUnary<HardSwishOp>});
   r.add("Shrink", {inferUnary, runUnary<ShrinkOp>});
-  r.add("IsNaN", {inferPredicate, runIsNaN});
-  r.add("IsInf", {inferPredicate, runIsInf});
+  r.add("IsNaN", {inferPredicate, runIsNaN, 20});
+  r.add("IsInf", {inferPredicate, runIsInf, 20});
   r.add("Not", {inferPredicate, runNot});
   r.add("Clip", {inferClip, runClip});
   // ONNX Runtime's contrib Gelu (0.5 x (1 + erf(x / sqrt 2)), found in models its

@@ -46,9 +46,9 @@ void inferPool(InferContext& c) {
   const size_t nd = c.attrs().getInts("kernel_shape").size();
   if (x.has_rank && x.rank() != nd + 2)
     c.fail("kernel_shape has " + std::to_string(nd) + " dims but the input is " + x.str());
-  if (c.node.op_type == "AveragePool" && c.attrs().has("dilations")) {
+  if (c.node.op_type == "AveragePool" && c.opset() < 19 && c.attrs().has("dilations")) {
     for (int64_t d : c.attrs().getInts("dilations"))
-      if (d != 1) c.fail("AveragePool dilations are not part of opsets 7..17");
+      if (d != 1) c.fail("AveragePool has dilations from opset 19 on, not at opset " + std::to_string(c.opset()));
   }
   Window win = readWindow(c.node, nd, {});
   std::vector<int64_t> in = x.has_rank ? spatialDims(x) : std::vector<int64_t>(nd, -1);
@@ -430,8 +430,8 @@ void runGlobalLpPool(KernelContext& c) {
 
 void registerPoolOps(OpRegistry& r) {
   r.add("MaxPool", {inferPool, runMaxPool});
-  r.add("AveragePool", {inferPool, runAveragePool});
-  r.add("LpPool", {inferPool, runLpPool});
+  r.add("AveragePool", {inferPool, runAveragePool, 19});  // 19: dilations
+  r.add("LpPool", {inferPool, runLpPool, 18});            // 18: ceil_mode, dilations
   r.add("GlobalAveragePool", {inferGlobalPool, runGlobalAveragePool});
   r.add("GlobalMaxPool", {inferGlobalPool, runGlobalMaxPool});
   r.add("GlobalLpPool", {inferGlobalPool, runGlobalLpPool});

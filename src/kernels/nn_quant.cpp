@@ -196,7 +196,7 @@ void registerQuantOps(OpRegistry& r) {
   r.add("ConvInteger", {inferConvInteger, runConvInteger});
   r.add("QLinearConv", {inferQLinearConv, runQLinearConv});
   r.add("MatMulInteger", {inferMatMulInteger, runMatMulInteger});
-  r.add("QLinearMatMul", {inferQLinearMatMul, runQLinearMatMul});
+  r.add("QLinearMatMul", {inferQLinearMatMul, runQLinearMatMul, 21});
 }
 
 }  // namespace partita::kernels

@@ -382,8 +382,8 @@ void runDynamicQuantize(KernelContext& c) {
 }  // namespace
 
 void registerQuantLinearOps(OpRegistry& r) {
-  r.add("QuantizeLinear", {inferQuantize, runQuantize});
-  r.add("DequantizeLinear", {inferDequantize, runDequantize});
+  r.add("QuantizeLinear", {inferQuantize, runQuantize, 21});
+  r.add("DequantizeLinear", {inferDequantize, runDequantize, 21});
   r.add("DynamicQuantizeLinear", {inferDynamicQuantize, runDynamicQuantize});
 }
 

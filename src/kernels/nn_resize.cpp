@@ -1,4 +1,4 @@
-// Resize (opsets 10, 11, 13) and Upsample (opsets 7..9).
+// Resize (opsets 10, 11, 13, 18, 19) and Upsample (opsets 7..9).
 //
 // Each axis gets a table mapping every output position to its input taps and weights
 // (1 tap for nearest, 2 for linear, 4 for cubic), following ONNX's coordinate
@@ -70,6 +70,8 @@ ResizeSpec readResizeSpec(const ir::Node& node) {
     s.coord = ResizeCoord::kTfHalfPixelForNn;
   } else if (ctm == "tf_crop_and_resize") {
     s.coord = ResizeCoord::kTfCropAndResize;
+  } else if (ctm == "half_pixel_symmetric" && node.opset >= 19) {
+    s.coord = ResizeCoord::kHalfPixelSymmetric;
   } else {
     failNode(node, "unknown coordinate_transformation_mode '" + ctm + "'");
   }
@@ -88,7 +90,80 @@ ResizeSpec readResizeSpec(const ir::Node& node) {
   s.cubic_a = node.attrs.getFloat("cubic_coeff_a", -0.75f);
   s.exclude_outside = node.attrs.getInt("exclude_outside", 0) != 0;
   s.extrapolation = node.attrs.getFloat("extrapolation_value", 0.0f);
+  if (node.opset >= 18) {
+    s.antialias = node.attrs.getInt("antialias", 0) != 0;
+    s.axes = node.attrs.getInts("axes");
+    std::string keep = node.attrs.getString("keep_aspect_ratio_policy", "stretch");
+    if (keep == "stretch") s.keep_aspect = KeepAspect::kStretch;
+    else if (keep == "not_larger") s.keep_aspect = KeepAspect::kNotLarger;
+    else if (keep == "not_smaller") s.keep_aspect = KeepAspect::kNotSmaller;
+    else failNode(node, "unknown keep_aspect_ratio_policy '" + keep + "'");
+  }
   return s;
+}
+
+void expandResizeTarget(const ir::Node& node, const ResizeSpec& spec, ResizeTarget& t, size_t rank,
+                        const std::vector<int64_t>& in) {
+  if (!t.known) return;
+  std::vector<int64_t> axes;
+  if (spec.axes.empty()) {
+    for (size_t i = 0; i < rank; ++i) axes.push_back(int64_t(i));
+  } else {
+    std::vector<bool> seen(rank, false);
+    for (int64_t a : spec.axes) {
+      const int64_t k = normalizeAxis(a, int64_t(rank), node.op_type + " node '" + node.name + "': axes");
+      if (seen[size_t(k)]) failNode(node, "axes lists axis " + std::to_string(k) + " twice");
+      seen[size_t(k)] = true;
+      axes.push_back(k);
+    }
+  }
+  const size_t n = axes.size();
+  if (!t.sizes.empty() && t.sizes.size() != n)
+    failNode(node, "sizes has " + std::to_string(t.sizes.size()) + " values for " + std::to_string(n) + " axes");
+  if (!t.scales.empty() && t.scales.size() != n)
+    failNode(node, "scales has " + std::to_string(t.scales.size()) + " values for " + std::to_string(n) + " axes");
+  if (!t.roi.empty() && t.roi.size() != 2 * n)
+    failNode(node, "roi has " + std::to_string(t.roi.size()) + " values for " + std::to_string(n) + " axes");
+  if (!t.roi.empty() && !spec.axes.empty()) {
+    std::vector<double> roi(2 * rank);
+    for (size_t i = 0; i < rank; ++i) roi[i] = 0.0, roi[rank + i] = 1.0;
+    for (size_t i = 0; i < n; ++i) roi[size_t(axes[i])] = t.roi[i], roi[rank + size_t(axes[i])] = t.roi[n + i];
+    t.roi = roi;
+  }
+  if (!t.scales.empty()) {
+    if (!spec.axes.empty()) {
+      std::vector<double> scales(rank, 1.0);
+      for (size_t i = 0; i < n; ++i) scales[size_t(axes[i])] = t.scales[i];
+      t.scales = scales;
+    }
+    return;
+  }
+  std::vector<int64_t> sizes(rank, -1);
+  for (size_t i = 0; i < rank; ++i) sizes[i] = in[i];
+  for (size_t i = 0; i < n; ++i) sizes[size_t(axes[i])] = t.sizes[i];
+  if (spec.keep_aspect != KeepAspect::kStretch) {
+    // One scale for the listed axes (the smallest or the largest of size / input), the
+    // sizes rounded from it; the coordinates use that scale.
+    double scale = 0;
+    bool first = true;
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t d = in[size_t(axes[i])];
+      if (d <= 0) {
+        t.known = false;  // an unknown or empty input dimension: sizes follow at run time
+        return;
+      }
+      const double r = double(t.sizes[i]) / double(d);
+      if (first || (spec.keep_aspect == KeepAspect::kNotLarger ? r < scale : r > scale)) scale = r;
+      first = false;
+    }
+    t.scales.assign(rank, 1.0);
+    for (size_t i = 0; i < n; ++i) {
+      const size_t a = size_t(axes[i]);
+      t.scales[a] = scale;
+      sizes[a] = int64_t(scale * double(in[a]) + 0.5);
+    }
+  }
+  t.sizes = sizes;
 }
 
 namespace {
@@ -100,9 +175,9 @@ std::vector<int64_t> outputSizes(const ir::Node& node, const ResizeSpec& s, cons
   const size_t rank = in.size();
   if (!t.sizes.empty()) {
     if (t.sizes.size() != rank) failNode(node, "sizes must have one value per input dimension");
-    for (int64_t v : t.sizes)
-      if (v < 0) failNode(node, "sizes must not be negative");
-    return t.sizes;
+    for (size_t i = 0; i < rank; ++i)
+      if (t.sizes[i] < 0 && in[i] >= 0) failNode(node, "sizes must not be negative");
+    return t.sizes;  // -1: an unlisted axis (opset 18 axes) of unknown size
   }
   if (t.scales.size() != rank) failNode(node, "scales must have one value per input dimension");
   if (!t.roi.empty() && t.roi.size() != 2 * rank)
@@ -129,7 +204,7 @@ void inferResize(InferContext& c) {
       c.node, s, [&](size_t i) { return c.value(i); }, [&](size_t i) { return c.node.hasInput(i); });
   size_t rank = x.rank();
   if (!x.has_rank) {
-    if (!t.known) {
+    if (!t.known || !s.axes.empty()) {
       c.outputs[0] = ir::TensorType::unranked(x.dtype);
       return;
     }
@@ -137,15 +212,18 @@ void inferResize(InferContext& c) {
   }
   if (rank == 0) c.fail("input must not be a scalar");
   ir::TensorType out{x.dtype, true, std::vector<ir::Dim>(rank)};
+  if (s.antialias && s.mode == ResizeMode::kNearest) c.fail("antialias applies to linear and cubic modes only");
+  std::vector<int64_t> in(rank, -1);
+  if (x.has_rank)
+    for (size_t i = 0; i < rank; ++i) in[i] = x.dims[i].isKnown() ? x.dims[i].value : -1;
+  expandResizeTarget(c.node, s, t, rank, in);
   if (t.known) {
-    std::vector<int64_t> in(rank, -1);
-    if (x.has_rank)
-      for (size_t i = 0; i < rank; ++i) in[i] = x.dims[i].isKnown() ? x.dims[i].value : -1;
     std::vector<int64_t> o = outputSizes(c.node, s, t, in);
     for (size_t i = 0; i < rank; ++i) {
       if (o[i] >= 0) {
         out.dims[i] = ir::Dim::known(o[i]);
-      } else if (!t.scales.empty() && t.scales[i] == 1.0 && t.roi.empty()) {
+      } else if (((!t.scales.empty() && t.scales[i] == 1.0) || (!t.sizes.empty() && t.sizes[i] < 0)) &&
+                 t.roi.empty()) {
         out.dims[i] = x.dims[i];  // unit scale keeps a symbolic dim
       }
     }
@@ -167,6 +245,12 @@ struct AxisTable {
 double sourceCoordinate(const ResizeSpec& s, double x, double scale, int64_t in, int64_t out,
                         double roi_start, double roi_end) {
   switch (s.coord) {
+    case ResizeCoord::kHalfPixelSymmetric: {
+      // The output's integer length against the scaled one, centred on the input.
+      const double adjustment = double(out) / (scale * double(in));
+      const double offset = double(in) / 2 * (1 - adjustment);
+      return offset + (x + 0.5) / scale - 0.5;
+    }
     case ResizeCoord::kHalfPixel:
       return (x + 0.5) / scale - 0.5;
     case ResizeCoord::kPytorchHalfPixel:
@@ -225,6 +309,18 @@ AxisTable buildTable(const ResizeSpec& s, int64_t in, int64_t out, double scale,
   t.in = in;
   t.out = out;
   t.taps = s.mode == ResizeMode::kNearest ? 1 : s.mode == ResizeMode::kLinear ? 2 : 4;
+  // Antialiasing stretches the filter by 1/scale when downsampling: more taps, each
+  // weighted by the kernel at (tap - x) * scale, the weights normalised.
+  const bool stretch = s.antialias && s.mode != ResizeMode::kNearest && scale < 1.0;
+  int64_t first_tap = s.mode == ResizeMode::kCubic ? -1 : 0;  // relative to floor(x)
+  if (stretch) {
+    const double first = std::floor((s.mode == ResizeMode::kLinear ? -1.0 : -2.0) / scale) + 1;
+    if (!(first > -65536.0))
+      throw Error(ErrorCode::kUnsupported, "Resize: antialiasing at scale " + std::to_string(scale) +
+                                               " needs a filter over 2^17 taps wide");
+    first_tap = int64_t(first);
+    t.taps = int(2 - 2 * first_tap);
+  }
   t.index.resize(size_t(out * t.taps));
   t.weight.resize(size_t(out * t.taps));
   t.outside.assign(size_t(out), 0);
@@ -249,7 +345,35 @@ AxisTable buildTable(const ResizeSpec& s, int64_t in, int64_t out, double scale,
     const double r = xo - fl;
     const int64_t i0 = int64_t(fl);
     if (r != 0 || i0 != x) identity = false;
-    if (s.mode == ResizeMode::kLinear) {
+    if (stretch) {
+      double sum = 0;
+      for (int k = 0; k < t.taps; ++k) {
+        const int64_t rel = first_tap + k;
+        idx[k] = i0 + rel;
+        const double u = std::fabs((double(rel) - r) * scale);
+        if (s.mode == ResizeMode::kLinear) {
+          w[k] = std::clamp(1 - u, 0.0, 1.0);
+        } else {
+          const double a = s.cubic_a;
+          w[k] = u <= 1 ? ((a + 2) * u - (a + 3)) * u * u + 1
+                 : u < 2 ? ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
+                         : 0.0;
+        }
+        sum += w[k];
+      }
+      if (sum != 0)
+        for (int k = 0; k < t.taps; ++k) w[k] /= sum;
+      identity = false;
+      if (s.exclude_outside) {
+        double kept = 0;
+        for (int k = 0; k < t.taps; ++k) {
+          if (idx[k] < 0 || idx[k] >= in) w[k] = 0;
+          kept += w[k];
+        }
+        if (kept != 0)
+          for (int k = 0; k < t.taps; ++k) w[k] /= kept;
+      }
+    } else if (s.mode == ResizeMode::kLinear) {
       idx[0] = i0;
       idx[1] = i0 + 1;
       w[0] = 1 - r;
@@ -348,9 +472,11 @@ void interpolateAxis(const T* src, T* dst, int64_t outer, int64_t inner, const A
       case 2:
         interpolateInnermost<T, 2>(src, dst, outer, t, w.data(), extrapolation);
         return;
-      default:
+      case 4:
         interpolateInnermost<T, 4>(src, dst, outer, t, w.data(), extrapolation);
         return;
+      default:
+        break;  // an antialiasing filter's many taps: the general loop below
     }
   }
   const int64_t lines = outer * t.out;
@@ -443,13 +569,16 @@ void runResize(KernelContext& c) {
       [&](size_t i) { return c.hasInput(i); });
   const size_t rank = xt.rank();
   if (rank == 0) c.fail("input must not be a scalar");
+  expandResizeTarget(c.node, s, t, rank, xt.shape);
+  if (!t.known) c.fail("keep_aspect_ratio_policy needs non-empty input dimensions");
   std::vector<int64_t> out = outputSizes(c.node, s, t, xt.shape);
   if (out != yt.shape) c.fail("output shape " + ir::shapeStr(yt.shape) + " != " + ir::shapeStr(out));
   if (yt.numel() == 0) return;
   if (xt.numel() == 0) c.fail("cannot resize an empty input to a non-empty output");
   std::vector<AxisTable> tables(rank);
   for (size_t a = 0; a < rank; ++a) {
-    double scale = t.sizes.empty() ? t.scales[a] : double(out[a]) / double(xt.shape[a]);
+    // With sizes the scale is out / in, unless keep_aspect_ratio_policy fixed it.
+    double scale = !t.scales.empty() ? t.scales[a] : double(out[a]) / double(xt.shape[a]);
     double r0 = t.roi.empty() ? 0.0 : t.roi[a], r1 = t.roi.empty() ? 1.0 : t.roi[rank + a];
     tables[a] = buildTable(s, xt.shape[a], out[a], scale, r0, r1);
   }
@@ -473,7 +602,7 @@ void runResize(KernelContext& c) {
 }  // namespace
 
 void registerResizeOps(OpRegistry& r) {
-  r.add("Resize", {inferResize, runResize});
+  r.add("Resize", {inferResize, runResize, 19});
   r.add("Upsample", {inferResize, runResize});
 }
 

@@ -1,4 +1,4 @@
-// What Resize (opsets 10, 11, 13) and Upsample (7..9) ask for, read once for the host
+// What Resize (opsets 10, 11, 13, 18, 19) and Upsample (7..9) ask for, read once for the host
 // kernel (nn_resize.cpp) and for backends that compute a subset of it (the dnnl
 // backend's resampling): the mode, coordinate transformation and rounding, and the
 // target (sizes, or scales with a roi).
@@ -23,8 +23,10 @@ enum class ResizeCoord {
   kAlignCorners,
   kAsymmetric,
   kTfHalfPixelForNn,
-  kTfCropAndResize
+  kTfCropAndResize,
+  kHalfPixelSymmetric  // opset 19
 };
+enum class KeepAspect { kStretch, kNotLarger, kNotSmaller };  // opset 18
 enum class ResizeRounding { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
 
 struct ResizeSpec {
@@ -36,6 +38,11 @@ struct ResizeSpec {
   double extrapolation = 0;
   // Input positions of the scales / sizes / roi inputs (-1: not an input of this op).
   int scales_input = -1, sizes_input = -1, roi_input = -1;
+  // Opset 18: a filter stretched by 1/scale when linear or cubic downsampling; the axes
+  // that scales, sizes and roi list (empty: every axis); how sizes keep the aspect.
+  bool antialias = false;
+  std::vector<int64_t> axes;
+  KeepAspect keep_aspect = KeepAspect::kStretch;
 };
 
 // The node's mode, coordinate transformation mode and rounding. Throws (failNode) for
@@ -52,6 +59,11 @@ struct ResizeTarget {
   std::vector<double> scales;  // otherwise: one per axis
   std::vector<double> roi;     // empty or 2 * rank values
 };
+
+// Expands a target given for `spec.axes` (Resize-18) to one value per dimension of a
+// rank-`rank` input: unlisted axes keep their size (scale 1, roi [0, 1]).
+void expandResizeTarget(const ir::Node& node, const ResizeSpec& spec, ResizeTarget& t, size_t rank,
+                        const std::vector<int64_t>& in);
 
 // Reads the target from known values (attribute scales for Upsample-7/8). `value(i)`
 // returns the value of input i or nullptr; `present(i)` whether input i is given.

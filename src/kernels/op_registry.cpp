@@ -70,20 +70,50 @@ struct Arity {
 constexpr Arity kArity[] = {
 #include "kernels/op_arity.inc"
 };
-}  // namespace
 
-void checkArity(const ir::Node& node) {
-  if (!node.domain.empty() && node.domain != "ai.onnx") return;
-  const Arity* found = nullptr;  // the newest version at or below the node's opset
+// The schema version of `op_type` that applies at `opset`: the newest at or below it.
+const Arity* findSchema(const std::string& domain, const std::string& op_type, int opset) {
+  if (!domain.empty() && domain != "ai.onnx") return nullptr;
   static const std::unordered_map<std::string_view, std::vector<const Arity*>> by_op = [] {
     std::unordered_map<std::string_view, std::vector<const Arity*>> m;
     for (const Arity& a : kArity) m[a.op].push_back(&a);
     return m;
   }();
-  auto it = by_op.find(node.op_type);
-  if (it == by_op.end()) return;
+  auto it = by_op.find(op_type);
+  if (it == by_op.end()) return nullptr;
+  const Arity* found = nullptr;
   for (const Arity* a : it->second)
-    if (a->since <= node.opset && (!found || a->since > found->since)) found = a;
+    if (a->since <= opset && (!found || a->since > found->since)) found = a;
+  return found;
+}
+
+}  // namespace
+
+int schemaVersion(const std::string& domain, const std::string& op_type, int opset) {
+  const Arity* a = findSchema(domain, op_type, opset);
+  return a ? a->since : 0;
+}
+
+std::string unimplementedVersion(const OpDef& def, const ir::Node& node) {
+  if (!node.domain.empty() && node.domain != "ai.onnx") return {};
+  const int since = schemaVersion(node.domain, node.op_type, node.opset);
+  if (since == 0) {
+    // An op ONNX defines only from a later opset (e.g. Gelu, from 20).
+    const int first = schemaVersion(node.domain, node.op_type, std::numeric_limits<int>::max());
+    if (first == 0) return {};
+    int oldest = first;
+    for (int v = first; v > 0; v = schemaVersion(node.domain, node.op_type, v - 1)) oldest = v;
+    return node.op_type + " is not an op of opset " + std::to_string(node.opset) + " (ONNX added it in opset " +
+           std::to_string(oldest) + ")";
+  }
+  if (since <= def.newest) return {};
+  return "opset " + std::to_string(node.opset) + " gives it " + node.op_type + "'s opset-" + std::to_string(since) +
+         " definition, which partita does not implement (it implements " + node.op_type + " up to the opset-" +
+         std::to_string(schemaVersion(node.domain, node.op_type, def.newest)) + " definition)";
+}
+
+void checkArity(const ir::Node& node) {
+  const Arity* found = findSchema(node.domain, node.op_type, node.opset);
   if (!found) return;
   auto count = [&](std::string what, size_t n, int lo, int hi) {
     if (n == 1) what.pop_back();  // "1 input"
@@ -105,6 +135,8 @@ std::vector<ir::TensorType> inferNode(const ir::Node& node, const std::vector<ir
   const OpDef* def = OpRegistry::global().find(node.domain, node.op_type);
   if (!def)
     throw Error(ErrorCode::kUnsupported, "unsupported op " + node.op_type + " (node '" + node.name + "')");
+  if (std::string why = unimplementedVersion(*def, node); !why.empty())
+    throw Error(ErrorCode::kUnsupported, describe(node) + ": " + why);
   checkArity(node);
   InferContext ctx{node, inputs, values, std::vector<ir::TensorType>(node.outputs.size()), constants, limits,
                    graph};

@@ -82,9 +82,19 @@ using KernelFn = void (*)(KernelContext&);
 // compiler can infer but that only an external backend executes (e.g. the contrib
 // Gelu that oneDNN runs as one primitive). Such a node must be claimed by an enabled
 // backend; backend::checkHostKernels says so after partitioning.
+//
+// `newest` is the newest definition of a default-domain op that `infer` and `run`
+// implement: the opset in which that definition appeared (op_arity.inc lists every
+// opset where an op's definition changed). A node resolves to the newest definition at
+// or below its model's opset; one newer than `newest` is refused by name
+// (unimplementedVersion). Ops whose last change partita implements is at 17 or older
+// keep the default. `deterministic` false (the random ops) keeps a node from being
+// folded into a constant even when its inputs are constants.
 struct OpDef {
   InferFn infer = nullptr;
   KernelFn run = nullptr;
+  int newest = 17;
+  bool deterministic = true;
   bool hasKernel() const { return run != nullptr; }
 };
 
@@ -106,6 +116,15 @@ void registerNnOps(OpRegistry& r);           // ops_nn.cpp: conv, pooling, matmu
 void registerElementwiseOps(OpRegistry& r);  // ops_elementwise.cpp: unary, binary, activations, where, cast
 void registerReduceOps(OpRegistry& r);       // ops_reduce.cpp: Reduce*, ArgMax/ArgMin, softmax family
 void registerShapeOps(OpRegistry& r);        // ops_shape.cpp: reshape, transpose, slice, gather, ...
+
+// The opset in which the definition of default-domain op `op_type` that applies at
+// `opset` appeared (the newest version at or below it in op_arity.inc); 0 when ONNX
+// has no such op at that opset (or for other domains).
+int schemaVersion(const std::string& domain, const std::string& op_type, int opset);
+
+// Empty when `def` implements the definition `node` resolves to, else the reason:
+// "its opset-19 definition (changed from opset 18), which partita does not implement".
+std::string unimplementedVersion(const OpDef& def, const ir::Node& node);
 
 // Checks the node's input and output counts against its ONNX schema at the node's
 // opset (op_arity.inc, generated from ONNX's schemas); ops outside the default

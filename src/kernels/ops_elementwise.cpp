@@ -82,6 +82,19 @@ struct OrOp {
 struct XorOp {
   bool operator()(uint8_t a, uint8_t b) const { return (a != 0) != (b != 0); }
 };
+// BitwiseAnd/Or/Xor (opset 18), on the integer types.
+struct BitAndOp {
+  template <class T>
+  T operator()(T a, T b) const { return T(a & b); }
+};
+struct BitOrOp {
+  template <class T>
+  T operator()(T a, T b) const { return T(a | b); }
+};
+struct BitXorOp {
+  template <class T>
+  T operator()(T a, T b) const { return T(a ^ b); }
+};
 
 // Integer power by squaring; wraps on overflow like numpy. Negative exponents give
 // 0 unless the base is +-1 (numpy raises).
@@ -411,7 +424,10 @@ void registerElementwiseOps(OpRegistry& r) {
   r.add("And", {inferPredicateBinary, runLogical<AndOp>});
   r.add("Or", {inferPredicateBinary, runLogical<OrOp>});
   r.add("Xor", {inferPredicateBinary, runLogical<XorOp>});
-  r.add("Equal", {inferPredicateBinary, runBinary<EqualOp, kAll, true>});
+  r.add("BitwiseAnd", {inferSameDTypeBinary, runBinary<BitAndOp, kIntegers>, 18});
+  r.add("BitwiseOr", {inferSameDTypeBinary, runBinary<BitOrOp, kIntegers>, 18});
+  r.add("BitwiseXor", {inferSameDTypeBinary, runBinary<BitXorOp, kIntegers>, 18});
+  r.add("Equal", {inferPredicateBinary, runBinary<EqualOp, kAll, true>, 19});
   r.add("Less", {inferPredicateBinary, runBinary<LessOp, kNumeric, true>});
   r.add("Greater", {inferPredicateBinary, runBinary<GreaterOp, kNumeric, true>});
   r.add("LessOrEqual", {inferPredicateBinary, runBinary<LessOrEqualOp, kNumeric, true>});
@@ -425,9 +441,9 @@ void registerElementwiseOps(OpRegistry& r) {
   r.add("PRelu", {inferPRelu, runPRelu});
 
   r.add("Where", {inferWhere, runWhere});
-  r.add("Cast", {inferCast, runCast});
-  r.add("CastLike", {inferCastLike, runCast});
-  r.add("Identity", {inferIdentity, runIdentity});
+  r.add("Cast", {inferCast, runCast, 21});
+  r.add("CastLike", {inferCastLike, runCast, 21});
+  r.add("Identity", {inferIdentity, runIdentity, 21});
   r.add("Dropout", {inferDropout, runDropout});
 }
 

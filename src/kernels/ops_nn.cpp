@@ -12,6 +12,16 @@ void registerNnOps(OpRegistry& r) {
   registerQuantOps(r);
   registerRecurrentOps(r);
   registerQuantLinearOps(r);
+  registerLossOps(r);
+  registerSignalOps(r);
+  registerSampleOps(r);
+  registerDetectionOps(r);
+  registerUnpoolOps(r);
+  registerRandomOps(r);
+  registerGroupNormOps(r);
+  registerDeformOps(r);
+  registerTrainingOps(r);
+  registerTextOps(r);
 }
 
 }  // namespace partita::kernels

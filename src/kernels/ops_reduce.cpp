@@ -452,16 +452,16 @@ void runMvn(KernelContext& c) {
 }  // namespace
 
 void registerReductionOps(OpRegistry& r) {
-  r.add("ReduceSum", {inferReduce<ReduceKind::kSum>, runReduce<ReduceKind::kSum>});
-  r.add("ReduceMean", {inferReduce<ReduceKind::kMean>, runReduce<ReduceKind::kMean>});
-  r.add("ReduceMax", {inferReduce<ReduceKind::kMax>, runReduce<ReduceKind::kMax>});
-  r.add("ReduceMin", {inferReduce<ReduceKind::kMin>, runReduce<ReduceKind::kMin>});
-  r.add("ReduceProd", {inferReduce<ReduceKind::kProd>, runReduce<ReduceKind::kProd>});
-  r.add("ReduceL1", {inferReduce<ReduceKind::kL1>, runReduce<ReduceKind::kL1>});
-  r.add("ReduceL2", {inferReduce<ReduceKind::kL2>, runReduce<ReduceKind::kL2>});
-  r.add("ReduceLogSum", {inferReduce<ReduceKind::kLogSum>, runReduce<ReduceKind::kLogSum>});
-  r.add("ReduceLogSumExp", {inferReduce<ReduceKind::kLogSumExp>, runReduce<ReduceKind::kLogSumExp>});
-  r.add("ReduceSumSquare", {inferReduce<ReduceKind::kSumSquare>, runReduce<ReduceKind::kSumSquare>});
+  r.add("ReduceSum", {inferReduce<ReduceKind::kSum>, runReduce<ReduceKind::kSum>});  // last changed at 13
+  r.add("ReduceMean", {inferReduce<ReduceKind::kMean>, runReduce<ReduceKind::kMean>, 18});
+  r.add("ReduceMax", {inferReduce<ReduceKind::kMax>, runReduce<ReduceKind::kMax>, 20});
+  r.add("ReduceMin", {inferReduce<ReduceKind::kMin>, runReduce<ReduceKind::kMin>, 20});
+  r.add("ReduceProd", {inferReduce<ReduceKind::kProd>, runReduce<ReduceKind::kProd>, 18});
+  r.add("ReduceL1", {inferReduce<ReduceKind::kL1>, runReduce<ReduceKind::kL1>, 18});
+  r.add("ReduceL2", {inferReduce<ReduceKind::kL2>, runReduce<ReduceKind::kL2>, 18});
+  r.add("ReduceLogSum", {inferReduce<ReduceKind::kLogSum>, runReduce<ReduceKind::kLogSum>, 18});
+  r.add("ReduceLogSumExp", {inferReduce<ReduceKind::kLogSumExp>, runReduce<ReduceKind::kLogSumExp>, 18});
+  r.add("ReduceSumSquare", {inferReduce<ReduceKind::kSumSquare>, runReduce<ReduceKind::kSumSquare>, 18});
   r.add("ArgMax", {inferArg, runArg<true>});
   r.add("ArgMin", {inferArg, runArg<false>});
   r.add("MeanVarianceNormalization", {inferSame, runMvn});
@@ -473,6 +473,7 @@ void registerReduceOps(OpRegistry& r) {
   registerScanOps(r);
   registerMatrixOps(r);
   registerEinsumOp(r);
+  registerDetOp(r);
 }
 
 }  // namespace partita::kernels

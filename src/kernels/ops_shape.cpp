@@ -14,6 +14,8 @@ void registerShapeOps(OpRegistry& r) {
   shape::registerSliceOps(r);
   shape::registerExpandTileOps(r);
   shape::registerPadOps(r);
+  shape::registerUniqueOps(r);
+  shape::registerCenterCropPadOps(r);
   shape::registerGenerateOps(r);
   shape::registerIndexingOps(r);
 }

@@ -20,7 +20,8 @@ void registerReductionOps(OpRegistry& r);  // ops_reduce.cpp: Reduce*, ArgMax/Ar
 void registerSoftmaxOps(OpRegistry& r);    // reduce_softmax.cpp: Softmax, LogSoftmax, Hardmax
 void registerScanOps(OpRegistry& r);       // reduce_scan.cpp: CumSum, TopK, NonZero
 void registerMatrixOps(OpRegistry& r);     // reduce_matrix.cpp: OneHot, Trilu, EyeLike
-void registerEinsumOp(OpRegistry& r);      // reduce_einsum.cpp: Einsum
+void registerEinsumOp(OpRegistry& r);
+void registerDetOp(OpRegistry& r);        // reduce_det.cpp: Det      // reduce_einsum.cpp: Einsum
 
 // Helpers shared by those files; a namespace of their own keeps them apart from
 // similarly named helpers of other op groups.

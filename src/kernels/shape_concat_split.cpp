@@ -165,7 +165,7 @@ void runSplit(KernelContext& c) {
 
 void registerConcatSplitOps(OpRegistry& r) {
   r.add("Concat", {inferConcat, runConcat});
-  r.add("Split", {inferSplit, runSplit});
+  r.add("Split", {inferSplit, runSplit, 18});
 }
 
 }  // namespace partita::kernels::shape

@@ -164,9 +164,9 @@ void runRange(KernelContext& c) {
 }  // namespace
 
 void registerGenerateOps(OpRegistry& r) {
-  r.add("Shape", {inferShape, runShape});
-  r.add("Size", {inferSize, runSize});
-  r.add("ConstantOfShape", {inferConstantOfShape, runConstantOfShape});
+  r.add("Shape", {inferShape, runShape, 21});
+  r.add("Size", {inferSize, runSize, 21});
+  r.add("ConstantOfShape", {inferConstantOfShape, runConstantOfShape, 21});
   r.add("Range", {inferRange, runRange});
 }
 

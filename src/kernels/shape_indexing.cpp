@@ -417,9 +417,9 @@ void registerIndexingOps(OpRegistry& r) {
   r.add("Gather", {inferGather, runGather});
   r.add("GatherElements", {inferGatherElements, runGatherElements});
   r.add("GatherND", {inferGatherND, runGatherND});
-  r.add("ScatterElements", {inferScatter, runScatterElements});
+  r.add("ScatterElements", {inferScatter, runScatterElements, 18});
   r.add("Scatter", {inferScatter, runScatterElements});
-  r.add("ScatterND", {inferScatter, runScatterND});
+  r.add("ScatterND", {inferScatter, runScatterND, 18});
   r.add("Compress", {inferCompress, runCompress});
 }
 

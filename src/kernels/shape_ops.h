@@ -12,6 +12,8 @@ void registerPermuteOps(OpRegistry& r);      // shape_permute.cpp: Transpose, De
 void registerConcatSplitOps(OpRegistry& r);  // shape_concat_split.cpp: Concat, Split
 void registerSliceOps(OpRegistry& r);        // shape_slice.cpp: Slice
 void registerExpandTileOps(OpRegistry& r);   // shape_expand_tile.cpp: Expand, Tile
+void registerUniqueOps(OpRegistry& r);       // shape_unique.cpp: Unique
+void registerCenterCropPadOps(OpRegistry& r);  // shape_center_crop.cpp: CenterCropPad
 void registerPadOps(OpRegistry& r);          // shape_pad.cpp: Pad
 void registerGenerateOps(OpRegistry& r);     // shape_generate.cpp: Shape, Size, ConstantOfShape, Range
 void registerIndexingOps(OpRegistry& r);     // shape_indexing.cpp: Gather, GatherElements, GatherND,

@@ -274,7 +274,7 @@ void runPad(KernelContext& c) {
 }  // namespace
 
 void registerPadOps(OpRegistry& r) {
-  r.add("Pad", {inferPad, runPad});
+  r.add("Pad", {inferPad, runPad, 21});
 }
 
 }  // namespace partita::kernels::shape

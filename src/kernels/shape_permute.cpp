@@ -189,7 +189,7 @@ void runReverseSequence(KernelContext& c) {
 }  // namespace
 
 void registerPermuteOps(OpRegistry& r) {
-  r.add("Transpose", {inferTranspose, runTranspose});
+  r.add("Transpose", {inferTranspose, runTranspose, 21});
   r.add("DepthToSpace", {inferDepthToSpace, runDepthToSpace});
   r.add("SpaceToDepth", {inferSpaceToDepth, runSpaceToDepth});
   r.add("ReverseSequence", {inferReverseSequence, runReverseSequence});

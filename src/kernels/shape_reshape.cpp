@@ -243,10 +243,10 @@ void inferUnsqueeze(InferContext& c) {
 }  // namespace
 
 void registerReshapeOps(OpRegistry& r) {
-  r.add("Reshape", {inferReshape, copyInput});
-  r.add("Flatten", {inferFlatten, copyInput});
-  r.add("Squeeze", {inferSqueeze, copyInput});
-  r.add("Unsqueeze", {inferUnsqueeze, copyInput});
+  r.add("Reshape", {inferReshape, copyInput, 21});
+  r.add("Flatten", {inferFlatten, copyInput, 21});
+  r.add("Squeeze", {inferSqueeze, copyInput, 21});
+  r.add("Unsqueeze", {inferUnsqueeze, copyInput, 21});
 }
 
 }  // namespace partita::kernels::shape

@@ -120,6 +120,7 @@ void inferShapes(ir::Graph& g, const FoldOptions& options) {
     if (!all_const || !out_static) continue;
     const kernels::OpDef* op = kernels::OpRegistry::global().find(node.domain, node.op_type);
     if (!op || !op->hasKernel()) continue;  // infer-only: a backend runs it
+    if (!op->deterministic) continue;       // a random op draws at every run
     // Element type conversions of constants (a float16 or int8 weight made float32)
     // grow only by the element size, and their readers need them constant.
     const bool conversion = node.domain.empty() && (node.op_type == "Cast" || node.op_type == "CastLike" ||

@@ -65,7 +65,7 @@ class Builder:
             x_shape = ["batch", x_shape[1]] + ["side%d" % i for i in range(len(x_shape) - 2)]
         g = helper.make_graph(self.nodes, "m", [helper.make_tensor_value_info("x", F, x_shape)],
                               [helper.make_tensor_value_info(out, F, None)], self.inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])  # HardSwish is opset 14
         m.ir_version = 8
         with open(path, "wb") as f:
             f.write(m.SerializeToString())

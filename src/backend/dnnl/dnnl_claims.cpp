@@ -35,7 +35,7 @@ OpClass classify(const ir::Node& n) {
   if (op == "QuantizeLinear" || op == "DequantizeLinear") return OpClass::kEltwise;
   static const char* const kEltwise[] = {"Relu",      "LeakyRelu", "Elu",   "Selu", "Sigmoid", "HardSigmoid",
                                          "HardSwish", "Tanh",      "Abs",   "Sqrt", "Exp",     "Softplus",
-                                         "Neg",       "Clip",      "Round", "Pow"};
+                                         "Neg",       "Clip",      "Round", "Pow",    "Gelu",    "Mish"};
   for (const char* e : kEltwise)
     if (op == e) return OpClass::kEltwise;
   return OpClass::kNone;

@@ -42,6 +42,13 @@ std::optional<std::vector<EltwiseOp>> decodeEltwise(const ir::Graph& g, const ir
     return no(why, "unexpected extra inputs");
   }
   if (isContribGelu(n)) return one(algorithm::eltwise_gelu_erf);
+  if (op == "Gelu") {  // opset 20
+    const std::string approx = a.getString("approximate", "none");
+    if (approx == "none") return one(algorithm::eltwise_gelu_erf);
+    if (approx == "tanh") return one(algorithm::eltwise_gelu_tanh);
+    return no(why, "Gelu approximate '" + approx + "'");
+  }
+  if (op == "Mish") return one(algorithm::eltwise_mish);  // opset 18
   if (op == "Relu") return one(algorithm::eltwise_relu);
   if (op == "LeakyRelu") return one(algorithm::eltwise_relu, a.getFloat("alpha", 0.01f));
   if (op == "Elu") return one(algorithm::eltwise_elu, a.getFloat("alpha", 1.0f));

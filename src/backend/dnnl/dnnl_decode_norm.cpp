@@ -93,7 +93,7 @@ std::optional<ReduceSpec> decodeReduce(const ir::Graph& g, const ir::Node& n, st
   std::vector<int64_t> x = shapeOf(g, n.inputs[0]);
   const int64_t rank = int64_t(x.size());
   std::vector<int64_t> axes;
-  if (op == "ReduceSum" && n.opset >= 13) {
+  if ((op == "ReduceSum" && n.opset >= 13) || n.opset >= 18) {  // axes as an input
     if (n.hasInput(1)) {
       auto a = constantInts(g, n.inputs[1]);
       if (!a) return no(why, "non-constant axes");

@@ -33,10 +33,13 @@ using onnx_import::requireDType;
 using onnx_import::TensorReader;
 using onnx_import::unsupported;
 
-// Kernels implement opsets 7..17 of the default domain. Older models (opset 1..6) are
+// Kernels implement opsets 7..21 of the default domain. Older models (opset 1..6) are
 // imported as opset 7 when every op they use has the same definition in both opsets or
-// a known rewrite (onnx_legacy_opset.h).
-constexpr int kMaxOpset = 17;
+// a known rewrite (onnx_legacy_opset.h). Within the range, each node resolves to its
+// op's newest definition at or below the model's opset (kernels/op_arity.inc); a node
+// whose definition there is newer than what its kernel implements is refused by name
+// (kernels::unimplementedVersion, docs/ops.md).
+constexpr int kMaxOpset = 21;
 // Any domain's version must be at least 1 and fit an int (Node::opset).
 constexpr int64_t kMaxOpsetVersion = INT_MAX;
 
@@ -432,8 +435,12 @@ class Importer {
         node.outputs.push_back(v);
       }
       std::string key = domain.empty() ? n.op_type() : domain + "." + n.op_type();
-      if (!registry.find(domain, n.op_type()))
+      const kernels::OpDef* def = registry.find(domain, n.op_type());
+      std::string version_gap = def ? kernels::unimplementedVersion(*def, node) : std::string();
+      if (!def)
         noteUnsupported(key, node.opset, node_name);
+      else if (!version_gap.empty())
+        noteUnsupported(key, node.opset, node_name, version_gap);
       else if (has_subgraph)
         noteUnsupported(key, node.opset, node_name, "subgraph attribute '" + subgraph_attr + "'");
       else if (legacy_opset_ && domain.empty())

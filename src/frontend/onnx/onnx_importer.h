@@ -1,4 +1,4 @@
-// ONNX -> IR. Reads a ModelProto (opsets 7..17 of the default domain), converts
+// ONNX -> IR. Reads a ModelProto (opsets 7..21 of the default domain), converts
 // initializers and Constant nodes into the constant pool (external data files are
 // mapped, not read), and builds the graph with the declared value types.
 #pragma once

@@ -557,8 +557,8 @@ TEST_F(OnnxImporterTest, OtherDomainsUseTheirOwnOpset) {
   EXPECT_EQ(g.nodes[0].opset, 2);
 }
 
-TEST_F(OnnxImporterTest, OpsetsAboveSeventeenAreUnsupported) {
-  for (int opset : {0, 18}) {
+TEST_F(OnnxImporterTest, OpsetsAboveTwentyOneAreUnsupported) {
+  for (int opset : {0, 22}) {
     onnx::ModelProto m = newModel(opset);
     addInput(m, "x", onnx::TensorProto::FLOAT, {"4"});
     addNode(m, "Relu", {"x"}, {"y"});
@@ -566,7 +566,62 @@ TEST_F(OnnxImporterTest, OpsetsAboveSeventeenAreUnsupported) {
     std::string msg;
     EXPECT_EQ(codeOf([&] { import(m); }, &msg), ErrorCode::kUnsupported);
     EXPECT_THAT(msg, HasSubstr("opset " + std::to_string(opset)));
-    EXPECT_THAT(msg, HasSubstr("supports opsets 7..17"));
+    EXPECT_THAT(msg, HasSubstr("supports opsets 7..21"));
+  }
+  for (int opset : {18, 21}) {
+    onnx::ModelProto m = reluModel({"4"});
+    m.mutable_opset_import(0)->set_version(opset);
+    EXPECT_NO_THROW(import(m)) << "opset " << opset;
+  }
+}
+
+// A node resolves to its op's newest definition at or below the model's opset; one newer
+// than what the kernel implements is refused by node, op and versions, as is an op ONNX
+// added only after the model's opset.
+TEST_F(OnnxImporterTest, DefinitionsNewerThanTheKernelsAreNamed) {
+  kernels::OpRegistry reg;
+  reg.add("Pad", kernels::OpDef{});                          // implements up to opset 17
+  reg.add("Resize", kernels::OpDef{nullptr, nullptr, 19});  // up to Resize-19
+  reg.add("Gelu", kernels::OpDef{nullptr, nullptr, 20});
+  ImportOptions o;
+  o.ops = &reg;
+  auto one = [&](int opset, const std::string& op) {
+    onnx::ModelProto m = newModel(opset);
+    addInput(m, "x", onnx::TensorProto::FLOAT, {"4"});
+    addNode(m, op, {"x"}, {"y"}, "n");
+    addOutput(m, "y");
+    return m;
+  };
+  std::string msg;
+  EXPECT_NO_THROW(import(one(17, "Pad"), o));  // Pad-13
+  EXPECT_NO_THROW(import(one(21, "Resize"), o));
+  EXPECT_EQ(codeOf([&] { import(one(19, "Pad"), o); }, &msg), ErrorCode::kUnsupported);
+  EXPECT_THAT(msg, HasSubstr("Pad (opset 19; opset 19 gives it Pad's opset-19 definition, which partita does not "
+                             "implement (it implements Pad up to the opset-13 definition); node 'n')"));
+  EXPECT_EQ(codeOf([&] { import(one(18, "Pad"), o); }, &msg), ErrorCode::kUnsupported);
+  EXPECT_THAT(msg, HasSubstr("Pad's opset-18 definition"));
+  EXPECT_EQ(codeOf([&] { import(one(17, "Gelu"), o); }, &msg), ErrorCode::kUnsupported);
+  EXPECT_THAT(msg, HasSubstr("Gelu (opset 17; Gelu is not an op of opset 17 (ONNX added it in opset 20); node 'n')"));
+  EXPECT_EQ(kernels::schemaVersion("", "Resize", 21), 19);
+  EXPECT_EQ(kernels::schemaVersion("", "ReduceMean", 20), 18);
+  EXPECT_EQ(kernels::schemaVersion("", "Relu", 21), 14);
+  EXPECT_EQ(kernels::schemaVersion("com.example", "Relu", 21), 0);
+}
+
+TEST_F(OnnxImporterTest, Float8AndInt4TensorsAreNamed) {
+  const std::pair<int, const char*> types[] = {{17, "float8e4m3fn"}, {19, "float8e5m2"}, {22, "int4"}};
+  for (const auto& [type, name] : types) {
+    onnx::ModelProto m = reluModel({"4"});
+    m.mutable_opset_import(0)->set_version(21);
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name("w");
+    t->set_data_type(type);
+    t->add_dims(2);
+    t->set_raw_data(std::string(2, '\0'));
+    std::string msg;
+    EXPECT_EQ(codeOf([&] { import(m); }, &msg), ErrorCode::kUnsupported);
+    EXPECT_THAT(msg, HasSubstr(std::string("initializer 'w' has element type ") + name +
+                               ", which partita does not support"));
   }
 }
 

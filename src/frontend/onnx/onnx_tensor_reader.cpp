@@ -29,6 +29,21 @@ std::string onnxTypeName(int t) {
   return "data type " + std::to_string(t);
 }
 
+// Element types ONNX added after the protobuf schema partita builds with (IR version 9
+// and 10: float8 at opset 19, 4-bit integers at opset 21); partita runs none of them.
+const char* laterOnnxTypeName(int t) {
+  switch (t) {
+    case 17: return "float8e4m3fn";
+    case 18: return "float8e4m3fnuz";
+    case 19: return "float8e5m2";
+    case 20: return "float8e5m2fnuz";
+    case 21: return "uint4";
+    case 22: return "int4";
+    case 23: return "float4e2m1";
+    default: return nullptr;
+  }
+}
+
 bool isLexicallyInside(const std::filesystem::path& rel) {
   if (rel.empty() || rel.is_absolute() || rel.has_root_name()) return false;
   for (const auto& part : rel)
@@ -56,6 +71,8 @@ ir::DType requireDType(int t, const std::string& what) {
   if (t == onnx::TensorProto::UNDEFINED) invalid(what + " has no element type");
   if (onnx::TensorProto_DataType_IsValid(t))
     unsupported(what + " has element type " + onnxTypeName(t) + ", which partita does not support");
+  if (const char* later = laterOnnxTypeName(t))
+    unsupported(what + " has element type " + later + ", which partita does not support");
   invalid(what + " has an unknown element type " + std::to_string(t));
 }
 
