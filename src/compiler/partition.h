@@ -25,6 +25,9 @@ struct PartitionOptions {
   std::map<std::string, std::vector<int64_t>> shape_hints;
   // Give shape-polymorphic regions probe shapes (Region::probes) to check layouts at.
   bool layout_probes = true;
+  // Offer nodes with symbolic dims to the backends (shape-polymorphic regions). Off for
+  // the bodies of Loop and Scan, whose shapes may change on every iteration.
+  bool shape_polymorphic = true;
 };
 
 struct RegionSummary {

@@ -77,10 +77,15 @@ using KernelFn = void (*)(KernelContext&);
 // compiler can infer but that only an external backend executes (e.g. the contrib
 // Gelu that oneDNN runs as one primitive). Such a node must be claimed by an enabled
 // backend; backend::checkHostKernels says so after partitioning.
+// A control-flow op (If, Loop, Scan) has no kernel either: the executor runs its
+// subgraphs (runtime/control_flow.h); it is never folded and never sent to a backend.
 struct OpDef {
   InferFn infer = nullptr;
   KernelFn run = nullptr;
+  bool control_flow = false;
   bool hasKernel() const { return run != nullptr; }
+  // Whether the host runs it: a kernel, or subgraphs the executor runs.
+  bool hostRuns() const { return run != nullptr || control_flow; }
 };
 
 class OpRegistry {
@@ -101,6 +106,7 @@ void registerNnOps(OpRegistry& r);           // ops_nn.cpp: conv, pooling, matmu
 void registerElementwiseOps(OpRegistry& r);  // ops_elementwise.cpp: unary, binary, activations, where, cast
 void registerReduceOps(OpRegistry& r);       // ops_reduce.cpp: Reduce*, ArgMax/ArgMin, softmax family
 void registerShapeOps(OpRegistry& r);        // ops_shape.cpp: reshape, transpose, slice, gather, ...
+void registerControlFlowOps(OpRegistry& r);  // control_flow.cpp: If, Loop, Scan (inference only)
 
 // Checks the node's input and output counts against its ONNX schema at the node's
 // opset (op_arity.inc, generated from ONNX's schemas); ops outside the default
