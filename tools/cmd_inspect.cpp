@@ -132,6 +132,7 @@ void inspectCommand(const InspectArgs& args) {
   }
 
   std::printf("%s", api::partitionText(info.partition).c_str());
+  std::printf("%s", api::subgraphText(info.subgraphs).c_str());
   printConstants(info.constants);
   if (args.graph) std::printf("graph\n%s", artifact::openArtifact(args.artifact).graph->str().c_str());
 

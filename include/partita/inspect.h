@@ -103,6 +103,17 @@ struct ArtifactInfo {
   };
   std::vector<Region> partition;
 
+  // The subgraphs (bodies of If, Loop and Scan nodes), depth first, each with its own
+  // partition and the constants of the one weight table it reads.
+  struct Subgraph {
+    std::string path;  // "Loop 'decode' body", nested: "If 'sr' then_branch / Loop 'l' body"
+    size_t depth = 1;
+    size_t inputs = 0, outputs = 0, captures = 0;  // captures: outer values it reads
+    std::vector<Region> partition;
+    std::vector<uint32_t> constants;  // IDs, ascending
+  };
+  std::vector<Subgraph> subgraphs;
+
   ByteAccounting bytes;
   uint64_t manifest_bytes = 0;
 

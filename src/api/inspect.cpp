@@ -97,6 +97,7 @@ ArtifactInfo inspectArtifact(const std::string& path, const InspectOptions& opti
   info.modules = modulesOf(a);
   info.constants = constantsOf(a);
   info.partition = api::partitionUnits(a);
+  info.subgraphs = api::subgraphsOf(a);
   info.bytes = artifact::byteAccounting(a);
   info.memory = memoryOf(a, info.bytes);
   return info;

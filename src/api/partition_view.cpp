@@ -100,9 +100,11 @@ std::string typeLabel(const ir::TensorType& t) { return t.has_rank ? t.str() : s
 
 }  // namespace
 
-std::vector<PartitionUnit> partitionUnits(const artifact::Artifact& a) {
+std::vector<PartitionUnit> partitionUnits(const artifact::Artifact& a) { return partitionUnits(a, *a.graph); }
+
+std::vector<PartitionUnit> partitionUnits(const artifact::Artifact& a, const ir::Graph& g) {
   std::vector<PartitionUnit> units;
-  for (const ir::Node& n : a.graph->nodes) {
+  for (const ir::Node& n : g.nodes) {
     if (runtime::isCallNode(n)) {
       PartitionUnit u;
       u.name = n.name;
@@ -116,10 +118,10 @@ std::vector<PartitionUnit> partitionUnits(const artifact::Artifact& a) {
         u.ops = ops->strings;
         u.nodes = nodes->strings;
       }
-      for (ir::ValueId v : n.inputs) u.polymorphic |= !a.graph->typeOf(v).isStatic();
-      for (ir::ValueId v : n.outputs) u.polymorphic |= v != ir::kNoValue && !a.graph->typeOf(v).isStatic();
+      for (ir::ValueId v : n.inputs) u.polymorphic |= !g.typeOf(v).isStatic();
+      for (ir::ValueId v : n.outputs) u.polymorphic |= v != ir::kNoValue && !g.typeOf(v).isStatic();
       if (u.polymorphic) {
-        for (ir::ValueId v : n.inputs) u.inputs.push_back(a.graph->value(v).name + " " + a.graph->typeOf(v).str());
+        for (ir::ValueId v : n.inputs) u.inputs.push_back(g.value(v).name + " " + g.typeOf(v).str());
         const ir::Attribute* rep = n.attrs.find("representative");
         if (rep && rep->kind == ir::Attribute::Kind::kStrings) u.representative = rep->strings;
       }
@@ -132,6 +134,62 @@ std::vector<PartitionUnit> partitionUnits(const artifact::Artifact& a) {
     units.back().nodes.push_back(n.name);
   }
   return units;
+}
+
+namespace {
+void collectSubgraphs(const artifact::Artifact& a, const ir::Graph& g, const std::string& prefix, size_t depth,
+                      std::vector<ArtifactInfo::Subgraph>& out) {
+  for (const ir::Node& n : g.nodes)
+    for (const auto& [name, attr] : n.attrs.all()) {
+      if (attr.kind != ir::Attribute::Kind::kGraph || !attr.graph) continue;
+      const ir::Graph& sub = *attr.graph;
+      ArtifactInfo::Subgraph s;
+      s.path = prefix + n.op_type + " '" + n.name + "' " + name;
+      s.depth = depth;
+      s.inputs = sub.inputs.size() - sub.captures;
+      s.outputs = sub.outputs.size();
+      s.captures = sub.captures;
+      s.partition = partitionUnits(a, sub);
+      std::set<uint32_t> ids;
+      for (const ir::Value& v : sub.values)
+        if (v.isConstant()) ids.insert(v.constant);
+      for (const ir::Node& m : sub.nodes)
+        for (const auto& [an, aa] : m.attrs.all())
+          if (aa.kind == ir::Attribute::Kind::kTensor) ids.insert(aa.tensor);
+      s.constants.assign(ids.begin(), ids.end());
+      const std::string path = s.path;
+      out.push_back(std::move(s));
+      collectSubgraphs(a, sub, path + " / ", depth + 1, out);
+    }
+}
+}  // namespace
+
+std::vector<ArtifactInfo::Subgraph> subgraphsOf(const artifact::Artifact& a) {
+  std::vector<ArtifactInfo::Subgraph> out;
+  collectSubgraphs(a, *a.graph, "", 1, out);
+  return out;
+}
+
+std::string subgraphText(const std::vector<ArtifactInfo::Subgraph>& subgraphs) {
+  if (subgraphs.empty()) return {};
+  std::string out = "subgraphs: " + std::to_string(subgraphs.size()) + " (their constants are in the weight table)\n";
+  for (const ArtifactInfo::Subgraph& s : subgraphs) {
+    const std::string indent(2 * s.depth, ' ');
+    std::string ids;
+    for (size_t i = 0; i < s.constants.size() && i < 16; ++i) ids += (i ? " " : "") + std::to_string(s.constants[i]);
+    if (s.constants.size() > 16) ids += " ... (" + std::to_string(s.constants.size()) + ")";
+    out += indent + s.path + ": " + count(s.inputs, "input") + ", " + count(s.captures, "outer value") + ", " +
+           count(s.outputs, "output") + "; constants " + (ids.empty() ? std::string("none") : ids) + "\n";
+    std::string part = partitionText(s.partition);
+    size_t start = 0;
+    while (start < part.size()) {
+      size_t end = part.find('\n', start);
+      if (end == std::string::npos) end = part.size();
+      out += indent + "  " + part.substr(start, end - start) + "\n";
+      start = end + 1;
+    }
+  }
+  return out;
 }
 
 std::string partitionText(const std::vector<PartitionUnit>& units) {

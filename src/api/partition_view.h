@@ -15,8 +15,15 @@ namespace partita::api {
 
 using PartitionUnit = ArtifactInfo::Region;
 
-// The units of `a.graph` in execution order.
+// The units of `a.graph` (or of `g`, one of its subgraphs) in execution order.
 std::vector<PartitionUnit> partitionUnits(const artifact::Artifact& a);
+std::vector<PartitionUnit> partitionUnits(const artifact::Artifact& a, const ir::Graph& g);
+
+// Every subgraph of `a.graph`, depth first: its path, partition and constants.
+std::vector<ArtifactInfo::Subgraph> subgraphsOf(const artifact::Artifact& a);
+// "subgraphs: 2" and per subgraph its path, counts, partition line and constant IDs;
+// "" when there are none.
+std::string subgraphText(const std::vector<ArtifactInfo::Subgraph>& subgraphs);
 
 // "partition: 1 region on dnnl (49 nodes), 2 host nodes" and one line per unit (a
 // shape-polymorphic region with a second line: its symbolic inputs and

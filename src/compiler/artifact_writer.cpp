@@ -36,6 +36,8 @@ struct Extent {
 // partitioning: backend::checkHostKernels).
 void checkCalls(const ir::Graph& graph, const std::vector<backend::ModuleImage>& modules) {
   for (const ir::Node& n : graph.nodes) {
+    for (const auto& [name, a] : n.attrs.all())  // bodies of If, Loop and Scan call modules too
+      if (a.kind == ir::Attribute::Kind::kGraph && a.graph) checkCalls(*a.graph, modules);
     if (!runtime::isCallNode(n)) continue;
     int64_t m = n.attrs.getInt("module", -1), f = n.attrs.getInt("function", -1);
     if (m < 0 || size_t(m) >= modules.size() || f < 0 || uint64_t(f) >= modules[size_t(m)].num_functions)
@@ -45,16 +47,37 @@ void checkCalls(const ir::Graph& graph, const std::vector<backend::ModuleImage>&
 }
 
 // The constants the graph executor reads at run time: constant values some node or
-// graph output reads, and tensor attributes.
-std::vector<ir::ConstId> graphConstants(const ir::Graph& graph) {
-  std::set<ir::ConstId> ids;
+// graph output reads, and tensor attributes, in the graph and its subgraphs (If, Loop
+// and Scan bodies read the same store).
+void collectGraphConstants(const ir::Graph& graph, std::set<ir::ConstId>& ids) {
   std::vector<int> uses = graph.useCounts();
   for (size_t v = 0; v < graph.values.size(); ++v)
     if (graph.values[v].isConstant() && uses[v] > 0) ids.insert(graph.values[v].constant);
   for (const ir::Node& n : graph.nodes)
-    for (const auto& [name, a] : n.attrs.all())
+    for (const auto& [name, a] : n.attrs.all()) {
       if (a.kind == ir::Attribute::Kind::kTensor) ids.insert(a.tensor);
+      if (a.kind == ir::Attribute::Kind::kGraph && a.graph) collectGraphConstants(*a.graph, ids);
+    }
+}
+std::vector<ir::ConstId> graphConstants(const ir::Graph& graph) {
+  std::set<ir::ConstId> ids;
+  collectGraphConstants(graph, ids);
   return {ids.begin(), ids.end()};
+}
+
+// Constant values nothing reads are detached (in subgraphs too, which are copied for
+// that) so the executor does not ask the store for constants that were not stored.
+void detachUnreadConstants(ir::Graph& g) {
+  std::vector<int> uses = g.useCounts();
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (uses[v] == 0) g.values[v].constant = ir::kNoConst;
+  for (ir::Node& n : g.nodes)
+    for (const auto& [name, a] : n.attrs.all())
+      if (a.kind == ir::Attribute::Kind::kGraph && a.graph) {
+        std::shared_ptr<ir::Graph> copy = a.graph->clone();
+        detachUnreadConstants(*copy);
+        n.attrs.setGraph(name, std::move(copy));
+      }
 }
 
 // External modules first (index = the Call nodes' "module"), the graph executor last.
@@ -295,9 +318,7 @@ LinkReport writeArtifact(const ir::Graph& graph, const std::vector<backend::Modu
   g.nodes = graph.nodes;
   g.inputs = graph.inputs;
   g.outputs = graph.outputs;
-  std::vector<int> uses = graph.useCounts();
-  for (size_t v = 0; v < g.values.size(); ++v)
-    if (uses[v] == 0) g.values[v].constant = ir::kNoConst;
+  detachUnreadConstants(g);
 
   // File layout: header, section table, manifest, module sections, weight section.
   // Constant offsets are absolute, and the manifest's size does not depend on them

@@ -37,6 +37,41 @@ frontend::ImportOptions importOptions(const CompileOptions& options, std::vector
   return import;
 }
 
+// The bodies of If, Loop and Scan nodes are partitioned as the main graph is, each on
+// its own (a region never crosses into or out of a body): the backends read and add to
+// the one pool (swapped into the body while it is partitioned), and their modules join
+// the one module table, the body's Call nodes renumbered to it.
+void partitionSubgraphs(ir::Graph& root, ir::Graph& g, const backend::PartitionOptions& options,
+                        backend::PartitionResult& result) {
+  for (ir::Node& n : g.nodes)
+    for (const auto& [name, a] : n.attrs.all()) {
+      if (a.kind != ir::Attribute::Kind::kGraph || !a.graph) continue;
+      ir::Graph& body = *a.graph;
+      backend::PartitionResult parts;
+      // Statically shaped regions only: a region in a loop body whose shapes change per
+      // iteration would be compiled again on every iteration.
+      backend::PartitionOptions body_options = options;
+      body_options.shape_polymorphic = false;
+      std::swap(body.constants, root.constants);
+      try {
+        parts = backend::partitionGraph(body, body_options);
+      } catch (...) {
+        std::swap(body.constants, root.constants);
+        throw;
+      }
+      std::swap(body.constants, root.constants);
+      const size_t offset = result.modules.size();
+      for (ir::Node& call : body.nodes)
+        if (runtime::isCallNode(call)) call.attrs.setInt("module", call.attrs.getInt("module", 0) + int64_t(offset));
+      for (backend::RegionSummary& r : parts.regions) {
+        r.module += offset;
+        result.regions.push_back(std::move(r));
+      }
+      for (backend::ModuleImage& m : parts.modules) result.modules.push_back(std::move(m));
+      partitionSubgraphs(root, body, options, result);
+    }
+}
+
 // Optimizes and partitions an imported graph.
 CompiledGraph optimizeAndPartition(ir::Graph imported, std::vector<SourceFile> sources,
                                    const CompileOptions& options) {
@@ -49,6 +84,7 @@ CompiledGraph optimizeAndPartition(ir::Graph imported, std::vector<SourceFile> s
   // thread's OpenMP team size is what they read.
   omp_set_num_threads(options.threads);
   c.parts = backend::partitionGraph(c.graph, partitionOptions(options));
+  partitionSubgraphs(c.graph, c.graph, partitionOptions(options), c.parts);
   return c;
 }
 }  // namespace

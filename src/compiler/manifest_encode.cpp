@@ -63,6 +63,11 @@ class Encoder {
         for (const std::string& s : a.strings) str(s);
         break;
       case K::kTensor: w.varint(a.tensor); break;
+      case K::kGraph:
+        // Subgraphs follow graph 0 in the order their attributes are written.
+        subgraphs.push_back(a.graph.get());
+        w.varint(subgraphs.size());
+        break;
     }
   }
   // Value indices + 1; 0 for an omitted optional one.
@@ -98,6 +103,7 @@ class Encoder {
 
   ByteWriter w;
   StringTable table;
+  std::vector<const ir::Graph*> subgraphs;  // graphs 1.. of the graph list
 };
 
 }  // namespace
@@ -137,8 +143,19 @@ std::vector<std::byte> encodeManifest(const Manifest& m) {
     e.keyValues(mod.assumptions);
   }
 
-  w.varint(1);  // graphs: only the main one today
+  // Graph 0, then every subgraph in the order attributes refer to them (breadth first:
+  // encoding one subgraph may append more), each with its capture count.
+  ByteWriter graphs;
+  std::swap(e.w, graphs);
   e.graph(m.graph);
+  for (size_t i = 0; i < e.subgraphs.size(); ++i) {
+    const ir::Graph& sub = *e.subgraphs[i];
+    e.graph(sub);
+    e.w.varint(sub.captures);
+  }
+  std::swap(e.w, graphs);
+  w.varint(1 + e.subgraphs.size());
+  w.raw(graphs.bytes().data(), graphs.bytes().size());
 
   ByteWriter out;
   out.varint(e.table.strings().size());

@@ -18,7 +18,7 @@ constexpr int kHost = -1;
 
 bool hostRuns(const ir::Node& n) {
   const kernels::OpDef* op = kernels::OpRegistry::global().find(n.domain, n.op_type);
-  return op && op->hasKernel();
+  return op && op->hostRuns();
 }
 
 std::string opName(const ir::Node& n) { return n.domain.empty() ? n.op_type : n.domain + "." + n.op_type; }
@@ -237,7 +237,7 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
     p.backends.push_back(std::move(b));
   }
   PartitionResult result;
-  if (!p.backends.empty() && hasSymbolicDims(g))
+  if (!p.backends.empty() && options.shape_polymorphic && hasSymbolicDims(g))
     p.rep = std::make_unique<ir::Graph>(representativeGraph(g, options.shape_hints));
   if (!p.backends.empty()) p.formRegions();
   p.checkHostKernels();

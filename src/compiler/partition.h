@@ -27,6 +27,9 @@ struct PartitionOptions {
   bool layout_probes = true;
   // Backend::setFloatPrecision: "fp32" or "bf16" (CompileOptions::precision).
   std::string float_precision = "fp32";
+  // Offer nodes with symbolic dims to the backends (shape-polymorphic regions). Off for
+  // the bodies of Loop and Scan, whose shapes may change on every iteration.
+  bool shape_polymorphic = true;
 };
 
 struct RegionSummary {

@@ -47,6 +47,11 @@ ConstId AttributeMap::getTensor(const std::string& name) const {
   return a ? a->tensor : kNoConst;
 }
 
+const Graph* AttributeMap::getGraph(const std::string& name) const {
+  const Attribute* a = expect(*this, name, Attribute::Kind::kGraph);
+  return a ? a->graph.get() : nullptr;
+}
+
 void AttributeMap::setInt(const std::string& name, int64_t v) {
   Attribute a; a.kind = Attribute::Kind::kInt; a.i = v; set(name, std::move(a));
 }
@@ -64,6 +69,9 @@ void AttributeMap::setFloats(const std::string& name, std::vector<float> v) {
 }
 void AttributeMap::setTensor(const std::string& name, ConstId id) {
   Attribute a; a.kind = Attribute::Kind::kTensor; a.tensor = id; set(name, std::move(a));
+}
+void AttributeMap::setGraph(const std::string& name, std::shared_ptr<Graph> g) {
+  Attribute a; a.kind = Attribute::Kind::kGraph; a.graph = std::move(g); set(name, std::move(a));
 }
 
 }  // namespace partita::ir

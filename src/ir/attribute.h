@@ -1,9 +1,11 @@
 // Node attributes. Tensor-valued attributes hold a ConstId into the graph's constant
-// pool, never bytes.
+// pool, never bytes. Graph-valued attributes (the bodies of If, Loop and Scan) hold a
+// nested ir::Graph whose constants are in the same pool (docs/control_flow.md).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,9 +13,12 @@
 
 namespace partita::ir {
 
+class Graph;
+
 struct Attribute {
   // Stable numbering: written into artifacts.
-  enum class Kind : uint8_t { kInt = 1, kFloat = 2, kString = 3, kInts = 4, kFloats = 5, kStrings = 6, kTensor = 7 };
+  enum class Kind : uint8_t { kInt = 1, kFloat = 2, kString = 3, kInts = 4, kFloats = 5, kStrings = 6, kTensor = 7,
+                            kGraph = 8 };
   Kind kind = Kind::kInt;
   int64_t i = 0;
   float f = 0;
@@ -22,6 +27,7 @@ struct Attribute {
   std::vector<float> floats;
   std::vector<std::string> strings;
   ConstId tensor = kNoConst;
+  std::shared_ptr<Graph> graph;  // kGraph: a subgraph, owned by the node (shared by copies of it)
 
   bool operator==(const Attribute&) const = default;
 };
@@ -42,6 +48,7 @@ class AttributeMap {
   std::vector<float> getFloats(const std::string& name, std::vector<float> def = {}) const;
   std::vector<std::string> getStrings(const std::string& name) const;
   ConstId getTensor(const std::string& name) const;  // kNoConst when absent
+  const Graph* getGraph(const std::string& name) const;  // nullptr when absent
 
   void setInt(const std::string& name, int64_t v);
   void setFloat(const std::string& name, float v);
@@ -49,6 +56,7 @@ class AttributeMap {
   void setInts(const std::string& name, std::vector<int64_t> v);
   void setFloats(const std::string& name, std::vector<float> v);
   void setTensor(const std::string& name, ConstId id);
+  void setGraph(const std::string& name, std::shared_ptr<Graph> g);
 
   const std::map<std::string, Attribute>& all() const { return map_; }
   bool operator==(const AttributeMap&) const = default;

@@ -36,9 +36,57 @@ std::vector<int> Graph::useCounts() const {
   return uses;
 }
 
+bool Node::hasSubgraphs() const {
+  for (const auto& [name, a] : attrs.all())
+    if (a.kind == Attribute::Kind::kGraph) return true;
+  return false;
+}
+
+size_t Node::numCaptures() const {
+  for (const auto& [name, a] : attrs.all())
+    if (a.kind == Attribute::Kind::kGraph && a.graph) return a.graph->captures;
+  return 0;
+}
+
+std::shared_ptr<Graph> Graph::clone() const {
+  auto g = std::make_shared<Graph>(*this);
+  for (Node& n : g->nodes)
+    for (const auto& [aname, a] : n.attrs.all())
+      if (a.kind == Attribute::Kind::kGraph && a.graph) n.attrs.setGraph(aname, a.graph->clone());
+  return g;
+}
+
 namespace {
 [[noreturn]] void fail(const std::string& what) {
   throw Error(ErrorCode::kInternal, "graph verification failed: " + what);
+}
+
+void verifyGraph(const Graph& g, const ConstantLookup& lookup, int depth);
+
+// A control-flow node's subgraphs: present, not too deep, each with the node's captures.
+void verifySubgraphs(const Node& node, const std::string& where, const ConstantLookup& lookup, int depth) {
+  bool first = true;
+  uint32_t captures = 0;
+  for (const auto& [aname, a] : node.attrs.all()) {
+    if (a.kind != Attribute::Kind::kGraph) continue;
+    if (!a.graph) fail(where + " attribute '" + aname + "' has no graph");
+    if (depth + 1 >= kMaxGraphDepth)
+      fail(where + " nests subgraphs deeper than " + std::to_string(kMaxGraphDepth) + " levels");
+    const Graph& sub = *a.graph;
+    if (!sub.constants.all().empty()) fail(where + " subgraph '" + aname + "' has a constant pool of its own");
+    if (first) captures = sub.captures;
+    first = false;
+    if (sub.captures != captures)
+      fail(where + " subgraphs read different outer values (" + std::to_string(captures) + " and " +
+           std::to_string(sub.captures) + ")");
+    if (sub.captures > sub.inputs.size() || sub.captures > node.inputs.size())
+      fail(where + " subgraph '" + aname + "' reads " + std::to_string(sub.captures) +
+           " outer values but has " + std::to_string(sub.inputs.size()) + " inputs and its node " +
+           std::to_string(node.inputs.size()));
+    for (size_t k = node.inputs.size() - sub.captures; k < node.inputs.size(); ++k)
+      if (node.inputs[k] == kNoValue) fail(where + " passes an omitted value to its subgraphs");
+    verifyGraph(sub, lookup, depth + 1);
+  }
 }
 }  // namespace
 
@@ -50,7 +98,14 @@ void Graph::verify() const {
   });
 }
 
-void Graph::verify(const ConstantLookup& lookup) const {
+void Graph::verify(const ConstantLookup& lookup) const { verifyGraph(*this, lookup, 0); }
+
+namespace {
+void verifyGraph(const Graph& g, const ConstantLookup& lookup, int depth) {
+  const auto& values = g.values;
+  const auto& nodes = g.nodes;
+  const auto& inputs = g.inputs;
+  const auto& outputs = g.outputs;
   const auto nvalues = ValueId(values.size());
   std::vector<bool> available(values.size(), false);
   std::vector<bool> produced(values.size(), false);
@@ -90,12 +145,15 @@ void Graph::verify(const ConstantLookup& lookup) const {
     for (const auto& [aname, attr] : node.attrs.all())
       if (attr.kind == Attribute::Kind::kTensor && !lookup(attr.tensor))
         fail(where + " attribute '" + aname + "' refers to a missing constant");
+    verifySubgraphs(node, where, lookup, depth);
   }
   for (ValueId out : outputs) {
     if (out < 0 || out >= nvalues) fail("graph output id out of range");
     if (!available[size_t(out)]) fail("graph output '" + values[size_t(out)].name + "' is never produced");
   }
+  if (g.captures > inputs.size()) fail("the graph reads more outer values than it has inputs");
 }
+}  // namespace
 
 namespace {
 void printAttr(std::ostream& os, const Graph& g, const Attribute& a) {
@@ -119,6 +177,9 @@ void printAttr(std::ostream& os, const Graph& g, const Attribute& a) {
       }
       break;
     }
+    case Attribute::Kind::kGraph:
+      os << "graph '" << (a.graph ? a.graph->name : std::string()) << "'";
+      break;
   }
 }
 }  // namespace
@@ -158,6 +219,18 @@ void Graph::print(std::ostream& os) const {
       os << '}';
     }
     os << '\n';
+    for (const auto& [k, a] : n.attrs.all()) {
+      if (a.kind != Attribute::Kind::kGraph || !a.graph) continue;
+      // The subgraph indented under its node; its last `captures` inputs are outer values.
+      std::string text = a.graph->str();
+      size_t start = 0;
+      while (start < text.size()) {
+        size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        os << "    " << (start == 0 ? k + ": " : "") << text.substr(start, end - start) << '\n';
+        start = end + 1;
+      }
+    }
   }
   os << "  return ";
   for (size_t i = 0; i < outputs.size(); ++i) os << (i ? ", " : "") << vname(outputs[i]);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <functional>
 #include <optional>
 #include <string>
@@ -42,6 +43,14 @@ struct Node {
   // Whether input (output) i is given: in range and not an omitted optional (kNoValue).
   bool hasInput(size_t i) const { return i < inputs.size() && inputs[i] != kNoValue; }
   bool hasOutput(size_t i) const { return i < outputs.size() && outputs[i] != kNoValue; }
+
+  // Control flow (If, Loop, Scan): whether a graph attribute holds a subgraph, and how
+  // many of the node's inputs are outer-scope values its subgraphs read (its last
+  // inputs, after the ONNX ones: Graph::captures of its subgraphs).
+  bool hasSubgraphs() const;
+  size_t numCaptures() const;
+  // The ONNX inputs: inputs.size() - numCaptures().
+  size_t numFormalInputs() const { return inputs.size() - numCaptures(); }
 };
 
 // What verify() needs of a constant: its type, and whether it is packed in a
@@ -53,6 +62,10 @@ struct ConstantInfo {
 };
 using ConstantLookup = std::function<std::optional<ConstantInfo>(ConstId)>;
 
+// Subgraphs nest at most this deep (a hostile model or artifact cannot make the
+// recursive passes overflow the stack).
+inline constexpr int kMaxGraphDepth = 64;
+
 class Graph {
  public:
   std::string name;
@@ -60,7 +73,12 @@ class Graph {
   std::vector<Node> nodes;  // in a topological order once verify() passes
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;
-  ConstantPool constants;
+  ConstantPool constants;  // empty in a subgraph: its constants are in the outermost graph's pool
+  // A subgraph (the body of an If, Loop or Scan) reads outer-scope values through its
+  // inputs, never by name: its last `captures` inputs are the values the node passes
+  // as its last `captures` inputs, in that order (every subgraph of one node has the
+  // same captures). 0 for the main graph.
+  uint32_t captures = 0;
 
   ValueId addValue(std::string name, TensorType type = {});
   ValueId addConstantValue(std::string name, ConstId id);  // type taken from the constant
@@ -80,6 +98,9 @@ class Graph {
   // The same checks against another table of constants (the run time's store, when
   // the graph's own pool is empty): `lookup` returns nullptr for an id it lacks.
   void verify(const ConstantLookup& lookup) const;
+
+  // A deep copy: subgraphs are copied too, not shared (the pool is copied as is).
+  std::shared_ptr<Graph> clone() const;
 
   // Readable text form, one node per line.
   void print(std::ostream& os) const;

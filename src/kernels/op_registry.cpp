@@ -41,6 +41,7 @@ const OpRegistry& OpRegistry::global() {
     registerElementwiseOps(r);
     registerReduceOps(r);
     registerShapeOps(r);
+    registerControlFlowOps(r);
     return r;
   }();
   return registry;
@@ -124,7 +125,8 @@ void checkArity(const ir::Node& node) {
     throw Error(ErrorCode::kInvalidModel, describe(node) + ": has " + std::to_string(n) + " " + what + ", opset " +
                                               std::to_string(node.opset) + " allows " + range);
   };
-  count("inputs", node.inputs.size(), found->min_in, found->max_in);
+  // A control-flow node's outer-scope values (ir::Node::numCaptures) are not ONNX inputs.
+  count("inputs", node.numFormalInputs(), found->min_in, found->max_in);
   count("outputs", node.outputs.size(), found->min_out, found->max_out);
 }
 

@@ -90,12 +90,18 @@ using KernelFn = void (*)(KernelContext&);
 // (unimplementedVersion). Ops whose last change partita implements is at 17 or older
 // keep the default. `deterministic` false (the random ops) keeps a node from being
 // folded into a constant even when its inputs are constants.
+//
+// A control-flow op (If, Loop, Scan) has no kernel either: the executor runs its
+// subgraphs (runtime/control_flow.h); it is never folded and never sent to a backend.
 struct OpDef {
   InferFn infer = nullptr;
   KernelFn run = nullptr;
   int newest = 17;
   bool deterministic = true;
+  bool control_flow = false;
   bool hasKernel() const { return run != nullptr; }
+  // Whether the host runs it: a kernel, or subgraphs the executor runs.
+  bool hostRuns() const { return run != nullptr || control_flow; }
 };
 
 class OpRegistry {
@@ -116,6 +122,7 @@ void registerNnOps(OpRegistry& r);           // ops_nn.cpp: conv, pooling, matmu
 void registerElementwiseOps(OpRegistry& r);  // ops_elementwise.cpp: unary, binary, activations, where, cast
 void registerReduceOps(OpRegistry& r);       // ops_reduce.cpp: Reduce*, ArgMax/ArgMin, softmax family
 void registerShapeOps(OpRegistry& r);        // ops_shape.cpp: reshape, transpose, slice, gather, ...
+void registerControlFlowOps(OpRegistry& r);  // control_flow.cpp: If, Loop, Scan (inference only)
 
 // The opset in which the definition of default-domain op `op_type` that applies at
 // `opset` appeared (the newest version at or below it in op_arity.inc); 0 when ONNX

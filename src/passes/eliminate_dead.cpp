@@ -4,7 +4,19 @@
 
 namespace partita::passes {
 
-void eliminateDead(ir::Graph& g) {
+namespace {
+
+template <typename F>
+void forEachSubgraph(ir::Graph& g, F&& f) {
+  for (ir::Node& n : g.nodes)
+    for (const auto& [name, a] : n.attrs.all())
+      if (a.kind == ir::Attribute::Kind::kGraph && a.graph) f(*a.graph);
+}
+
+// Drops the nodes no output of `g` depends on, in `g` and in its subgraphs (whose
+// outputs are all live; a control-flow node reads what its subgraphs read through its
+// inputs, so the producers of those stay).
+void dropDeadNodes(ir::Graph& g) {
   std::vector<bool> live_value(g.values.size(), false);
   for (ir::ValueId out : g.outputs) live_value[size_t(out)] = true;
   std::vector<bool> live_node(g.nodes.size(), false);
@@ -22,11 +34,22 @@ void eliminateDead(ir::Graph& g) {
   for (size_t n = 0; n < g.nodes.size(); ++n)
     if (live_node[n]) kept.push_back(std::move(g.nodes[n]));
   g.nodes = std::move(kept);
-  compact(g);
+  forEachSubgraph(g, dropDeadNodes);
 }
 
-void compact(ir::Graph& g) {
-  // Values still referenced.
+// Marks the pool constants `g` and its subgraphs refer to.
+void markConstants(ir::Graph& g, std::vector<bool>& const_used) {
+  for (const ir::Value& v : g.values)
+    if (v.isConstant() && v.constant < const_used.size()) const_used[v.constant] = true;
+  for (const ir::Node& n : g.nodes)
+    for (const auto& [name, a] : n.attrs.all())
+      if (a.kind == ir::Attribute::Kind::kTensor && a.tensor < const_used.size()) const_used[a.tensor] = true;
+  forEachSubgraph(g, [&](ir::Graph& sub) { markConstants(sub, const_used); });
+}
+
+// Drops the values `g` no longer refers to and renumbers the rest (and its constants'
+// IDs by `const_map`), in `g` and its subgraphs.
+void compactValues(ir::Graph& g, const std::vector<ir::ConstId>& const_map) {
   std::vector<bool> used(g.values.size(), false);
   for (ir::ValueId v : g.inputs) used[size_t(v)] = true;
   for (ir::ValueId v : g.outputs) used[size_t(v)] = true;
@@ -36,22 +59,6 @@ void compact(ir::Graph& g) {
     for (ir::ValueId v : n.outputs)
       if (v != ir::kNoValue) used[size_t(v)] = true;
   }
-  // Constants still referenced, by values or tensor attributes.
-  std::vector<bool> const_used(g.constants.size(), false);
-  for (size_t v = 0; v < g.values.size(); ++v)
-    if (used[v] && g.values[v].isConstant()) const_used[g.values[v].constant] = true;
-  for (const ir::Node& n : g.nodes)
-    for (const auto& [name, a] : n.attrs.all())
-      if (a.kind == ir::Attribute::Kind::kTensor) const_used[a.tensor] = true;
-
-  std::vector<ir::ConstId> const_map(g.constants.size(), ir::kNoConst);
-  ir::ConstantPool pool;
-  for (const ir::Constant& c : g.constants.all()) {
-    if (!const_used[c.id]) continue;
-    const_map[c.id] = pool.add(c.name, c.dtype, c.shape, c.bytes, c.layout);
-  }
-  g.constants = std::move(pool);
-
   std::vector<ir::ValueId> value_map(g.values.size(), ir::kNoValue);
   std::vector<ir::Value> values;
   for (size_t v = 0; v < g.values.size(); ++v) {
@@ -77,6 +84,34 @@ void compact(ir::Graph& g) {
     for (ir::ValueId v : node.outputs)
       if (v != ir::kNoValue) g.value(v).producer = ir::NodeId(n);
   }
+  forEachSubgraph(g, [&](ir::Graph& sub) { compactValues(sub, const_map); });
+}
+
+}  // namespace
+
+void eliminateDead(ir::Graph& g) {
+  dropDeadNodes(g);
+  compact(g);
+}
+
+void compact(ir::Graph& g) {
+  // Constants still referenced, by values or tensor attributes, here or in a subgraph.
+  // A value nothing reads is dropped below, and its constant with it.
+  std::vector<bool> const_used(g.constants.size(), false);
+  std::vector<ir::ConstId> identity(g.constants.size());
+  for (size_t i = 0; i < identity.size(); ++i) identity[i] = ir::ConstId(i);
+  compactValues(g, identity);
+  markConstants(g, const_used);
+
+  std::vector<ir::ConstId> const_map(g.constants.size(), ir::kNoConst);
+  ir::ConstantPool pool;
+  for (const ir::Constant& c : g.constants.all()) {
+    if (!const_used[c.id]) continue;
+    const_map[c.id] = pool.add(c.name, c.dtype, c.shape, c.bytes, c.layout);
+  }
+  g.constants = std::move(pool);
+  // Renumber the constants: values keep their places now.
+  compactValues(g, const_map);
   g.verify();
 }
 

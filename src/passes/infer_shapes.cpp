@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include "ir/limits.h"
+#include "kernels/control_flow.h"
 #include "kernels/op_registry.h"
 #include "kernels/op_util.h"
 #include "partita/error.h"
@@ -41,7 +42,7 @@ ir::TensorType mergeDeclared(const ir::TensorType& inferred, const ir::TensorTyp
   return t;
 }
 
-bool foldShapeOf(ir::Graph& g, ir::Node& node) {
+bool foldShapeOf(ir::Graph& g, ir::ConstantPool& pool, ir::Node& node) {
   // Shape and Size of a statically shaped value are constants even when its data is not.
   if (node.domain != "" || (node.op_type != "Shape" && node.op_type != "Size")) return false;
   if (!node.hasInput(0) || !node.hasOutput(0) || !g.typeOf(node.inputs[0]).isStatic()) return false;
@@ -60,7 +61,7 @@ bool foldShapeOf(ir::Graph& g, ir::Node& node) {
   }
   std::vector<int64_t> out_shape;
   if (node.op_type == "Shape") out_shape.push_back(int64_t(data.size()));
-  ir::ConstId c = g.constants.add(g.value(node.outputs[0]).name, ir::DType::kInt64, out_shape,
+  ir::ConstId c = pool.add(g.value(node.outputs[0]).name, ir::DType::kInt64, out_shape,
                                   Bytes::copyOf(data.data(), data.size() * sizeof(int64_t)));
   ir::Value& out = g.value(node.outputs[0]);
   out.constant = c;
@@ -69,17 +70,201 @@ bool foldShapeOf(ir::Graph& g, ir::Node& node) {
   return true;
 }
 
-}  // namespace
+void inferGraph(ir::Graph& g, ir::ConstantPool& pool, const FoldOptions& options);
 
-void inferShapes(ir::Graph& g, const FoldOptions& options) {
-  kernels::PoolResolver resolver(g.constants);
+bool isOp(const ir::Node& node, const char* op) { return node.domain.empty() && node.op_type == op; }
+
+// The subgraph's capture inputs get the types of the outer values the node passes.
+void typeCaptures(const ir::Graph& g, const ir::Node& node, ir::Graph& sub) {
+  const size_t first = node.numFormalInputs(), first_sub = sub.inputs.size() - sub.captures;
+  for (size_t k = 0; k < sub.captures && first + k < node.inputs.size(); ++k)
+    sub.value(sub.inputs[first_sub + k]).type = g.typeOf(node.inputs[first + k]);
+}
+
+// The type a subgraph input gets from the outer value feeding it: the outer type where
+// it knows more than the body's declaration (a declaration is a hint), else the
+// declaration.
+ir::TensorType feedType(const ir::TensorType& outer, const ir::TensorType& declared) {
+  if (outer.dtype == ir::DType::kUndefined) return declared;
+  if (!outer.has_rank && declared.has_rank && declared.dtype == outer.dtype) return declared;
+  return outer;
+}
+
+// `t` without the dimensions in `axes` (ascending, normalized): a scan input's element.
+ir::TensorType dropDims(const ir::TensorType& t, const std::vector<int64_t>& axes) {
+  if (!t.has_rank) return t;
+  ir::TensorType r = t;
+  for (size_t i = axes.size(); i-- > 0;)
+    if (axes[i] >= 0 && axes[i] < int64_t(r.dims.size())) r.dims.erase(r.dims.begin() + axes[i]);
+  return r;
+}
+
+// Infers a Loop or Scan body whose carried values (body inputs first_state..+n, body
+// outputs out_first..+n) must keep one type across iterations: when an iteration makes
+// a more general type than it was given (a growing shape), the inputs are widened and
+// the body inferred again from its original form (nothing folded for a shape it does
+// not keep).
+void inferCarried(ir::Graph& g, ir::Node& node, ir::ConstantPool& pool, const FoldOptions& options,
+                  std::vector<ir::TensorType> input_types, size_t in_first, size_t out_first, size_t n) {
+  const std::shared_ptr<ir::Graph> pristine = node.attrs.find("body")->graph->clone();
+  std::vector<ir::TensorType> carried(input_types.begin() + ptrdiff_t(in_first),
+                                      input_types.begin() + ptrdiff_t(in_first + n));
+  for (int round = 0;; ++round) {
+    std::shared_ptr<ir::Graph> body = pristine->clone();
+    for (size_t i = 0; i < input_types.size(); ++i) {
+      ir::TensorType t = i >= in_first && i < in_first + n ? carried[i - in_first] : input_types[i];
+      body->value(body->inputs[i]).type = feedType(t, body->typeOf(body->inputs[i]));
+    }
+    typeCaptures(g, node, *body);
+    inferGraph(*body, pool, options);
+    node.attrs.setGraph("body", body);
+    bool widened = false;
+    for (size_t i = 0; i < n; ++i) {
+      const ir::TensorType& in = body->typeOf(body->inputs[in_first + i]);
+      const ir::TensorType& out = body->typeOf(body->outputs[out_first + i]);
+      if (out.dtype != in.dtype && out.dtype != ir::DType::kUndefined && in.dtype != ir::DType::kUndefined)
+        continue;  // the op's inference names the mismatch
+      ir::TensorType merged = kernels::mergeTypes(in, out);
+      if (round >= 2) merged = ir::TensorType::unranked(in.dtype);
+      if (merged != in) {
+        carried[i] = merged;
+        widened = true;
+      }
+    }
+    if (!widened || round >= 3) return;
+  }
+}
+
+// Infers the subgraphs of a control-flow node from the types of what it passes them.
+void inferSubgraphs(ir::Graph& g, ir::Node& node, ir::ConstantPool& pool, const FoldOptions& options) {
+  auto inputType = [&](size_t i) {
+    return i < node.inputs.size() && node.inputs[i] != ir::kNoValue ? g.typeOf(node.inputs[i]) : ir::TensorType{};
+  };
+  if (isOp(node, "Loop")) {
+    const kernels::LoopLayout l = kernels::loopLayout(node);
+    std::vector<ir::TensorType> types = {ir::TensorType::of(ir::DType::kInt64, {}),
+                                         ir::TensorType::of(ir::DType::kBool, {})};
+    for (size_t i = 0; i < l.num_carried; ++i) types.push_back(inputType(2 + i));
+    inferCarried(g, node, pool, options, types, 2, 1, l.num_carried);
+  } else if (isOp(node, "Scan")) {
+    const kernels::ScanLayout l = kernels::scanLayout(node);
+    std::vector<ir::TensorType> types;
+    for (size_t i = 0; i < l.num_states; ++i) {
+      ir::TensorType t = inputType(l.first_state + i);
+      types.push_back(l.batched ? dropDims(t, {0}) : t);
+    }
+    for (size_t j = 0; j < l.num_scan_inputs; ++j) {
+      ir::TensorType t = inputType(l.first_state + l.num_states + j);
+      if (t.has_rank && l.batched) {
+        t = dropDims(t, {0, 1});
+      } else if (t.has_rank) {
+        int64_t axis = l.input_axes[j] < 0 ? l.input_axes[j] + int64_t(t.rank()) : l.input_axes[j];
+        if (axis < 0 || axis >= int64_t(t.rank()))
+          throw Error(ErrorCode::kInvalidModel, "Scan node '" + node.name + "': scan_input_axes " +
+                                                    std::to_string(l.input_axes[j]) + " is out of range for " + t.str());
+        t = dropDims(t, {axis});
+      }
+      types.push_back(t);
+    }
+    inferCarried(g, node, pool, options, types, 0, 0, l.num_states);
+  } else {
+    for (const auto& [name, a] : node.attrs.all()) {
+      if (a.kind != ir::Attribute::Kind::kGraph || !a.graph) continue;
+      typeCaptures(g, node, *a.graph);
+      inferGraph(*a.graph, pool, options);
+    }
+  }
+}
+
+// An If whose condition is a constant: the nodes of the branch it takes, reading the
+// node's inputs and making its outputs (Identity where a branch output is not made by
+// a node of its own).
+std::vector<ir::Node> inlineBranch(ir::Graph& g, const ir::Node& node, const ir::Graph& branch) {
+  std::vector<ir::ValueId> map(branch.values.size(), ir::kNoValue);
+  const size_t first = node.numFormalInputs();
+  for (size_t k = 0; k < branch.captures; ++k) map[size_t(branch.inputs[k])] = node.inputs[first + k];
+  for (size_t v = 0; v < branch.values.size(); ++v)
+    if (branch.values[v].isConstant()) {
+      ir::ValueId c = g.addValue(branch.values[v].name, branch.values[v].type);
+      g.value(c).constant = branch.values[v].constant;
+      map[v] = c;
+    }
+  std::vector<std::pair<ir::ValueId, ir::ValueId>> copies;  // branch value -> If output
+  for (size_t o = 0; o < branch.outputs.size() && o < node.outputs.size(); ++o) {
+    const ir::ValueId bv = branch.outputs[o], pv = node.outputs[o];
+    if (pv == ir::kNoValue) continue;
+    if (branch.value(bv).producer != ir::kNoNode && map[size_t(bv)] == ir::kNoValue)
+      map[size_t(bv)] = pv;
+    else
+      copies.emplace_back(bv, pv);
+  }
+  std::vector<ir::Node> nodes;
+  for (const ir::Node& bn : branch.nodes) {
+    ir::Node n = bn;
+    for (ir::ValueId& in : n.inputs)
+      if (in != ir::kNoValue) in = map[size_t(in)];
+    for (ir::ValueId& out : n.outputs) {
+      if (out == ir::kNoValue) continue;
+      if (map[size_t(out)] == ir::kNoValue)
+        map[size_t(out)] = g.addValue(node.name + "/" + branch.value(out).name, branch.typeOf(out));
+      out = map[size_t(out)];
+    }
+    nodes.push_back(std::move(n));
+  }
+  for (const auto& [bv, pv] : copies) {
+    ir::Node id;
+    id.op_type = "Identity";
+    id.opset = node.opset;
+    id.name = node.name + "/" + g.value(pv).name;
+    id.inputs = {map[size_t(bv)]};
+    id.outputs = {pv};
+    nodes.push_back(std::move(id));
+  }
+  return nodes;
+}
+
+void inferGraph(ir::Graph& g, ir::ConstantPool& pool, const FoldOptions& options) {
+  kernels::PoolResolver resolver(pool);
   std::vector<bool> folded(g.nodes.size(), false);
   for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (isOp(g.nodes[n], "If") && g.nodes[n].hasSubgraphs() && g.nodes[n].hasInput(0) &&
+        g.value(g.nodes[n].inputs[0]).isConstant()) {
+      // A constant condition: the branch taken replaces the node, folded from here on.
+      const ir::Node node = g.nodes[n];
+      const ir::Constant& cond = pool.get(g.value(node.inputs[0]).constant);
+      if (cond.dtype != ir::DType::kBool || cond.nbytes() != 1)
+        throw Error(ErrorCode::kInvalidModel, "If node '" + node.name + "': the condition must be one bool but is " +
+                                                  g.typeOf(node.inputs[0]).str());
+      const bool take_then = *reinterpret_cast<const uint8_t*>(cond.bytes.data) != 0;
+      const ir::Graph* branch = node.attrs.getGraph(take_then ? "then_branch" : "else_branch");
+      const ir::Graph* other = node.attrs.getGraph(take_then ? "else_branch" : "then_branch");
+      if (branch && other && branch->inputs.size() == branch->captures &&
+          branch->outputs.size() == node.outputs.size()) {
+        // The branches must still agree (the same errors as when the condition is data).
+        for (ir::Graph* sub : {const_cast<ir::Graph*>(branch), const_cast<ir::Graph*>(other)}) {
+          typeCaptures(g, node, *sub);
+          inferGraph(*sub, pool, options);
+        }
+        std::vector<ir::TensorType> in_types;
+        for (ir::ValueId in : node.inputs) in_types.push_back(g.typeOf(in));
+        kernels::inferNode(node, in_types, std::vector<const ir::Tensor*>(in_types.size(), nullptr), &resolver,
+                           options.limits, &g);
+        std::vector<ir::Node> nodes = inlineBranch(g, node, *branch);
+        g.nodes.erase(g.nodes.begin() + ptrdiff_t(n));
+        folded.erase(folded.begin() + ptrdiff_t(n));
+        g.nodes.insert(g.nodes.begin() + ptrdiff_t(n), std::make_move_iterator(nodes.begin()),
+                       std::make_move_iterator(nodes.end()));
+        folded.insert(folded.begin() + ptrdiff_t(n), nodes.size(), false);
+        --n;  // infer the inlined nodes next
+        continue;
+      }
+    }
     ir::Node& node = g.nodes[n];
-    if (foldShapeOf(g, node)) {
+    if (foldShapeOf(g, pool, node)) {
       folded[n] = true;
       continue;
     }
+    if (node.hasSubgraphs()) inferSubgraphs(g, node, pool, options);
     std::vector<ir::TensorType> in_types;
     std::vector<ir::Tensor> const_views;
     std::vector<const ir::Tensor*> in_values;
@@ -95,7 +280,7 @@ void inferShapes(ir::Graph& g, const FoldOptions& options) {
       const ir::Value& v = g.value(in);
       in_types.push_back(v.type);
       if (v.isConstant()) {
-        const_views.push_back(g.constants.get(v.constant).view());
+        const_views.push_back(pool.get(v.constant).view());
         in_values.push_back(&const_views.back());
         in_bytes += const_views.back().nbytes();
       } else {
@@ -152,7 +337,7 @@ void inferShapes(ir::Graph& g, const FoldOptions& options) {
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       if (node.outputs[o] == ir::kNoValue) continue;
       ir::Value& out = g.value(node.outputs[o]);
-      out.constant = g.constants.addCopy(out.name, results[o].view());
+      out.constant = pool.addCopy(out.name, results[o].view());
       out.producer = ir::kNoNode;
     }
     folded[n] = true;
@@ -165,6 +350,12 @@ void inferShapes(ir::Graph& g, const FoldOptions& options) {
   for (size_t n = 0; n < g.nodes.size(); ++n)
     for (ir::ValueId out : g.nodes[n].outputs)
       if (out != ir::kNoValue) g.value(out).producer = ir::NodeId(n);
+}
+
+}  // namespace
+
+void inferShapes(ir::Graph& g, const FoldOptions& options) {
+  inferGraph(g, g.constants, options);
   g.verify();
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <functional>
 #include <set>
 
 #include "ir/limits.h"
@@ -224,21 +225,32 @@ std::shared_ptr<ir::Graph> buildGraph(const Validator& v, const Artifact& a, ir:
       v.fail(where + " reads constant " + std::to_string(id) + ", which is packed in layout '" + store.layout(id) +
              "' that only its module can read");
   };
-  for (const ir::Value& val : graph.values) {
-    if (val.isConstant()) checkRef(val.constant, "value '" + val.name + "'");
-    if (val.type.isStatic() && !ir::checkedNbytes(val.type.dtype, val.type.staticShape()))
-      v.fail("value '" + val.name + "' has an impossible type " + val.type.str());
-  }
-  for (const ir::Node& n : graph.nodes) {
-    for (const auto& [name, attr] : n.attrs.all())
-      if (attr.kind == ir::Attribute::Kind::kTensor) checkRef(attr.tensor, "node '" + n.name + "' attribute '" + name + "'");
-    if (!runtime::isCallNode(n)) continue;
-    const ir::Attribute* m = n.attrs.find("module");
-    const ir::Attribute* f = n.attrs.find("function");
-    bool ok = m && f && m->kind == ir::Attribute::Kind::kInt && f->kind == ir::Attribute::Kind::kInt && m->i >= 0 &&
-              uint64_t(m->i) + 1 < a.modules.size() && f->i >= 0 && uint64_t(f->i) < a.modules[size_t(m->i)].num_functions;
-    if (!ok) v.fail("call node '" + n.name + "' does not name a function of an external module");
-  }
+  // The graph and its subgraphs (If/Loop/Scan bodies) alike: the same store, the same
+  // rules. The decoder bounded their nesting (ir::kMaxGraphDepth).
+  std::function<void(const ir::Graph&, const std::string&)> checkGraph = [&](const ir::Graph& g,
+                                                                             const std::string& in) {
+    for (const ir::Value& val : g.values) {
+      if (val.isConstant()) checkRef(val.constant, in + "value '" + val.name + "'");
+      if (val.type.isStatic() && !ir::checkedNbytes(val.type.dtype, val.type.staticShape()))
+        v.fail(in + "value '" + val.name + "' has an impossible type " + val.type.str());
+    }
+    for (const ir::Node& n : g.nodes) {
+      for (const auto& [name, attr] : n.attrs.all()) {
+        if (attr.kind == ir::Attribute::Kind::kTensor)
+          checkRef(attr.tensor, in + "node '" + n.name + "' attribute '" + name + "'");
+        if (attr.kind == ir::Attribute::Kind::kGraph && attr.graph)
+          checkGraph(*attr.graph, in + "subgraph '" + name + "' of node '" + n.name + "': ");
+      }
+      if (!runtime::isCallNode(n)) continue;
+      const ir::Attribute* m = n.attrs.find("module");
+      const ir::Attribute* f = n.attrs.find("function");
+      bool ok = m && f && m->kind == ir::Attribute::Kind::kInt && f->kind == ir::Attribute::Kind::kInt && m->i >= 0 &&
+                uint64_t(m->i) + 1 < a.modules.size() && f->i >= 0 &&
+                uint64_t(f->i) < a.modules[size_t(m->i)].num_functions;
+      if (!ok) v.fail(in + "call node '" + n.name + "' does not name a function of an external module");
+    }
+  };
+  checkGraph(graph, "");
   try {
     graph.verify([&store](ir::ConstId id) -> std::optional<ir::ConstantInfo> {
       if (!store.has(id)) return std::nullopt;

@@ -348,6 +348,8 @@ struct HandManifest {
   uint64_t constants = 0;
   uint64_t graph_input = 1;  // value index + 1
   bool cut_last = false;   // the last varint continues past the end
+  uint64_t payload = 0;    // the attribute's payload
+  bool body_refers_to_itself = false;  // graph 1 holds a node whose graph attribute is graph 1
 
   std::vector<std::byte> bytes() const {
     ByteWriter w;
@@ -384,12 +386,32 @@ struct HandManifest {
       w.varint(1);  // one attribute
       w.varint(4);  // named 'x'
       w.u8(uint8_t(attribute_kind));
-      w.varint(0);  // payload (an int, a string index, a graph index)
+      w.varint(payload);  // payload (an int, a string index, a graph index)
     }
     w.varint(1);
     w.varint(graph_input);  // inputs: value 0
     w.varint(1);
     w.u8(cut_last ? 0x81 : 1);  // outputs: value 0
+    // Graphs 1..: one value, at most one node, no inputs or outputs, no captures.
+    for (uint64_t g = 1; g < graphs; ++g) {
+      w.varint(0);  // name ""
+      w.varint(1);  // values
+      w.varint(4);
+      w.u8(0);
+      w.u8(1);
+      w.varint(0);  // unranked
+      w.varint(0);  // not a constant
+      const bool self = body_refers_to_itself && g == 1;
+      w.varint(self ? 1 : 0);
+      if (self) {
+        for (uint64_t v : {4, 0, 13, 0, 0, 0, 1, 4}) w.varint(v);  // op 'x', no inputs or outputs, 1 attribute 'x'
+        w.u8(8);
+        w.varint(1);
+      }
+      w.varint(0);  // inputs
+      w.varint(0);  // outputs
+      w.varint(0);  // captures
+    }
     return std::move(w.bytes());
   }
 };
@@ -457,13 +479,29 @@ TEST(ManifestEncoding, UnsupportedKinds) {
   EXPECT_DECODE_FAILS(HandManifest{.dtype = 14}, "unknown dtype code 14");  // reserved: float8
   EXPECT_DECODE_FAILS(HandManifest{.dtype = 19}, "unknown dtype code 19");  // reserved: int4
   EXPECT_DECODE_FAILS(HandManifest{.attribute_kind = 8},
-                      "graph attributes (kind 8, subgraphs) are not supported by this reader");
+                      "node '' attribute 'x' refers to graph 0 of 1 (graph 0 is the entry program)");
   EXPECT_DECODE_FAILS(HandManifest{.attribute_kind = 9}, "unknown attribute kind 9");
-  EXPECT_DECODE_FAILS(HandManifest{.graphs = 2}, "2 graphs: this reader supports exactly one");
+  EXPECT_DECODE_FAILS(HandManifest{.graphs = 2}, "1 graphs are not reached from graph 0 (unused or in a cycle)");
   // An executor kind is the loader's to accept (executor_kinds.h): decoding keeps it.
   HandManifest other{.executor = 4};
   std::vector<std::byte> bytes = other.bytes();
   EXPECT_EQ(decodeManifest(bytes.data(), bytes.size()).executor, "x");
+}
+
+// Graph attributes (If/Loop/Scan bodies) must make a tree below graph 0.
+TEST(ManifestEncoding, SubgraphsFormATree) {
+  HandManifest ok{.graphs = 2, .attribute_kind = 8, .payload = 1};
+  std::vector<std::byte> bytes = ok.bytes();
+  Manifest m = decodeManifest(bytes.data(), bytes.size());
+  ASSERT_EQ(m.graph.nodes.size(), 1u);
+  EXPECT_NE(m.graph.nodes[0].attrs.getGraph("x"), nullptr);
+  EXPECT_DECODE_FAILS((HandManifest{.graphs = 2, .attribute_kind = 8, .payload = 5}), "refers to graph 5 of 2");
+  EXPECT_DECODE_FAILS((HandManifest{.graphs = 3, .attribute_kind = 8, .payload = 1}),
+                      "1 graphs are not reached from graph 0");
+  EXPECT_DECODE_FAILS((HandManifest{.graphs = 2, .attribute_kind = 8, .payload = 1, .body_refers_to_itself = true}),
+                      "graph 1 is the body of more than one attribute");
+  EXPECT_DECODE_FAILS((HandManifest{.graphs = 3, .attribute_kind = 8, .payload = 2, .body_refers_to_itself = true}),
+                      "graphs are not reached from graph 0 (unused or in a cycle)");
 }
 
 TEST(ExecutorKinds, UnknownKindIsRefusedByName) {

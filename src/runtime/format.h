@@ -70,8 +70,8 @@ inline constexpr std::string_view kGraphExecutor = "graph";
 // today; readers reject the others by name.
 enum class ValueKind : uint8_t { kTensor = 0, kSequence = 1, kOptional = 2 };
 
-// Attribute kinds beyond ir::Attribute::Kind (1..7): 8 = a graph, payload a graph
-// index into the manifest's graph list (for If/Loop/Scan bodies; not supported yet).
+// Attribute kind 8 (ir::Attribute::Kind::kGraph): a graph, payload a graph index into
+// the manifest's graph list (If/Loop/Scan bodies; each graph 1.. is referred to once).
 inline constexpr uint8_t kGraphAttributeKind = 8;
 
 // dtype codes 14..19 are reserved (float8 e4m3fn, e4m3fnuz, e5m2, e5m2fnuz; uint4,

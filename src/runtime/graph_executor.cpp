@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include "kernels/op_util.h"
+#include "runtime/control_flow.h"
 #include "runtime/graph_validate.h"
 #include "runtime/team_wait.h"
 #include "partita/error.h"
@@ -68,6 +69,11 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
                                                      " but the model has " + std::to_string(modules_.size()));
       steps_[n].module = modules_[size_t(m)].get();
       steps_[n].function = uint32_t(node.attrs.getInt("function", 0));
+    } else if (node.hasSubgraphs()) {
+      // If, Loop, Scan: their subgraphs become executors of their own (validated as
+      // this graph is, planned once).
+      flows_.push_back(ControlFlow::create(node, graph_, store_, modules_, options));
+      steps_[n].flow = flows_.back().get();
     } else {
       const kernels::OpDef* op = kernels::OpRegistry::global().find(node.domain, node.op_type);
       if (!op || !op->hasKernel())
@@ -111,6 +117,8 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
   for (size_t i = 0; i < planned.size(); ++i) offset_[size_t(planned[i])] = plan_.offsets[i];
 }
 
+GraphExecutor::~GraphExecutor() = default;
+
 size_t GraphExecutor::dynamicSteps() const {
   size_t n = 0;
   for (const Step& s : steps_) n += s.dynamic;
@@ -132,6 +140,9 @@ std::unique_ptr<GraphExecutor::RunState> GraphExecutor::newRunState() const {
       state->values[v] = ir::Tensor{t.dtype, t.staticShape(), static_cast<std::byte*>(state->arena) + offset_[v]};
     }
   }
+  state->flows.resize(steps_.size());
+  for (size_t n = 0; n < steps_.size(); ++n)
+    if (steps_[n].flow) state->flows[n] = steps_[n].flow->newState();
   return state;
 }
 
@@ -193,17 +204,53 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(ExecutorState& state, const std:
 
 std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vector<ir::Tensor>& inputs,
                                                 ProfileSink* profile) const {
-  const ir::Graph& g = *graph_;
   std::optional<ProfileScope> run_event;
   if (profile) run_event.emplace(*profile, "run", "run", 0);
-  if (inputs.size() != g.inputs.size())
-    throw Error(ErrorCode::kInvalidArgument, "the model takes " + std::to_string(g.inputs.size()) +
-                                                 " inputs but " + std::to_string(inputs.size()) + " were given");
   // The team size of this model's runs: OpenMP's per-thread setting, so sessions of
   // models with different thread counts can run in one process.
   omp_set_num_threads(options().threads);
   // Whether the team's idle threads spin or sleep during this run (team_wait.h).
   const TeamWaitScope wait(options().threads);
+  execute(state, inputs, profile, nullptr);
+  std::vector<ir::OwnedTensor> outputs = collectOutputs(state);
+  endRunEvent(run_event, inputs, options().threads, steps_.size());
+  return outputs;
+}
+
+const std::vector<ir::Tensor>& GraphExecutor::runBody(RunState& state, const std::vector<ir::Tensor>& inputs,
+                                                      const std::vector<void*>* targets) const {
+  execute(state, inputs, nullptr, targets);
+  const ir::Graph& g = *graph_;
+  state.outputs.resize(g.outputs.size());
+  for (size_t o = 0; o < g.outputs.size(); ++o) state.outputs[o] = state.values[size_t(g.outputs[o])];
+  // Planned outputs made in a target go back to their places for the next run.
+  if (targets)
+    for (size_t o = 0; o < targets->size() && o < g.outputs.size(); ++o) {
+      const ir::ValueId out = g.outputs[o];
+      if ((*targets)[o] && placement_[size_t(out)] == Placement::kArena)
+        state.values[size_t(out)].data = static_cast<std::byte*>(state.arena) + offset_[size_t(out)];
+    }
+  return state.outputs;
+}
+
+bool GraphExecutor::owns(const RunState& state, const void* p) const {
+  if (!p) return false;
+  auto within = [p](const void* base, size_t size) {
+    auto b = reinterpret_cast<uintptr_t>(base), q = reinterpret_cast<uintptr_t>(p);
+    return base && q >= b && q < b + size;
+  };
+  if (within(state.arena, plan_.arena_bytes) || within(state.shape_arena.data(), state.shape_arena.size())) return true;
+  for (const ir::OwnedTensor& t : state.dynamic)
+    if (within(t.data(), t.nbytes())) return true;
+  return false;
+}
+
+void GraphExecutor::execute(RunState& state, const std::vector<ir::Tensor>& inputs, ProfileSink* profile,
+                            const std::vector<void*>* targets) const {
+  const ir::Graph& g = *graph_;
+  if (inputs.size() != g.inputs.size())
+    throw Error(ErrorCode::kInvalidArgument, "the model takes " + std::to_string(g.inputs.size()) +
+                                                 " inputs but " + std::to_string(inputs.size()) + " were given");
   auto& values = state.values;
   state.dynamic.clear();
 
@@ -211,6 +258,12 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
     checkInput(i, inputs[i]);
     values[size_t(g.inputs[i])] = inputs[i];
   }
+  // A body output planned in this graph's arena can be made where the caller wants it.
+  if (targets)
+    for (size_t o = 0; o < targets->size() && o < g.outputs.size(); ++o) {
+      const ir::ValueId out = g.outputs[o];
+      if ((*targets)[o] && placement_[size_t(out)] == Placement::kArena) values[size_t(out)].data = (*targets)[o];
+    }
   const StoreConstants constants(*store_);
 
   // Symbolic dims: the plan of this input-shape signature, or a first run that makes it.
@@ -220,12 +273,16 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
     if (!plan) {
       state.plan = nullptr;  // the discovery run binds values to run-time storage
       plans_.insert(0, inputs, discover(state, constants));
-      std::vector<ir::OwnedTensor> outputs = collectOutputs(state);
-      endRunEvent(run_event, inputs, options().threads, steps_.size());
-      return outputs;
+      return;
     }
     if (state.plan != plan) bindPlan(state, plan);
   }
+  runSteps(state, constants, plan.get(), profile);
+}
+
+void GraphExecutor::runSteps(RunState& state, const kernels::ConstResolver& constants, const ShapePlan* plan,
+                             ProfileSink* profile) const {
+  const ir::Graph& g = *graph_;
   for (size_t n = 0; n < steps_.size(); ++n) {
     const ir::Node& node = g.nodes[n];
     try {
@@ -240,9 +297,6 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
       throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "': out of memory");
     }
   }
-  std::vector<ir::OwnedTensor> outputs = collectOutputs(state);
-  endRunEvent(run_event, inputs, options().threads, steps_.size());
-  return outputs;
 }
 
 std::vector<ir::OwnedTensor> GraphExecutor::collectOutputs(const RunState& state) const {
@@ -287,6 +341,10 @@ void GraphExecutor::runStepProfiled(RunState& state, size_t n, const kernels::Co
 
 void GraphExecutor::runStep(RunState& state, size_t n, const kernels::ConstResolver& constants, bool planned,
                             ProfileSink* profile) const {
+  if (steps_[n].flow) {
+    runFlow(state, n, planned);
+    return;
+  }
   const ir::Graph& g = *graph_;
   const ir::Node& node = g.nodes[n];
   auto& values = state.values;
@@ -343,6 +401,42 @@ void GraphExecutor::runStep(RunState& state, size_t n, const kernels::ConstResol
   } else {
     steps_[n].op->run(ctx);
   }
+}
+
+void GraphExecutor::runFlow(RunState& state, size_t n, bool planned) const {
+  const ir::Graph& g = *graph_;
+  const ir::Node& node = g.nodes[n];
+  auto& values = state.values;
+  std::vector<ir::Tensor> inputs;
+  inputs.reserve(node.inputs.size());
+  for (ir::ValueId in : node.inputs) inputs.push_back(in == ir::kNoValue ? ir::Tensor{} : values[size_t(in)]);
+  std::vector<ir::Tensor> planned_out(node.outputs.size());
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    const ir::ValueId out = node.outputs[o];
+    if (out != ir::kNoValue && (placement_[size_t(out)] == Placement::kArena || (steps_[n].dynamic && planned)))
+      planned_out[o] = values[size_t(out)];
+  }
+  const OutputAllocator allocate = [&](size_t o, ir::DType dtype, const std::vector<int64_t>& shape) -> ir::Tensor {
+    if (o >= node.outputs.size() || node.outputs[o] == ir::kNoValue) return {};
+    const ir::ValueId out = node.outputs[o];
+    const ir::TensorType made = ir::TensorType::of(dtype, shape);
+    if (planned_out[o].defined()) {
+      if (planned_out[o].dtype != dtype || planned_out[o].shape != shape)
+        throw Error(ErrorCode::kInvalidArgument, madeBy(g, out, node) + " is " + made.str() +
+                                                     " at run time, but the model was compiled for " +
+                                                     ir::typeOf(planned_out[o]).str());
+      return planned_out[o];
+    }
+    ir::checkLimits(made, options().limits, ErrorCode::kInvalidArgument, madeBy(g, out, node));
+    if (!fits(made, g.typeOf(out)))
+      throw Error(ErrorCode::kInvalidArgument, madeBy(g, out, node) + " is " + made.str() +
+                                                   " at run time, but the model was compiled for " +
+                                                   g.typeOf(out).str());
+    state.dynamic.emplace_back(dtype, shape);
+    values[size_t(out)] = state.dynamic.back().view();
+    return values[size_t(out)];
+  };
+  steps_[n].flow->run(*state.flows[n], inputs, planned_out, allocate);
 }
 
 namespace {
@@ -420,7 +514,7 @@ std::shared_ptr<const GraphExecutor::ShapePlan> GraphExecutor::discover(RunState
             predicted[o].staticShape() != state.values[size_t(node.outputs[o])].shape)
           planned = false;
       }
-    const bool contents = steps_[n].module == nullptr && deterministic(node) &&
+    const bool contents = steps_[n].module == nullptr && steps_[n].flow == nullptr && deterministic(node) &&
                           ((node.domain.empty() && (node.op_type == "Shape" || node.op_type == "Size"))
                                ? node.hasInput(0) && shape_known[size_t(node.inputs[0])] != 0
                                : inputs_known);

@@ -41,6 +41,8 @@ inline constexpr const char* kCallDomain = "partita";
 inline constexpr const char* kCallOp = "Call";
 inline bool isCallNode(const ir::Node& n) { return n.domain == kCallDomain && n.op_type == kCallOp; }
 
+class ControlFlow;  // control_flow.h
+
 class GraphExecutor final : public Executor {
  public:
   static constexpr std::string_view kKind = "graph";
@@ -50,6 +52,8 @@ class GraphExecutor final : public Executor {
   // Error(kUnsupported) for an op with no kernel.
   GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared_ptr<const ConstStore> store,
                 std::vector<std::shared_ptr<const RuntimeModule>> modules = {}, RunOptions options = {});
+
+  ~GraphExecutor() override;
 
   std::string_view kind() const override { return kKind; }
 
@@ -86,6 +90,8 @@ class GraphExecutor final : public Executor {
     std::vector<ir::OwnedTensor> dynamic;  // storage of data-dependent values
     ArenaMemory shape_arena;               // values planned per input-shape signature
     std::shared_ptr<const ShapePlan> plan;  // the plan `values` is bound to, if any
+    std::vector<std::unique_ptr<ExecutorState>> flows;  // per step: a control-flow step's state
+    std::vector<ir::Tensor> outputs;        // runBody's outputs: views into this state
   };
   std::unique_ptr<RunState> newRunState() const;
   std::unique_ptr<ExecutorState> newState() const override { return newRunState(); }
@@ -100,12 +106,25 @@ class GraphExecutor final : public Executor {
   std::vector<ir::OwnedTensor> run(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
                                    ProfileSink* profile = nullptr) const override;
 
+  // Runs the graph as the body of a control-flow step (control_flow.h), on the
+  // caller's thread settings: inputs are checked as run() checks them, and the outputs
+  // are left where the steps made them (views into `state`, or an input or constant
+  // passed through), valid until the state's next run. `targets`, when given, holds
+  // per output a buffer to make it in instead of its planned place (used when the
+  // output is planned and statically shaped; the caller compares data pointers).
+  const std::vector<ir::Tensor>& runBody(RunState& state, const std::vector<ir::Tensor>& inputs,
+                                         const std::vector<void*>* targets = nullptr) const;
+  // Whether `p` points into memory `state` reuses in its next run (its arenas and its
+  // data-dependent values).
+  bool owns(const RunState& state, const void* p) const;
+
  private:
   enum class Placement : uint8_t { kInput, kConstant, kArena, kDynamic, kUnused };
   struct Step {
     const kernels::OpDef* op = nullptr;     // a host op, or
     const RuntimeModule* module = nullptr;  // a call into an external module
     uint32_t function = 0;
+    const ControlFlow* flow = nullptr;      // or an If, Loop or Scan, whose subgraphs it runs
     bool dynamic = false;  // shapes known only at run time
   };
 
@@ -113,6 +132,7 @@ class GraphExecutor final : public Executor {
   std::shared_ptr<const ConstStore> store_;
   std::vector<std::shared_ptr<const RuntimeModule>> modules_;
   std::vector<Step> steps_;
+  std::vector<std::unique_ptr<ControlFlow>> flows_;
   std::vector<Placement> placement_;
   std::vector<size_t> offset_;  // arena offset per value (kArena)
   std::vector<int32_t> last_use_;  // last step reading each value; graph outputs: steps_.size()
@@ -129,6 +149,13 @@ class GraphExecutor final : public Executor {
   // whose shapes follow from the signature.
   std::shared_ptr<const ShapePlan> discover(RunState& state, const kernels::ConstResolver& constants) const;
   void bindPlan(RunState& state, const std::shared_ptr<const ShapePlan>& plan) const;
+  // Binds the inputs and the plan of their signature (or discovers it); then runs the steps.
+  void execute(RunState& state, const std::vector<ir::Tensor>& inputs, ProfileSink* profile,
+               const std::vector<void*>* targets) const;
+  void runSteps(RunState& state, const kernels::ConstResolver& constants, const ShapePlan* plan,
+                ProfileSink* profile) const;
+  // A control-flow step: its outputs go where the plan put them, or are made at run time.
+  void runFlow(RunState& state, size_t n, bool planned) const;
   std::vector<ir::OwnedTensor> collectOutputs(const RunState& state) const;
   MemoryPlan plan_;
   bool any_dynamic_ = false;

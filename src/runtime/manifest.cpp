@@ -78,8 +78,7 @@ class Decoder {
     using K = ir::Attribute::Kind;
     ir::Attribute a;
     uint8_t kind = r.u8();
-    if (kind == kGraphAttributeKind) r.fail("graph attributes (kind 8, subgraphs) are not supported by this reader");
-    if (kind < uint8_t(K::kInt) || kind > uint8_t(K::kTensor)) r.fail("unknown attribute kind " + std::to_string(kind));
+    if (kind < uint8_t(K::kInt) || kind > uint8_t(K::kGraph)) r.fail("unknown attribute kind " + std::to_string(kind));
     a.kind = K(kind);
     switch (a.kind) {
       case K::kInt: a.i = r.svarint(); break;
@@ -98,6 +97,7 @@ class Decoder {
         for (std::string& s : a.strings) s = str();
         break;
       case K::kTensor: a.tensor = r.varint32("a tensor attribute's constant id"); break;
+      case K::kGraph: a.i = int64_t(r.varint32("a graph attribute's graph index")); break;  // linked later
     }
     return a;
   }
@@ -203,10 +203,48 @@ Manifest decodeManifest(const std::byte* data, size_t size) {
   }
 
   uint32_t ngraphs = r.vcount(kMinGraph, "graphs");
-  if (ngraphs != 1)
-    r.fail(std::to_string(ngraphs) + " graphs: this reader supports exactly one (no subgraphs)");
+  if (ngraphs == 0) r.fail("no graphs (graph 0 is the entry program)");
   d.graph(m.graph);
-  if (r.remaining() != 0) r.fail(std::to_string(r.remaining()) + " unexpected bytes after the graph");
+  // Subgraphs (If/Loop/Scan bodies), each followed by its capture count.
+  std::vector<std::shared_ptr<ir::Graph>> subgraphs(ngraphs);
+  for (uint32_t i = 1; i < ngraphs; ++i) {
+    subgraphs[i] = std::make_shared<ir::Graph>();
+    d.graph(*subgraphs[i]);
+    subgraphs[i]->captures = r.varint32("a subgraph's capture count");
+    if (subgraphs[i]->captures > subgraphs[i]->inputs.size())
+      r.fail("graph " + std::to_string(i) + " reads " + std::to_string(subgraphs[i]->captures) +
+             " outer values but has " + std::to_string(subgraphs[i]->inputs.size()) + " inputs");
+  }
+  if (r.remaining() != 0) r.fail(std::to_string(r.remaining()) + " unexpected bytes after the graphs");
+  // Graph attributes refer to graphs 1.., each exactly once, nested at most
+  // ir::kMaxGraphDepth deep below graph 0: a tree, never a cycle or a shared body.
+  std::vector<uint8_t> referenced(ngraphs, 0);
+  std::vector<std::pair<ir::Graph*, int>> stack = {{&m.graph, 0}};
+  size_t reached = 1;
+  while (!stack.empty()) {
+    auto [g, depth] = stack.back();
+    stack.pop_back();
+    for (ir::Node& node : g->nodes)
+      for (const auto& [name, a] : node.attrs.all()) {
+        if (a.kind != ir::Attribute::Kind::kGraph) continue;
+        const int64_t idx = a.i;
+        if (idx < 1 || idx >= int64_t(ngraphs))
+          r.fail("node '" + node.name + "' attribute '" + name + "' refers to graph " + std::to_string(idx) + " of " +
+                 std::to_string(ngraphs) + (idx == 0 ? " (graph 0 is the entry program)" : ""));
+        if (referenced[size_t(idx)]++)
+          r.fail("graph " + std::to_string(idx) + " is the body of more than one attribute");
+        if (depth + 1 >= ir::kMaxGraphDepth)
+          r.fail("subgraphs nest deeper than " + std::to_string(ir::kMaxGraphDepth) + " levels");
+        ir::Attribute linked = a;
+        linked.i = 0;
+        linked.graph = subgraphs[size_t(idx)];
+        node.attrs.set(name, std::move(linked));
+        stack.push_back({subgraphs[size_t(idx)].get(), depth + 1});
+        ++reached;
+      }
+  }
+  if (reached != ngraphs)
+    r.fail(std::to_string(ngraphs - reached) + " graphs are not reached from graph 0 (unused or in a cycle)");
 
   // Consumers are not stored: they are the module table's uses, per constant.
   for (size_t mi = 0; mi < m.modules.size(); ++mi)

@@ -389,5 +389,108 @@ TEST_F(WeightAccounting, RecurrentWeightsDerivedAndShared) {
 }
 #endif
 
+// An If whose branches each read their own copy of one Conv weight (two IDs, the same
+// bytes) and one shared constant (one ID): stored once each, with every mix of
+// backends; the bodies run from the artifact as from the in-memory graph, both ways.
+GraphBuilder ifWithSharedWeights() {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 4, 10, 10});
+  ir::AttributeMap keep0;
+  keep0.setInt("keepdims", 0);
+  ir::ValueId zero = b.constant("zero", {}, {0.0f});
+  ir::ValueId cond = b.node("Greater", {b.node("ReduceMean", {x}, keep0), zero});
+  ir::ValueId t = b.node("Relu", {x});
+  const std::vector<float> w = randomFloats(8 * 4 * 9, 31);
+  const ir::ConstId w_then = b.g.constants.add("w_then", ir::DType::kFloat32, {8, 4, 3, 3}, Bytes::copyOf(w.data(), w.size() * 4));
+  const ir::ConstId w_else = b.g.constants.add("w_else", ir::DType::kFloat32, {8, 4, 3, 3}, Bytes::copyOf(w.data(), w.size() * 4));
+  const std::vector<float> bias = randomFloats(8, 32);
+  const ir::ConstId shared = b.g.constants.add("bias", ir::DType::kFloat32, {1, 8, 1, 1}, Bytes::copyOf(bias.data(), 32));
+  auto branch = [&](const std::string& name, ir::ConstId weight, const std::string& act) {
+    auto g = std::make_shared<ir::Graph>();
+    g->name = name;
+    ir::ValueId in = g->addValue("t");
+    ir::ValueId wv = g->addValue("w", ir::TensorType::of(ir::DType::kFloat32, {8, 4, 3, 3}));
+    g->value(wv).constant = weight;
+    ir::ValueId bv = g->addValue("bias", ir::TensorType::of(ir::DType::kFloat32, {1, 8, 1, 1}));
+    g->value(bv).constant = shared;
+    ir::ValueId c = g->addValue(name + "_conv"), a = g->addValue(name + "_act"), y = g->addValue(name + "_y");
+    ir::Node conv;
+    conv.op_type = "Conv";
+    conv.opset = 17;
+    conv.name = name + "_conv";
+    conv.inputs = {in, wv};
+    conv.outputs = {c};
+    conv.attrs.setInts("pads", {1, 1, 1, 1});
+    g->addNode(conv);
+    ir::Node activation;
+    activation.op_type = act;
+    activation.opset = 17;
+    activation.name = name + "_act";
+    activation.inputs = {c};
+    activation.outputs = {a};
+    g->addNode(activation);
+    ir::Node add;
+    add.op_type = "Add";
+    add.opset = 17;
+    add.name = name + "_add";
+    add.inputs = {a, bv};
+    add.outputs = {y};
+    g->addNode(add);
+    g->inputs = {in};
+    g->captures = 1;
+    g->outputs = {y};
+    return g;
+  };
+  ir::AttributeMap attrs;
+  attrs.setGraph("then_branch", branch("then", w_then, "Relu"));
+  attrs.setGraph("else_branch", branch("else", w_else, "Sigmoid"));
+  b.output(b.node("If", {cond, t}, attrs, 17, "if"));
+  return b;
+}
+
+TEST_F(WeightAccounting, IfBranchesHoldingOneWeightStoreItOnce) {
+  std::vector<std::vector<std::string>> mixes = {{"host"}, {"ewise", "host"}};
+#if PARTITA_HAVE_DNNL
+  mixes.push_back({"dnnl", "host"});
+  mixes.push_back({"dnnl", "ewise", "host"});
+#endif
+  for (const auto& mix : mixes) {
+    SCOPED_TRACE(mix.size() > 1 ? mix[0] + "," + mix[1] : mix[0]);
+    GraphBuilder b = ifWithSharedWeights();
+    Linked l = link(b, mix);
+    expectExactWeights(l);
+    // Stored: zero, w_then, w_else (one place), bias; distinct: three tensors.
+    EXPECT_EQ(l.written.distinct_constants, 3u);
+    EXPECT_EQ(l.written.distinct_weight_bytes, (8u * 4 * 9 + 8 + 1) * sizeof(float));
+    const artifact::ConstantEntry* a = l.a.findConstant(1);
+    const artifact::ConstantEntry* c = l.a.findConstant(2);
+    ASSERT_TRUE(a && c);
+    EXPECT_EQ(a->offset, c->offset) << "the two branches' weights must share one place";
+    // Both branches, from the artifact and from the graph in memory.
+    ir::Graph host = b.g;
+    passes::FoldOptions fold;
+    fold.max_growth_bytes = 0;
+    passes::inferShapes(host, fold);
+    auto host_graph = std::make_shared<ir::Graph>(std::move(host));
+    auto host_store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(host_graph->constants));
+    runtime::GraphExecutor want_exec(host_graph, host_store);
+    runtime::GraphExecutor got_exec(l.a.graph, l.a.store, artifact::loadModules(l.a, api::builtinModuleKinds()));
+    auto s1 = want_exec.newRunState();
+    auto s2 = got_exec.newRunState();
+    std::set<bool> taken;
+    for (uint64_t seed = 1; seed < 40 && taken.size() < 2; ++seed) {
+      std::vector<ir::OwnedTensor> in = backend::testing::randomInputs(*host_graph, seed);
+      double mean = 0;
+      for (int64_t i = 0; i < in[0].numel(); ++i) mean += in[0].as<float>()[i];
+      taken.insert(mean > 0);
+      std::vector<ir::Tensor> views = {in[0].view()};
+      std::vector<ir::OwnedTensor> want = want_exec.run(*s1, views), got = got_exec.run(*s2, views);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_LE(backend::testing::closeness(got[0], want[0]), 1.0) << "seed " << seed;
+    }
+    EXPECT_EQ(taken.size(), 2u) << "both branches ran";
+  }
+}
+
 }  // namespace
 }  // namespace partita

@@ -204,6 +204,8 @@ void writeAttribute(BlobWriter& w, const std::string& name, const ir::Attribute&
       break;
     case ir::Attribute::Kind::kTensor:
       throw Error(ErrorCode::kInternal, "dnnl backend: a shape-polymorphic region has a tensor attribute '" + name + "'");
+    case ir::Attribute::Kind::kGraph:
+      throw Error(ErrorCode::kInternal, "dnnl backend: a region has a graph attribute '" + name + "'");
   }
 }
 

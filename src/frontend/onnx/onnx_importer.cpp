@@ -71,6 +71,27 @@ ir::TensorType typeFromProto(const onnx::TypeProto& tp, const std::string& what,
   return t;
 }
 
+// The outer-scope values the subgraphs of one control-flow node read, in the order
+// they were first read; the node passes them as its last inputs (Graph::captures).
+struct NodeCaptures {
+  std::vector<ir::ValueId> outer;  // in the enclosing graph
+};
+
+// One graph being imported: the main graph, or a subgraph inside the scope of the
+// graph holding its node. Names resolve here first, then outward; an outer value a
+// subgraph reads becomes one of its inputs (structurally, never looked up by name at
+// run time), and an outer constant becomes a constant value of the subgraph with the
+// same ConstId.
+struct Scope {
+  ir::Graph* graph = nullptr;
+  Scope* parent = nullptr;
+  NodeCaptures* captures = nullptr;              // a subgraph's: its node's list
+  std::map<size_t, ir::ValueId> captured;        // capture index -> this graph's input value
+  std::unordered_map<std::string, ir::ValueId> names;
+  std::unordered_map<std::string, const onnx::TypeProto*> declared;
+  int depth = 0;
+};
+
 struct UnsupportedUse {
   int opset = 0;
   std::vector<std::string> nodes;
@@ -93,11 +114,14 @@ class Importer {
     const onnx::GraphProto& gp = model_.graph();
     graph_.name = gp.name();
     if (gp.sparse_initializer_size() > 0) unsupported(where() + "sparse initializers are not supported");
-    addInitializers();
-    addInputs();
-    collectValueInfo();
-    addNodes();
-    addOutputs();
+    Scope main;
+    main.graph = &graph_;
+    scope_ = &main;
+    addInitializers(*model_.mutable_graph());
+    addInputs(gp);
+    collectValueInfo(gp);
+    addNodes(gp);
+    addOutputs(gp);
     applyInputShapes();
     reportUnsupported();
     if (options_.sources) {
@@ -162,56 +186,87 @@ class Importer {
            " (and older models whose ops are unchanged in opset " + std::to_string(kMinOpset) + ")";
   }
 
-  ir::ValueId lookup(const std::string& name) const {
-    auto it = names_.find(name);
-    return it == names_.end() ? ir::kNoValue : it->second;
+  ir::Graph& cur() { return *scope_->graph; }
+
+  // The value `name` names in scope `s`: its own, else an outer one (captured).
+  ir::ValueId resolve(Scope& s, const std::string& name) {
+    auto it = s.names.find(name);
+    if (it != s.names.end()) return it->second;
+    if (!s.parent) return ir::kNoValue;
+    ir::ValueId outer = resolve(*s.parent, name);
+    if (outer == ir::kNoValue) return ir::kNoValue;
+    const ir::Value& ov = s.parent->graph->value(outer);
+    ir::ValueId inner;
+    if (ov.isConstant()) {
+      inner = constantValue(*s.graph, name, ov.constant);
+    } else {
+      std::vector<ir::ValueId>& outer_ids = s.captures->outer;
+      size_t k = size_t(std::find(outer_ids.begin(), outer_ids.end(), outer) - outer_ids.begin());
+      if (k == outer_ids.size()) outer_ids.push_back(outer);
+      inner = s.graph->addValue(name, ov.type);
+      s.captured[k] = inner;
+    }
+    s.names.emplace(name, inner);
+    return inner;
+  }
+  ir::ValueId lookup(const std::string& name) { return resolve(*scope_, name); }
+
+  // A constant value of `g` for constant `id` of the one pool (subgraphs have none).
+  ir::ValueId constantValue(ir::Graph& g, const std::string& name, ir::ConstId id) {
+    const ir::Constant& c = graph_.constants.get(id);
+    ir::ValueId v = g.addValue(name, ir::TensorType::of(c.dtype, c.shape));
+    g.value(v).constant = id;
+    return v;
   }
 
   void define(const std::string& name, ir::ValueId id, const std::string& who) {
     if (name.empty()) invalid(where() + who + " defines a value with an empty name");
-    if (!names_.emplace(name, id).second) invalid(where() + who + " redefines value '" + name + "'");
+    if (!scope_->names.emplace(name, id).second) invalid(where() + who + " redefines value '" + name + "'");
   }
 
-  void addInitializers() {
-    onnx::GraphProto& gp = *model_.mutable_graph();
+  // A subgraph's initializers go into the one pool too (the writer stores identical
+  // bytes once).
+  void addInitializers(onnx::GraphProto& gp) {
     for (int i = 0; i < gp.initializer_size(); ++i) {
       onnx::TensorProto& t = *gp.mutable_initializer(i);
       std::string what = "initializer '" + t.name() + "'";
       auto r = tensors_.read(t, what);
       checkConstant(r, what);
       ir::ConstId id = graph_.constants.add(t.name(), r.dtype, std::move(r.shape), std::move(r.bytes));
-      ir::ValueId v = graph_.addConstantValue(t.name(), id);
+      ir::ValueId v = constantValue(cur(), t.name(), id);
       define(t.name(), v, what);
     }
   }
 
-  void addInputs() {
-    for (const auto& in : model_.graph().input()) {
-      if (lookup(in.name()) != ir::kNoValue) {
+  void addInputs(const onnx::GraphProto& gp) {
+    const bool main = scope_->parent == nullptr;
+    for (const auto& in : gp.input()) {
+      auto own = scope_->names.find(in.name());
+      if (own != scope_->names.end()) {
         // Older models list initializers among the inputs too; those stay constants.
-        if (graph_.value(lookup(in.name())).isConstant()) continue;
+        if (cur().value(own->second).isConstant()) continue;
         invalid(where() + "graph input '" + in.name() + "' is listed twice");
       }
-      ir::TensorType t = typeFromProto(in.type(), "graph input '" + in.name() + "'", true);
-      if (t.dtype == ir::DType::kUndefined)
-        invalid(where() + "graph input '" + in.name() + "' has no element type");
+      const std::string what = (main ? "graph input '" : "subgraph '" + gp.name() + "' input '") + in.name() + "'";
+      ir::TensorType t = typeFromProto(in.type(), what, true);
+      if (main && t.dtype == ir::DType::kUndefined) invalid(where() + what + " has no element type");
       // Unless --shape fixes it (checked then), a declared input must keep the limits.
-      if (!options_.input_shapes.count(in.name()))
-        ir::checkLimits(t, options_.limits, ErrorCode::kInvalidModel, where() + "graph input '" + in.name() + "'");
-      ir::ValueId v = graph_.addValue(in.name(), t);
-      define(in.name(), v, "graph input");
-      graph_.inputs.push_back(v);
+      if (!main || !options_.input_shapes.count(in.name()))
+        ir::checkLimits(t, options_.limits, ErrorCode::kInvalidModel, where() + what);
+      ir::ValueId v = cur().addValue(in.name(), t);
+      define(in.name(), v, main ? "graph input" : what);
+      cur().inputs.push_back(v);
     }
   }
 
-  void collectValueInfo() {
-    for (const auto& vi : model_.graph().value_info()) declared_[vi.name()] = &vi.type();
-    for (const auto& vi : model_.graph().output()) declared_[vi.name()] = &vi.type();
+  void collectValueInfo(const onnx::GraphProto& gp) {
+    for (const auto& vi : gp.value_info()) scope_->declared[vi.name()] = &vi.type();
+    for (const auto& vi : gp.output()) scope_->declared[vi.name()] = &vi.type();
   }
 
   ir::TensorType declaredType(const std::string& name) {
-    auto it = declared_.find(name);
-    if (it == declared_.end()) return {};
+    auto it = scope_->declared.find(name);
+    if (it == scope_->declared.end()) return {};
     return typeFromProto(*it->second, "value '" + name + "'", false);
   }
 
@@ -265,11 +320,11 @@ class Importer {
     } else {
       invalid(where() + what + " has an unknown attribute '" + a.name() + "'");
     }
-    define(out, graph_.addConstantValue(out, id), what);
+    define(out, constantValue(cur(), out, id), what);
   }
 
   ir::Attribute convertAttribute(const onnx::AttributeProto& a, const std::string& node_name,
-                                 bool& is_subgraph) {
+                                 bool& is_subgraph, NodeCaptures& captures) {
     const std::string what = "attribute '" + a.name() + "' of node '" + node_name + "'";
     if (a.name().rfind("partita.", 0) == 0)
       invalid(where() + what + ": names starting with 'partita.' are partita's own, not a model's");
@@ -333,14 +388,27 @@ class Importer {
         break;
       }
       case AP::GRAPH:
-      case AP::GRAPHS:
         is_subgraph = true;
+        r.kind = ir::Attribute::Kind::kGraph;
+        r.graph = importSubgraph(a.g(), node_name, a.name(), captures);
         break;
+      case AP::GRAPHS:
+        unsupported(where() + what + " is a list of graphs, which partita does not support");
       default:
         unsupported(where() + what + " has type " + AP::AttributeType_Name(type) +
                     ", which partita does not support");
     }
     return r;
+  }
+
+  // The names a node reads: its inputs and, for a control-flow node, every name its
+  // subgraphs read (outer values among them).
+  static void namesRead(const onnx::NodeProto& n, std::vector<std::string>& out, int depth = 0) {
+    for (const auto& in : n.input()) out.push_back(in);
+    if (depth >= ir::kMaxGraphDepth) return;  // importSubgraph refuses it with a message
+    for (const auto& a : n.attribute())
+      if (a.has_g())
+        for (const auto& sub : a.g().node()) namesRead(sub, out, depth + 1);
   }
 
   // Orders node indices so that each node comes after the producers of its inputs
@@ -353,13 +421,21 @@ class Importer {
         if (!o.empty()) producer.emplace(o, i);
     std::vector<int> indegree(static_cast<size_t>(n), 0);
     std::vector<std::vector<int>> users(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i)
-      for (const auto& in : gp.node(i).input()) {
+    std::vector<std::string> reads;
+    for (int i = 0; i < n; ++i) {
+      reads.clear();
+      namesRead(gp.node(i), reads);
+      std::set<int> from;
+      for (const auto& in : reads) {
         auto it = producer.find(in);
-        if (in.empty() || it == producer.end() || names_.count(in)) continue;
-        ++indegree[size_t(i)];
-        users[size_t(it->second)].push_back(i);
+        if (in.empty() || it == producer.end() || scope_->names.count(in) || it->second == i) continue;
+        from.insert(it->second);
       }
+      for (int p : from) {
+        ++indegree[size_t(i)];
+        users[size_t(p)].push_back(i);
+      }
+    }
     std::vector<int> order;
     order.reserve(size_t(n));
     std::set<int> ready;
@@ -376,18 +452,102 @@ class Importer {
     return order;
   }
 
-  void addNodes() {
-    const onnx::GraphProto& gp = model_.graph();
+  // Imports the body `gp` of attribute `attr` of node `node_name` as a graph nested in
+  // the current scope. The outer values it reads are appended to `captures` (shared by
+  // the node's subgraphs); finishSubgraph gives it their inputs once all are known.
+  std::shared_ptr<ir::Graph> importSubgraph(const onnx::GraphProto& gp, const std::string& node_name,
+                                            const std::string& attr, NodeCaptures& captures) {
+    const std::string what = "subgraph '" + attr + "' of node '" + node_name + "'";
+    if (scope_->depth + 1 >= ir::kMaxGraphDepth)
+      invalid(where() + what + " nests subgraphs deeper than " + std::to_string(ir::kMaxGraphDepth) + " levels");
+    if (legacy_opset_) unsupported(where() + what + ": subgraphs in models of opset < " + std::to_string(kMinOpset) + " are not supported");
+    if (gp.sparse_initializer_size() > 0) unsupported(where() + what + " has sparse initializers, which are not supported");
+    auto g = std::make_shared<ir::Graph>();
+    g->name = gp.name().empty() ? node_name + "." + attr : gp.name();
+    Scope inner;
+    inner.graph = g.get();
+    inner.parent = scope_;
+    inner.captures = &captures;
+    inner.depth = scope_->depth + 1;
+    Scope* outer = scope_;
+    scope_ = &inner;
+    try {
+      // The reader moves tensor bytes out of the message; model_ is ours to change.
+      onnx::GraphProto& body = const_cast<onnx::GraphProto&>(gp);
+      addInitializers(body);
+      addInputs(body);
+      collectValueInfo(body);
+      addNodes(body);
+      for (const auto& out : body.output()) {
+        ir::ValueId v = lookup(out.name());
+        if (v == ir::kNoValue)
+          invalid(where() + what + ": output '" + out.name() + "' is never produced");
+        ir::Value& val = g->value(v);
+        ir::TensorType t = typeFromProto(out.type(), what + " output '" + out.name() + "'", true);
+        if (val.producer != ir::kNoNode && val.type.dtype == ir::DType::kUndefined) val.type = t;
+        g->outputs.push_back(v);
+      }
+      if (g->outputs.empty()) invalid(where() + what + " has no outputs");
+    } catch (const Error& e) {
+      scope_ = outer;
+      // Name the control-flow node too: the error may be deep inside its body.
+      const std::string msg = e.what();
+      if (msg.find("(in subgraph") != std::string::npos) throw;
+      throw Error(e.code(), msg + " (in " + what + ")");
+    } catch (...) {
+      scope_ = outer;
+      throw;
+    }
+    scope_ = outer;
+    pending_.push_back({g, std::move(inner.captured)});
+    return g;
+  }
+
+  // After a node's subgraphs are imported: each gets one input per captured outer value
+  // (in the node's order; a value another subgraph read is an unused input here).
+  void finishSubgraphs(const NodeCaptures& captures, size_t first_pending) {
+    for (size_t p = first_pending; p < pending_.size(); ++p) {
+      auto& [g, captured] = pending_[p];
+      for (size_t k = 0; k < captures.outer.size(); ++k) {
+        auto it = captured.find(k);
+        ir::ValueId v = it != captured.end() ? it->second
+                                             : g->addValue(scope_->graph->value(captures.outer[k]).name,
+                                                           scope_->graph->typeOf(captures.outer[k]));
+        g->inputs.push_back(v);
+      }
+      g->captures = uint32_t(captures.outer.size());
+    }
+    pending_.resize(first_pending);
+  }
+
+  // The ONNX inputs a control-flow node has (omitted trailing ones included), from its
+  // subgraph's formal inputs.
+  static size_t formalInputs(const ir::Node& node) {
+    const ir::Graph* body = nullptr;
+    for (const auto& [name, a] : node.attrs.all())
+      if (a.kind == ir::Attribute::Kind::kGraph) body = a.graph.get();
+    if (!body) return node.inputs.size();
+    const size_t body_formal = body->inputs.size() - body->captures;
+    if (node.domain.empty() && node.op_type == "Loop") return std::max(node.inputs.size(), body_formal);
+    if (node.domain.empty() && node.op_type == "Scan" && node.opset >= 9)
+      return std::max(node.inputs.size(), body_formal);
+    if (node.domain.empty() && node.op_type == "Scan") return std::max(node.inputs.size(), body_formal + 1);
+    return node.inputs.size();
+  }
+
+  void addNodes(const onnx::GraphProto& gp) {
     const auto& registry = options_.ops ? *options_.ops : kernels::OpRegistry::global();
     onnx_import::LegacyOpsetUpgrader legacy(
         legacy_opset_, graph_, registry, where(),
         [this](const std::string& key, int opset, const std::string& node_name, std::string reason) {
           noteUnsupported(key, opset, node_name, std::move(reason));
         });
+    const bool main = scope_->parent == nullptr;
     for (int idx : topologicalOrder(gp)) {
       const onnx::NodeProto& n = gp.node(idx);
       std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
       std::string node_name = n.name().empty() ? n.op_type() + "_" + std::to_string(idx) : n.name();
+      if (!main && n.name().empty()) node_name = cur().name + "/" + node_name;
       if (n.op_type().empty()) invalid(where() + "node '" + node_name + "' has no op_type");
       if (!opsets_.count(domain))
         invalid(where() + "node '" + node_name + "' uses domain '" + domain +
@@ -401,56 +561,61 @@ class Importer {
       node.domain = domain;
       node.opset = opsetOf(domain);
       node.name = node_name;
+      std::string key = domain.empty() ? n.op_type() : domain + "." + n.op_type();
+      const bool known = registry.find(domain, n.op_type()) != nullptr;
       bool has_subgraph = false;
-      std::string subgraph_attr;
+      NodeCaptures captures;
+      const size_t first_pending = pending_.size();
       for (const auto& a : n.attribute()) {
         bool sub = false;
-        ir::Attribute attr = convertAttribute(a, node_name, sub);
-        if (sub) {
+        if (!known && (a.has_g() || a.graphs_size() > 0)) {  // reported below as unsupported
           has_subgraph = true;
-          subgraph_attr = a.name();
           continue;
         }
+        ir::Attribute attr = convertAttribute(a, node_name, sub, captures);
+        has_subgraph |= sub;
         node.attrs.set(a.name(), std::move(attr));
       }
+      finishSubgraphs(captures, first_pending);
       for (const auto& in : n.input()) {
         if (in.empty()) {
           node.inputs.push_back(ir::kNoValue);
           continue;
         }
         ir::ValueId v = lookup(in);
-        if (v == ir::kNoValue && !has_subgraph)
+        if (v == ir::kNoValue && !(has_subgraph && !known))
           invalid(where() + "node '" + node_name + "' (" + n.op_type() + ") reads '" + in +
                   "', which nothing defines");
         node.inputs.push_back(v);
       }
       while (!node.inputs.empty() && node.inputs.back() == ir::kNoValue) node.inputs.pop_back();
+      if (has_subgraph && known) {
+        node.inputs.resize(formalInputs(node), ir::kNoValue);
+        node.inputs.insert(node.inputs.end(), captures.outer.begin(), captures.outer.end());
+      }
       for (const auto& out : n.output()) {
         if (out.empty()) {
           node.outputs.push_back(ir::kNoValue);
           continue;
         }
-        ir::ValueId v = graph_.addValue(out, declaredType(out));
+        ir::ValueId v = cur().addValue(out, declaredType(out));
         define(out, v, "node '" + node_name + "'");
         node.outputs.push_back(v);
       }
-      std::string key = domain.empty() ? n.op_type() : domain + "." + n.op_type();
       const kernels::OpDef* def = registry.find(domain, n.op_type());
       std::string version_gap = def ? kernels::unimplementedVersion(*def, node) : std::string();
-      if (!def)
+      if (!known)
         noteUnsupported(key, node.opset, node_name);
       else if (!version_gap.empty())
         noteUnsupported(key, node.opset, node_name, version_gap);
-      else if (has_subgraph)
-        noteUnsupported(key, node.opset, node_name, "subgraph attribute '" + subgraph_attr + "'");
       else if (legacy_opset_ && domain.empty())
         legacy.upgrade(node, key);
-      graph_.addNode(std::move(node));
+      cur().addNode(std::move(node));
     }
   }
 
-  void addOutputs() {
-    for (const auto& out : model_.graph().output()) {
+  void addOutputs(const onnx::GraphProto& gp) {
+    for (const auto& out : gp.output()) {
       ir::ValueId v = lookup(out.name());
       if (v == ir::kNoValue) invalid(where() + "graph output '" + out.name() + "' is never produced");
       ir::Value& val = graph_.value(v);
@@ -527,8 +692,9 @@ class Importer {
   ir::Graph graph_;
   std::map<std::string, int> opsets_;  // domain ("" = default) -> version
   int legacy_opset_ = 0;               // the opset (1..6) of an old model being imported as opset 7
-  std::unordered_map<std::string, ir::ValueId> names_;
-  std::unordered_map<std::string, const onnx::TypeProto*> declared_;
+  Scope* scope_ = nullptr;  // the graph being imported
+  // Subgraphs of the node being imported, and which of their values are captures.
+  std::vector<std::pair<std::shared_ptr<ir::Graph>, std::map<size_t, ir::ValueId>>> pending_;
   std::map<std::string, UnsupportedUse> unsupported_;  // op type -> where it is used
 };
 
