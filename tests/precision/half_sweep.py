@@ -30,6 +30,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+# float32 -> float16 / bfloat16 tensors as the model converter makes them.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from make_float16 import narrow_tensor  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.environ.get("PARTITA_ONNX_TESTDATA", "/usr/share/libonnx-testdata/data")
 # Cast/CastLike: their types are their meaning. The others take float32 (not half)
@@ -38,29 +42,6 @@ SKIP_OPS = {"Cast", "CastLike", "QLinearConv", "QLinearMatMul", "QuantizeLinear"
             "DynamicQuantizeLinear", "Range"}
 TMP = None
 PRECISION = "keep"
-
-
-def narrow_array(a, target):
-    """float32 array -> the TensorProto for `target` (float16 / bfloat16)."""
-    a = np.asarray(a, np.float32)
-    if target == TensorProto.FLOAT16:
-        return numpy_helper.from_array(a.astype(np.float16))
-    bits = a.view(np.uint32)
-    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-    rounded = np.where(np.isnan(a), np.uint16(0x7FC0), rounded)
-    t = TensorProto()
-    t.data_type = TensorProto.BFLOAT16
-    t.dims.extend(a.shape)
-    t.raw_data = rounded.tobytes()
-    return t
-
-
-def narrow_tensor(t, target):
-    if t.data_type != TensorProto.FLOAT:
-        return None
-    n = narrow_array(numpy_helper.to_array(t), target)
-    n.name = t.name
-    return n
 
 
 def retype(vi, target):
