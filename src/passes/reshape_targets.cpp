@@ -14,13 +14,13 @@
 // is read from the same value or carries the same symbol.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "kernels/op_registry.h"
+#include "kernels/op_util.h"
 #include "passes/passes.h"
 
 namespace partita::passes {
@@ -56,25 +56,13 @@ std::optional<Abstract> fromConstant(const ir::Constant& c) {
   if (n < 0 || size_t(n) > kMaxElems) return std::nullopt;
   Abstract a;
   a.scalar = c.shape.empty();
-  for (int64_t i = 0; i < n; ++i) {
-    double v = 0;
-    if (c.dtype == ir::DType::kInt64) {
-      int64_t x;
-      std::memcpy(&x, c.bytes.data + i * 8, 8);
-      v = double(x);
-    } else if (c.dtype == ir::DType::kInt32) {
-      int32_t x;
-      std::memcpy(&x, c.bytes.data + i * 4, 4);
-      v = double(x);
-    } else if (c.dtype == ir::DType::kFloat32) {
-      float x;
-      std::memcpy(&x, c.bytes.data + i * 4, 4);
-      v = double(x);
-      a.is_float = true;
-    } else {
-      return std::nullopt;
-    }
-    a.e.push_back(Elem::known(v));
+  if (c.dtype == ir::DType::kInt64 || c.dtype == ir::DType::kInt32) {
+    for (int64_t v : kernels::readInts(c.view())) a.e.push_back(Elem::known(double(v)));
+  } else if (c.dtype == ir::DType::kFloat32) {
+    a.is_float = true;
+    for (int64_t i = 0; i < n; ++i) a.e.push_back(Elem::known(kernels::readScalar(c.view(), i)));
+  } else {
+    return std::nullopt;
   }
   return a;
 }
@@ -122,9 +110,7 @@ class DimOrigins {
     if (!n.hasInput(i) || !g_.value(n.inputs[i]).isConstant()) return std::nullopt;
     const ir::Constant& c = g_.constants.get(g_.value(n.inputs[i]).constant);
     if (c.dtype != ir::DType::kInt64 || c.shape.size() > 1 || !c.bytes.data) return std::nullopt;
-    std::vector<int64_t> v(c.nbytes() / 8);
-    if (!v.empty()) std::memcpy(v.data(), c.bytes.data, v.size() * 8);
-    return v;
+    return kernels::readInts(c.view());
   }
 
   void copyDims(const ir::Node& n, size_t o, std::vector<DimRef>& r) const {
@@ -387,20 +373,16 @@ int64_t dimOfData(const ir::Graph& g, const DimOrigins& origins, ir::ValueId dat
 
 // A constant with the known elements of `a` in `dtype` (int64 or int32).
 ir::ValueId addConstant(ir::Graph& g, const std::string& name, ir::DType dtype, const Abstract& a) {
-  const size_t size = ir::dtypeSize(dtype);
-  std::vector<std::byte> bytes(a.e.size() * size);
-  for (size_t i = 0; i < a.e.size(); ++i) {
-    const int64_t v = int64_t(a.e[i].v);
-    if (dtype == ir::DType::kInt64) {
-      std::memcpy(bytes.data() + i * size, &v, size);
-    } else {
-      const int32_t w = int32_t(v);
-      std::memcpy(bytes.data() + i * size, &w, size);
-    }
-  }
   std::vector<int64_t> shape;
   if (!a.scalar) shape.push_back(int64_t(a.e.size()));
-  const ir::ConstId c = g.constants.add(name, dtype, shape, Bytes::fromVector(std::move(bytes)));
+  std::vector<int64_t> wide;
+  std::vector<int32_t> narrow;
+  for (const Elem& x : a.e) {
+    wide.push_back(int64_t(x.v));
+    narrow.push_back(int32_t(x.v));
+  }
+  void* data = dtype == ir::DType::kInt64 ? static_cast<void*>(wide.data()) : static_cast<void*>(narrow.data());
+  const ir::ConstId c = g.constants.addCopy(name, ir::Tensor{dtype, shape, data});
   return g.addConstantValue(name, c);
 }
 
@@ -434,8 +416,7 @@ void rewrite(ir::Graph& g, size_t id, const DimOrigins& origins, const Tracker& 
       if (g.typeOf(n.inputs[0]).isStatic()) return;
       const ir::Constant& c = g.constants.get(g.value(n.inputs[1]).constant);
       if (c.dtype != ir::DType::kInt64 || c.shape.size() != 1 || !c.bytes.data) return;
-      target.resize(c.nbytes() / 8);
-      if (!target.empty()) std::memcpy(target.data(), c.bytes.data, target.size() * 8);
+      target = kernels::readInts(c.view());
       from = n.attrs.getInts(kernels::kDimsFromInputAttr);
       if (from.size() != target.size()) from.assign(target.size(), -1);
       for (size_t i = 0; i < target.size(); ++i) {
