@@ -171,20 +171,26 @@ def export_models(models_dir, names):
     return {"export_s": time.perf_counter() - t0}
 
 
-def export_shipped(shipped_dir, names):
-    """Exports the shipped-style models NAME@SIZE need, when missing or stale (all of
-    them at once: the stamp covers the set)."""
-    script = os.path.join(ROOT, "scripts", "export_shipped.py")
+def export_stamped(script_name, out_dir, names, all_models, what):
+    """Runs scripts/<script_name> for all of `all_models` when one of the models `names`
+    need is missing or the script changed since the stamp was written (the stamp covers
+    the set)."""
+    script = os.path.join(ROOT, "scripts", script_name)
     digest = script_digest(script)
-    stamp = os.path.join(shipped_dir, "export.stamp")
+    stamp = os.path.join(out_dir, "export.stamp")
     models = sorted({n.split("@")[0] for n in names})
     fresh = os.path.exists(stamp) and open(stamp).read().strip() == digest
-    if fresh and all(os.path.exists(os.path.join(shipped_dir, m + ".onnx")) for m in models):
+    if fresh and all(os.path.exists(os.path.join(out_dir, m + ".onnx")) for m in models):
         return
-    log(f"exporting {','.join(SHIPPED_MODELS)} with symbolic dims (scripts/export_shipped.py)")
-    run_export(script, shipped_dir, SHIPPED_MODELS)
+    log(f"exporting {','.join(all_models)}{what} (scripts/{script_name})")
+    run_export(script, out_dir, list(all_models))
     with open(stamp, "w") as f:
         f.write(digest + "\n")
+
+
+def export_shipped(shipped_dir, names):
+    """Exports the shipped-style models NAME@SIZE need, when missing or stale."""
+    export_stamped("export_shipped.py", shipped_dir, names, SHIPPED_MODELS, " with symbolic dims")
 
 
 SHIPPED_MODELS = sorted({n.split("@")[0] for n in SHIPPED})
@@ -192,17 +198,7 @@ SHIPPED_MODELS = sorted({n.split("@")[0] for n in SHIPPED})
 
 def export_streaming(out_dir, names):
     """Exports the streaming recurrent models, when missing or stale."""
-    script = os.path.join(ROOT, "scripts", "export_recurrent.py")
-    digest = script_digest(script)
-    stamp = os.path.join(out_dir, "export.stamp")
-    models = sorted({n.split("@")[0] for n in names})
-    fresh = os.path.exists(stamp) and open(stamp).read().strip() == digest
-    if fresh and all(os.path.exists(os.path.join(out_dir, m + ".onnx")) for m in models):
-        return
-    log(f"exporting {','.join(STREAMING_IO)} (scripts/export_recurrent.py)")
-    run_export(script, out_dir, sorted(STREAMING_IO))
-    with open(stamp, "w") as f:
-        f.write(digest + "\n")
+    export_stamped("export_recurrent.py", out_dir, names, sorted(STREAMING_IO), "")
 
 
 def model_files(models_dir, name):
