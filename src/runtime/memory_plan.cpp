@@ -236,10 +236,20 @@ constexpr size_t kHugePage = size_t(2) << 20;
 
 ArenaMemory::ArenaMemory(size_t bytes) : size_(std::max(alignUp(bytes), kArenaAlignment)) {
   if (size_ >= kHugePage) {
-    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // Mapped 2 MiB-aligned so that transparent huge pages can back all of it: a first
+    // run then takes one fault per 2 MiB instead of one per 4 KiB page (each fault
+    // costs microseconds, more in a VM). The slack around the aligned range is unmapped.
+    if (size_ > SIZE_MAX - kHugePage) outOfMemory(size_);
+    const size_t span = size_ + kHugePage;
+    void* p = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) outOfMemory(size_);
-    madvise(p, size_, MADV_HUGEPAGE);  // advice only: without THP the arena works the same
-    data_ = static_cast<std::byte*>(p);
+    const uintptr_t start = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t aligned = (start + kHugePage - 1) & ~uintptr_t(kHugePage - 1);
+    if (aligned > start) munmap(p, aligned - start);
+    const uintptr_t end = aligned + size_;
+    if (start + span > end) munmap(reinterpret_cast<void*>(end), start + span - end);
+    madvise(reinterpret_cast<void*>(aligned), size_, MADV_HUGEPAGE);  // advice only: works the same without THP
+    data_ = reinterpret_cast<std::byte*>(aligned);
     mapped_ = true;
     return;
   }

@@ -3,6 +3,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -213,40 +216,93 @@ std::shared_ptr<DnnlModule> DnnlModule::loadChecked(const runtime::ModuleLoadCon
   return m;
 }
 
+namespace {
+
+// A step's primitive, as created for this machine.
+struct CreatedPrimitive {
+  dnnl::primitive_desc_base pd;
+  dnnl::primitive primitive;
+  bool fell_back = false;  // oneDNN preferred another layout than the recorded one
+};
+
+std::string stepWhere(const std::string& fn_where, size_t s, const Step& step) {
+  return fn_where + " step " + std::to_string(s) + " (" + stepKindName(step.kind) + " '" + step.label + "')";
+}
+
+CreatedPrimitive createPrimitive(const Step& step, const std::string& where) {
+  const dnnl::engine& eng = cpuEngine();
+  CreatedPrimitive c;
+  try {
+    c.pd = makePrimitiveDesc(step, eng);
+  } catch (const dnnl::error& e) {
+    throw Error(ErrorCode::kUnsupported, "dnnl module: oneDNN cannot create " + where + ": " + e.what());
+  }
+  // oneDNN's choice of layout depends on the CPU and on the thread count, so a
+  // loader may prefer another layout than the compiler recorded. The derived
+  // weights in the file have the recorded one: ask oneDNN for a primitive over
+  // exactly that layout (maybe another implementation), never reorder at load.
+  if (std::string mismatch = chosenLayoutMismatch(step, c.pd); !mismatch.empty()) {
+    Step fixed = step;
+    for (Arg& a : fixed.args) a.chosen = false;
+    try {
+      c.pd = makePrimitiveDesc(fixed, eng);
+    } catch (const dnnl::error& e) {
+      throw Error(ErrorCode::kUnsupported, "dnnl module: " + where + ": " + mismatch +
+                                               ", and oneDNN has no implementation for the recorded layout (" +
+                                               e.what() + "); recompile the model for this machine");
+    }
+    c.fell_back = true;
+  }
+  c.primitive = dnnl::primitive(c.pd.get());
+  return c;
+}
+
+// Creates the primitives of `steps` on up to `threads` threads: creating one
+// generates its JIT kernels, most of a load's time, and the steps are independent.
+// Each creating thread asks for `threads` OpenMP threads, since oneDNN fixes a
+// primitive's team size when it is created. The first failing step (in step order)
+// is the error, whichever thread met it.
+std::vector<CreatedPrimitive> createPrimitives(const std::vector<Step>& steps, const std::string& fn_where,
+                                               int threads) {
+  std::vector<CreatedPrimitive> created(steps.size());
+  std::vector<std::exception_ptr> errors(steps.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    omp_set_num_threads(threads);
+    for (size_t s = next++; s < steps.size(); s = next++) {
+      try {
+        created[s] = createPrimitive(steps[s], stepWhere(fn_where, s, steps[s]));
+      } catch (...) {
+        errors[s] = std::current_exception();
+      }
+    }
+  };
+  const size_t helpers = std::min(size_t(std::max(threads, 1) - 1), steps.size() > 1 ? steps.size() - 1 : 0);
+  std::vector<std::thread> pool;
+  pool.reserve(helpers);
+  for (size_t t = 0; t < helpers; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return created;
+}
+
+}  // namespace
+
 DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const std::string& fn_where) const {
   const dnnl::engine& eng = cpuEngine();
   LoadedFunction lf;
   lf.num_inputs = fn.num_inputs;
   lf.num_outputs = fn.num_outputs;
   lf.buffers = fn.buffers;
+  std::vector<CreatedPrimitive> created = createPrimitives(fn.steps, fn_where, threads_);
   std::vector<int32_t> first(fn.buffers.size(), -1), last(fn.buffers.size(), -1);
   for (size_t s = 0; s < fn.steps.size(); ++s) {
     const Step& step = fn.steps[s];
-    const std::string where = fn_where + " step " + std::to_string(s) + " (" + stepKindName(step.kind) + " '" +
-                              step.label + "')";
-    dnnl::primitive_desc_base pd;
-    try {
-      pd = makePrimitiveDesc(step, eng);
-    } catch (const dnnl::error& e) {
-      throw Error(ErrorCode::kUnsupported, "dnnl module: oneDNN cannot create " + where + ": " + e.what());
-    }
-    // oneDNN's choice of layout depends on the CPU and on the thread count, so a
-    // loader may prefer another layout than the compiler recorded. The derived
-    // weights in the file have the recorded one: ask oneDNN for a primitive over
-    // exactly that layout (maybe another implementation), never reorder at load.
-    bool fell_back = false;
-    if (std::string mismatch = chosenLayoutMismatch(step, pd); !mismatch.empty()) {
-      Step fixed = step;
-      for (Arg& a : fixed.args) a.chosen = false;
-      try {
-        pd = makePrimitiveDesc(fixed, eng);
-      } catch (const dnnl::error& e) {
-        throw Error(ErrorCode::kUnsupported, "dnnl module: " + where + ": " + mismatch +
-                                                 ", and oneDNN has no implementation for the recorded layout (" +
-                                                 e.what() + "); recompile the model for this machine");
-      }
-      fell_back = true;
-    }
+    const std::string where = stepWhere(fn_where, s, step);
+    const dnnl::primitive_desc_base& pd = created[s].pd;
+    const bool fell_back = created[s].fell_back;
     LoadedStep ls;
     ls.recorded_layout_kept = fell_back;
     lf.fallback_steps += fell_back ? 1 : 0;
@@ -254,7 +310,7 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
     ls.label = step.label;
     ls.implementation = implementationName(pd);
     ls.post_ops = step.post_ops.size();
-    ls.primitive = dnnl::primitive(pd.get());
+    ls.primitive = created[s].primitive;
     ls.scratchpad = pd.scratchpad_desc();
     lf.scratch_bytes = std::max(lf.scratch_bytes, ls.scratchpad.get_size());
     for (const Arg& a : step.args) {
