@@ -4,6 +4,9 @@
 #include <cstring>
 
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 
 #include "partita/error.h"
 
@@ -34,6 +37,18 @@ Bytes mapFile(const OpenedFile& file) {
   b.size = m->size;
   b.owner = std::move(m);
   return b;
+}
+
+void prefault(const Bytes& mapped) {
+#ifdef MADV_POPULATE_READ
+  if (!mapped.data || mapped.size == 0) return;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t start = reinterpret_cast<uintptr_t>(mapped.data) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(mapped.data) + mapped.size;
+  (void)madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_READ);
+#else
+  (void)mapped;
+#endif
 }
 
 }  // namespace partita

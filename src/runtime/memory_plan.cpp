@@ -249,6 +249,11 @@ ArenaMemory::ArenaMemory(size_t bytes) : size_(std::max(alignUp(bytes), kArenaAl
     const uintptr_t end = aligned + size_;
     if (start + span > end) munmap(reinterpret_cast<void*>(end), start + span - end);
     madvise(reinterpret_cast<void*>(aligned), size_, MADV_HUGEPAGE);  // advice only: works the same without THP
+#ifdef MADV_POPULATE_WRITE
+    // A run writes nearly all of its arena: map the zeroed pages in one call rather
+    // than take a fault on each (where THP is off, one per 4 KiB). Advice too.
+    (void)madvise(reinterpret_cast<void*>(aligned), size_, MADV_POPULATE_WRITE);
+#endif
     data_ = reinterpret_cast<std::byte*>(aligned);
     mapped_ = true;
     return;
