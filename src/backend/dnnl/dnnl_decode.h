@@ -53,10 +53,10 @@ struct NormSpec {
 };
 
 struct MoveSpec {
-  // The source as oneDNN reads it: output dims over the input's bytes (permuted
-  // strides for Transpose, an offset window for Slice).
-  std::vector<int64_t> dims, strides;
-  int64_t offset = 0;  // in elements
+  // Output dim i reads input dim axes[i] from starts[i] on (Transpose: a permutation
+  // from 0; Slice: the identity from the window's start), so the source is a strided
+  // view of the input's bytes in whatever non-blocked layout they are.
+  std::vector<int64_t> dims, axes, starts;
 };
 
 struct ResampleSpec {

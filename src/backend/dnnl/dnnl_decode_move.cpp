@@ -58,9 +58,9 @@ std::optional<MoveSpec> decodeMove(const ir::Graph& g, const ir::Node& n, std::s
   std::vector<int64_t> x = shapeOf(g, n.inputs[0]), y = shapeOf(g, n.outputs[0]);
   const size_t rank = x.size();
   if (rank == 0 || y.size() != rank) return no(why, "rank");
-  std::vector<int64_t> in_strides = kernels::stridesOf(x);
   MoveSpec s;
   s.dims = y;
+  s.starts.assign(rank, 0);
   if (n.op_type == "Transpose") {
     if (n.inputs.size() != 1) return no(why, "bad inputs");
     std::vector<int64_t> perm = kernels::shape::transposePerm(n.attrs, rank);
@@ -70,8 +70,8 @@ std::optional<MoveSpec> decodeMove(const ir::Graph& g, const ir::Node& n, std::s
       if (perm[i] < 0 || perm[i] >= int64_t(rank) || seen[size_t(perm[i])]) return no(why, "bad perm");
       seen[size_t(perm[i])] = true;
       if (y[i] != x[size_t(perm[i])]) return no(why, "output shape");
-      s.strides.push_back(in_strides[size_t(perm[i])]);
     }
+    s.axes = perm;
     return s;
   }
   // Slice: unit steps only, so the output is a window of the input.
@@ -83,9 +83,9 @@ std::optional<MoveSpec> decodeMove(const ir::Graph& g, const ir::Node& n, std::s
   for (size_t i = 0; i < rank; ++i) {
     if ((*plan)[i].step != 1) return no(why, "slice step other than 1");
     if ((*plan)[i].len != y[i]) return no(why, "output shape");
-    s.offset += (*plan)[i].start * in_strides[i];
+    s.axes.push_back(int64_t(i));
+    s.starts[i] = (*plan)[i].start;
   }
-  s.strides = in_strides;
   return s;
 }
 }  // namespace partita::dnnl_backend

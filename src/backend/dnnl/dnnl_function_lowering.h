@@ -95,6 +95,9 @@ class FunctionLowering {
   Loc emitReorder(const Loc& src, const memory::desc& dst_md, const std::string& label);
   Loc get(ValueId v, const memory::desc& want);
   Loc plain(ValueId v);
+  // `v` dense without inner blocks (any order of dims) with its own dims, reordering
+  // to row-major if not.
+  Loc unblocked(ValueId v);
   Arg bufferArg(int key, uint32_t buffer, const memory::desc& md) const {
     return Arg{key, ArgSource::kBuffer, buffer, md, false};
   }
@@ -121,6 +124,8 @@ class FunctionLowering {
 
   // One member per op family (dnnl_lower_*.cpp).
   void lowerConv(size_t pos);
+  bool channelsLastConv(Step& step, const ConvSpec& spec, bool excluded, const std::vector<ChainItem>& chain,
+                        size_t fixed, dnnl::primitive_desc_base& pd, size_t& k);
   bool lowerUpsamplingDeconv(size_t pos, const ConvSpec& spec);
   void lowerPool(size_t pos);
   void lowerResample(size_t pos);
@@ -139,6 +144,7 @@ class FunctionLowering {
   void lowerConcat(size_t pos);
   void lowerView(size_t pos);
   void lowerMove(size_t pos);
+  bool lowerShuffle(size_t pos);
   void lowerRecurrent(size_t pos);
 
   ConstantArgs& mb_;

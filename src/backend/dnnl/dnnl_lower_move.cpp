@@ -1,12 +1,15 @@
 // Lowering of the ops that only place data: Concat (in the producers' common layout
-// when they share one), views (no step: the output names the input's bytes) and
-// Transpose / Slice (one reorder from a strided view of the input).
+// when they share one), views (no step: the output names the input's bytes),
+// Transpose / Slice (one reorder from a strided view of the input, in whatever
+// unblocked order of dims it is) and the channel shuffle (one reorder between two
+// strided views).
 #include "backend/dnnl/dnnl_function_lowering.h"
 
 #include <string>
 
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_primitive.h"
+#include "kernels/shape_common.h"
 
 namespace partita::dnnl_backend {
 
@@ -42,6 +45,9 @@ void FunctionLowering::lowerConcat(size_t pos) {
   build(use_primary, step);
   try {
     pd = makePrimitiveDesc(step, cpuEngine());
+    // oneDNN 2.6 concatenates blocked sources whose channels are padded (58 channels
+    // in blocks of 16) only with its reference code: row-major sources then.
+    if (use_primary && implementationName(pd).rfind("ref", 0) == 0) throw dnnl::error(dnnl_unimplemented, "ref");
   } catch (const dnnl::error&) {
     if (!use_primary) throw;
     use_primary = false;
@@ -73,24 +79,107 @@ void FunctionLowering::lowerView(size_t pos) {
     for (const Loc& l : same) place(out, l);
     return;
   }
+  if (lowerShuffle(pos)) return;
   const Loc src = plain(x);
   consume(pos);
   place(out, Loc{src.buffer, plainDesc(shapeOf(out))});
+}
+
+Loc FunctionLowering::unblocked(ValueId v) {
+  const std::vector<int64_t> shape = shapeOf(v);
+  for (const Loc& l : locs_.at(v))
+    if (isDenseUnblocked(l.md) && dimsOf(l.md) == shape) return l;
+  // Row-major bytes may be recorded with other dims (a MatMul's folded batch): the
+  // value's own dims over them.
+  return Loc{plain(v).buffer, plainDesc(shape)};
 }
 
 void FunctionLowering::lowerMove(size_t pos) {
   const ir::Node& node = nodeAt(pos);
   const MoveSpec spec = decoded(decodeMove(g_, node, nullptr), pos);
   const ValueId x = node.inputs[0], out = node.outputs[0];
-  const Loc src = plain(x);
-  memory::desc view = withStrides(spec.dims, spec.strides);
-  view.data.offset0 = spec.offset;
+  const Loc src = unblocked(x);
+  const std::vector<int64_t> s = elementStrides(src.md);
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+  for (size_t i = 0; i < spec.dims.size(); ++i) {
+    strides.push_back(s[size_t(spec.axes[i])]);
+    offset += spec.starts[i] * s[i];
+  }
+  memory::desc view = withStrides(spec.dims, strides);
+  view.data.offset0 = offset;
+  // A window keeps its source's order of dims (a channels-last slice stays
+  // channels-last, a plain copy); a transpose writes row-major.
+  const memory::desc dst_md = node.op_type == "Slice" ? denseLike(src.md, spec.dims) : plainDesc(spec.dims);
   Step step;
   step.kind = StepKind::kReorder;
   step.label = labelOf(pos, {});
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, view));
   consume(pos);
-  emitToNewBuffer(std::move(step), plainDesc(spec.dims), out);
+  const uint32_t dst = newBuffer(dst_md);
+  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, dst_md));
+  makePrimitiveDesc(step, cpuEngine());
+  fn_.steps.push_back(std::move(step));
+  place(out, Loc{dst, dst_md});
+}
+
+// Reshape splitting one axis into (g, m), Transpose swapping those two, Reshape
+// merging them back (ShuffleNet's channel shuffle): element i*m + j of the axis moves
+// to j*g + i. As three ops that is a reorder to row-major, a transposing copy and
+// often a reorder back; here it is one reorder between two strided views over bytes in
+// the input's order of dims (a channels-last input stays channels-last).
+bool FunctionLowering::lowerShuffle(size_t pos) {
+  const ir::Node& split = nodeAt(pos);
+  if (split.op_type != "Reshape") return false;
+  const ValueId x = split.inputs[0], y = split.outputs[0];
+  const std::vector<int64_t> xd = shapeOf(x), yd = shapeOf(y);
+  if (yd.size() != xd.size() + 1) return false;
+  size_t a = 0;
+  while (a < xd.size() && xd[a] == yd[a]) ++a;
+  if (a >= xd.size() || yd[a] * yd[a + 1] != xd[a]) return false;
+  for (size_t i = a + 1; i < xd.size(); ++i)
+    if (xd[i] != yd[i + 1]) return false;
+  const std::optional<size_t> t = soleConsumer(y);
+  if (!t || nodeAt(*t).op_type != "Transpose" || nodeAt(*t).inputs.size() != 1) return false;
+  const std::vector<int64_t> perm = kernels::shape::transposePerm(nodeAt(*t).attrs, yd.size());
+  if (perm.size() != yd.size()) return false;
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != int64_t(i == a ? a + 1 : i == a + 1 ? a : i)) return false;
+  const ValueId z = nodeAt(*t).outputs[0];
+  const std::optional<size_t> r = soleConsumer(z);
+  if (!r || nodeAt(*r).op_type != "Reshape" || nodeAt(*r).inputs[0] != z) return false;
+  const ValueId out = nodeAt(*r).outputs[0];
+  if (shapeOf(out) != xd) return false;
+
+  const int64_t g = yd[a], m = yd[a + 1];
+  const Loc src = unblocked(x);
+  const memory::desc dst_md = denseLike(src.md, xd);
+  const std::vector<int64_t> s = elementStrides(src.md), d = elementStrides(dst_md);
+  std::vector<int64_t> dims, src_strides, dst_strides;
+  for (size_t i = 0; i < xd.size(); ++i) {
+    if (i != a) {
+      dims.push_back(xd[i]);
+      src_strides.push_back(s[i]);
+      dst_strides.push_back(d[i]);
+      continue;
+    }
+    dims.insert(dims.end(), {m, g});  // (j, i)
+    src_strides.insert(src_strides.end(), {s[i], s[i] * m});
+    dst_strides.insert(dst_strides.end(), {d[i] * g, d[i]});
+  }
+  Step step;
+  step.kind = StepKind::kReorder;
+  step.label = labelOf(pos, {}) + "+" + nodeAt(*t).name + "+" + nodeAt(*r).name;
+  step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, withStrides(dims, src_strides)));
+  consume(pos);
+  consume(*t);
+  consume(*r);
+  const uint32_t dst = newBuffer(dst_md);
+  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, withStrides(dims, dst_strides)));
+  makePrimitiveDesc(step, cpuEngine());
+  fn_.steps.push_back(std::move(step));
+  place(out, Loc{dst, dst_md});
+  return true;
 }
 
 }  // namespace partita::dnnl_backend

@@ -76,6 +76,17 @@ memory::desc denseLike(const memory::desc& md, const std::vector<int64_t>& dims)
   return withStrides(dims, strides);
 }
 
+bool isDenseUnblocked(const memory::desc& md) {
+  const dnnl_memory_desc_t& c = md.data;
+  return c.format_kind == dnnl_blocked && c.format_desc.blocking.inner_nblks == 0 && c.offset0 == 0 &&
+         !hasPadding(md) && uint64_t(md.get_size()) == uint64_t(numElements(md)) * memory::data_type_size(md.data_type());
+}
+
+std::vector<int64_t> elementStrides(const memory::desc& md) {
+  const dnnl_memory_desc_t& c = md.data;
+  return std::vector<int64_t>(c.format_desc.blocking.strides, c.format_desc.blocking.strides + c.ndims);
+}
+
 memory::desc anyDesc(const memory::desc& md) {
   return memory::desc(md.dims(), memory::data_type(md.data.data_type), memory::format_tag::any);
 }

@@ -33,6 +33,12 @@ memory::desc anyDesc(const std::vector<int64_t>& shape);
 memory::desc withDataType(memory::desc md, memory::data_type t);
 
 bool isAny(const memory::desc& md);
+// Dense (no padding), no inner blocks and no offset: any order of dims (row-major,
+// channels-last, ...), so every element sits at the dot product of its index with
+// elementStrides(md). Views over such bytes are strided descriptors.
+bool isDenseUnblocked(const memory::desc& md);
+// The strides in elements of a blocked descriptor without inner blocks.
+std::vector<int64_t> elementStrides(const memory::desc& md);
 // Blocked without inner blocks or padding, strides decreasing row-major: the bytes
 // of a dense row-major tensor with md's number of elements.
 bool isPlainDense(const memory::desc& md);
