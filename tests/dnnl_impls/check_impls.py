@@ -137,6 +137,29 @@ def kws_cnn(path):
     return {"convolution", "binary", "pooling"}
 
 
+def shuffle_block(path):
+    """ShuffleNetV2 units: channels split in halves (Slice), a 1x1 / depthwise 3x3 / 1x1
+    branch on one half, Concat, channel shuffle (Reshape, Transpose, Reshape); 58
+    channels a half, which channel blocks of 16 pad (oneDNN 2.6 then concatenates with
+    its reference code)."""
+    b = Builder()
+    y = b.conv("x", 3, 116, 3, stride=2)
+    for _ in range(2):
+        x1 = b.op("Slice", [y, b.ints([0]), b.ints([58]), b.ints([1])])
+        x2 = b.op("Slice", [y, b.ints([58]), b.ints([116]), b.ints([1])])
+        z = b.conv(x2, 58, 58, 1)
+        z = b.conv(z, 58, 58, 3, group=58, act=None)
+        z = b.conv(z, 58, 58, 1)
+        cat = b.op("Concat", [x1, z], axis=1)
+        shape = b.op("Shape", [cat])
+        n, hw = (b.op("Slice", [shape, b.ints([s]), b.ints([e])]) for s, e in ((0, 1), (2, 4)))
+        split = b.op("Concat", [n, b.ints([2, 58]), hw], axis=0)
+        t = b.op("Transpose", [b.op("Reshape", [cat, split])], perm=[0, 2, 1, 3, 4])
+        y = b.op("Reshape", [t, b.op("Concat", [n, b.ints([116]), hw], axis=0)])
+    b.model([1, 3, 32, 32], y, path)
+    return {"convolution", "concat", "reorder"}
+
+
 def encoder(path):
     """One attention block: MatMul projections, Softmax, LayerNormalization written out."""
     b = Builder()
@@ -188,12 +211,12 @@ def qdq_cnn(path):
 
 
 
-MODELS = [resnet_block, mobile_block, fpn_neck, kws_cnn, encoder, qdq_cnn]
+MODELS = [resnet_block, mobile_block, fpn_neck, kws_cnn, shuffle_block, encoder, qdq_cnn]
 # The convolutional models again with symbolic dims: compiled without --shape (the
 # weights layouts chosen at the representative shape, 224 a side) and run at these
 # shapes, far from it: the stored layouts must still find fast kernels there.
 POLY_RUNS = {resnet_block: [1, 3, 320, 448], mobile_block: [2, 3, 96, 160], fpn_neck: [1, 3, 640, 640],
-             kws_cnn: [1, 1, 152, 40]}
+             kws_cnn: [1, 1, 152, 40], shuffle_block: [2, 3, 64, 96]}
 
 
 def run_model(args, make, tmp, polymorphic):
