@@ -33,14 +33,23 @@ OUTS = {"LSTM": ["Y", "Y_h", "Y_c"], "GRU": ["Y", "Y_h"], "RNN": ["Y", "Y_h"]}
 
 
 def case(op, seq=5, batch=3, inp=4, hidden=6, direction="forward", layout=0, attrs=None, with_b=True,
-         lens=None, h0=True, c0=False, peep=False, outputs=None, dtype=np.float32, const_state=False, seed=0):
+         lens=None, h0=True, c0=False, peep=False, outputs=None, dtype=np.float32, const_state=False, seed=0,
+         on_dnnl=False):
+    # on_dnnl: with --backends dnnl,ewise,host the node must run on oneDNN (no host node).
     return dict(op=op, seq=seq, batch=batch, inp=inp, hidden=hidden, direction=direction, layout=layout,
                 attrs=attrs or {}, with_b=with_b, lens=lens, h0=h0, c0=c0, peep=peep, outputs=outputs,
-                dtype=dtype, const_state=const_state, seed=seed)
+                dtype=dtype, const_state=const_state, seed=seed, on_dnnl=on_dnnl)
 
 
 CASES = {
-    "lstm_forward": case("LSTM", c0=True),
+    "lstm_forward": case("LSTM", c0=True, on_dnnl=True),
+    # Both directions as oneDNN's bidirectional_concat (Y a permuted view of its rows).
+    "lstm_bidirectional": case("LSTM", direction="bidirectional", c0=True, peep=True, on_dnnl=True),
+    "lstm_bidirectional_only_y": case("LSTM", direction="bidirectional", outputs=["Y"], h0=False, on_dnnl=True),
+    "gru_bidirectional_lbr": case("GRU", direction="bidirectional", attrs={"linear_before_reset": 1},
+                                  on_dnnl=True),
+    "rnn_bidirectional_relu": case("RNN", direction="bidirectional", attrs={"activations": ["Relu", "Relu"]},
+                                   on_dnnl=True),
     "lstm_reverse_peephole": case("LSTM", direction="reverse", c0=True, peep=True),
     "lstm_bidirectional_ragged": case("LSTM", direction="bidirectional", c0=True, peep=True, lens=[5, 2, 0]),
     "lstm_reverse_ragged": case("LSTM", direction="reverse", lens=[3, 5, 1], c0=True),
@@ -213,6 +222,13 @@ def main():
             if r.returncode != 0:
                 failures.append(f"{name} ({backends}): partita failed: {r.stdout}{r.stderr}")
                 continue
+            if c["on_dnnl"] and backends != "host":
+                pta = os.path.join(work, f"{name}.pta")
+                r = subprocess.run([partita, "compile", path, "-o", pta, "--backends", backends],
+                                   capture_output=True, text=True)
+                r = subprocess.run([partita, "inspect", pta], capture_output=True, text=True)
+                if r.returncode != 0 or "0 host nodes" not in r.stdout:
+                    failures.append(f"{name}: expected the node on oneDNN: {r.stdout}{r.stderr}")
             for o in outs:
                 want = np.load(os.path.join(ort_dir, f"{o}.npy"))
                 if c["layout"] == 1:

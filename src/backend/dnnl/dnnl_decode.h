@@ -76,6 +76,7 @@ struct RnnSpec {
   dnnl::algorithm cell = dnnl::algorithm::vanilla_lstm;  // vanilla_rnn, vanilla_lstm, vanilla_gru, lbr_gru
   dnnl::algorithm activation = dnnl::algorithm::eltwise_tanh;  // vanilla_rnn's f
   dnnl::rnn_direction direction = dnnl::rnn_direction::unidirectional_left2right;
+  int64_t directions = 1;  // 2: bidirectional_concat (oneDNN's rows hold both directions)
   int64_t layout = 0;  // ONNX's: 1 puts the batch first (oneDNN's ntc)
   int64_t seq = 0, batch = 0, input = 0, hidden = 0;
   int64_t gates = 1;       // oneDNN's gates per cell: RNN 1, GRU 3, LSTM 4

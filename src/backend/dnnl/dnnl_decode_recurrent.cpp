@@ -1,8 +1,10 @@
 // Decoding LSTM, GRU and RNN into oneDNN's RNN primitive: what it computes exactly is
 // one direction over whole sequences with the default activations (vanilla RNN: Tanh,
 // Relu or Sigmoid), constant weights, optional biases, peepholes and initial states.
-// The rest stays on the host, with the reason: two directions (ONNX's Y puts the
-// direction before the batch, oneDNN concatenates the two per row), sequence_lens,
+// Both directions run as oneDNN's bidirectional_concat, whose rows hold the two
+// directions side by side: ONNX's Y ([T, 2, N, H]) is a permuted view of those bytes.
+// The rest stays on the host, with the reason: two directions with the batch first
+// (layout 1: the states' bytes are not oneDNN's ldnc), sequence_lens,
 // clip, input_forget and other activations (oneDNN has none of them), an LSTM given
 // only one of its two initial states.
 #include <string>
@@ -22,11 +24,15 @@ std::optional<RnnSpec> decodeRecurrent(const ir::Graph& g, const ir::Node& n, st
   RnnSpec s;
   s.kind = a.kind;
   s.layout = a.layout;
-  if (a.direction == kernels::RecurrentDirection::kBidirectional)
-    return no(why, "bidirectional (oneDNN writes the two directions side by side per row, ONNX's Y has them "
-                   "before the batch)");
-  s.direction = a.direction == kernels::RecurrentDirection::kReverse ? dnnl::rnn_direction::unidirectional_right2left
-                                                                      : dnnl::rnn_direction::unidirectional_left2right;
+  if (a.direction == kernels::RecurrentDirection::kBidirectional) {
+    if (a.layout) return no(why, "bidirectional with layout 1 (the states' bytes are [batch, 2, hidden])");
+    s.direction = dnnl::rnn_direction::bidirectional_concat;
+    s.directions = 2;
+  } else {
+    s.direction = a.direction == kernels::RecurrentDirection::kReverse
+                      ? dnnl::rnn_direction::unidirectional_right2left
+                      : dnnl::rnn_direction::unidirectional_left2right;
+  }
   if (a.has_clip) return no(why, "clip (oneDNN's RNN primitive does not clip)");
   if (a.input_forget) return no(why, "input_forget (oneDNN has no coupled input and forget gates)");
   if (n.hasInput(kernels::kRecSequenceLens)) return no(why, "sequence_lens (oneDNN runs every sequence in full)");
@@ -83,11 +89,12 @@ std::optional<RnnSpec> decodeRecurrent(const ir::Graph& g, const ir::Node& n, st
   auto is = [&](size_t i, const std::vector<int64_t>& want) {
     return !n.hasInput(i) || shapeOf(g, n.inputs[i]) == want;
   };
-  const std::vector<int64_t> state = a.layout ? std::vector<int64_t>{s.batch, 1, s.hidden}
-                                              : std::vector<int64_t>{1, s.batch, s.hidden};
-  if (!is(kernels::kRecW, {1, gh, s.input}) || !is(kernels::kRecR, {1, gh, s.hidden}) ||
-      !is(kernels::kRecB, {1, 2 * gh}) || !is(kernels::kRecInitialH, state) ||
-      (a.kind == RecurrentKind::kLstm && (!is(kernels::kRecInitialC, state) || !is(kernels::kRecP, {1, 3 * s.hidden}))))
+  const int64_t d = s.directions;
+  const std::vector<int64_t> state = a.layout ? std::vector<int64_t>{s.batch, d, s.hidden}
+                                              : std::vector<int64_t>{d, s.batch, s.hidden};
+  if (!is(kernels::kRecW, {d, gh, s.input}) || !is(kernels::kRecR, {d, gh, s.hidden}) ||
+      !is(kernels::kRecB, {d, 2 * gh}) || !is(kernels::kRecInitialH, state) ||
+      (a.kind == RecurrentKind::kLstm && (!is(kernels::kRecInitialC, state) || !is(kernels::kRecP, {d, 3 * s.hidden}))))
     return no(why, "input shapes do not agree");
   return s;
 }

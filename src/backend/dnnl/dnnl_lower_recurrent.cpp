@@ -5,7 +5,10 @@
 // R in oneDNN's order and in the layout it chooses (blocked for its brgemm kernels),
 // the summed biases and the peepholes in its order, as derived constants (so the
 // originals leave the artifact when nothing else reads them); sequences, states and
-// outputs are read and written in place (ONNX's layout 1 is oneDNN's ntc).
+// outputs are read and written in place (ONNX's layout 1 is oneDNN's ntc). Both
+// directions are one bidirectional_concat primitive: its rows [T, N, 2H] hold the
+// forward and the reverse hidden state side by side, which ONNX's Y [T, 2, N, H]
+// reads as a permuted view (strides N*2H, H, 2H, 1) without a copy.
 #include <omp.h>
 
 #include <optional>
@@ -46,13 +49,14 @@ std::vector<float> toLdigo(const float* w, int64_t k, int64_t hidden, const std:
 void FunctionLowering::lowerRecurrent(size_t pos) {
   const ir::Node& node = nodeAt(pos);
   const RnnSpec spec = decoded(decodeRecurrent(g_, node, nullptr), pos);
-  const int64_t T = spec.seq, N = spec.batch, I = spec.input, H = spec.hidden;
+  const int64_t T = spec.seq, N = spec.batch, I = spec.input, H = spec.hidden, D = spec.directions;
   const bool lstm = spec.kind == RecurrentKind::kLstm;
   const std::vector<int64_t> order = onnxGateOrder(spec.kind);
   auto sequence = [&](int64_t c) {  // [T, N, c] over X's or Y's bytes
     return spec.layout ? withStrides({T, N, c}, {c, T * c, 1}) : plainDesc({T, N, c});
   };
-  const memory::desc state = plainDesc({1, 1, N, H});  // ONNX's [1, N, H] and [N, 1, H] alike
+  // ONNX's [D, N, H] (and [N, 1, H] with layout 1, the same bytes for one direction).
+  const memory::desc state = plainDesc({1, D, N, H});
   auto input = [&](size_t i) { return node.hasInput(i) ? node.inputs[i] : ir::kNoValue; };
   auto output = [&](size_t o) { return o < node.outputs.size() ? node.outputs[o] : ir::kNoValue; };
 
@@ -94,11 +98,20 @@ void FunctionLowering::lowerRecurrent(size_t pos) {
     int64_t k;
     std::vector<float> ldigo;  // ONNX's values in oneDNN's gate order, plain
   };
+  // Each direction's [gates * H, k] as [k, gates, H], the directions one after another.
+  auto ldigoOf = [&](ValueId v, int64_t k) {
+    std::vector<float> all;
+    for (int64_t d = 0; d < D; ++d) {
+      std::vector<float> one = toLdigo(constData(v) + d * gh * k, k, H, order);
+      all.insert(all.end(), one.begin(), one.end());
+    }
+    return all;
+  };
   std::vector<Weights> weights = {{DNNL_ARG_WEIGHTS_LAYER, input(kernels::kRecW), I, {}},
                                   {DNNL_ARG_WEIGHTS_ITER, input(kernels::kRecR), H, {}}};
   for (Weights& w : weights) {
-    if (computes) w.ldigo = toLdigo(constData(w.v), w.k, H, order);
-    const memory::desc plain_md = plainDesc({1, 1, w.k, spec.gates, H});
+    if (computes) w.ldigo = ldigoOf(w.v, w.k);
+    const memory::desc plain_md = plainDesc({1, D, w.k, spec.gates, H});
     if (std::optional<memory::desc> stored = mb_.storedWeights(constOf(w.v), true))
       step.args.push_back(Arg{w.key, ArgSource::kConstant, 0, *stored, false});
     else if (let_choose)
@@ -109,45 +122,51 @@ void FunctionLowering::lowerRecurrent(size_t pos) {
   if (ValueId b = input(kernels::kRecB); b != ir::kNoValue) {
     std::vector<float> data;
     if (computes) {
-      const float* wb = constData(b);
-      const float* rb = wb + gh;
-      data.resize(size_t(spec.bias_gates * H));
-      for (int64_t g = 0; g < spec.gates; ++g)
-        for (int64_t h = 0; h < H; ++h) {
-          const int64_t o = order[size_t(g)] * H + h;
-          // lbr_gru's candidate: W's bias outside r * (...), R's as a fourth gate inside.
-          const bool apart = spec.cell == dnnl::algorithm::lbr_gru && g == 2;
-          data[size_t(g * H + h)] = wb[o] + (apart ? 0.0f : rb[o]);
-        }
-      if (spec.cell == dnnl::algorithm::lbr_gru)
-        for (int64_t h = 0; h < H; ++h) data[size_t(3 * H + h)] = rb[2 * H + h];
+      data.resize(size_t(D * spec.bias_gates * H));
+      for (int64_t d = 0; d < D; ++d) {
+        const float* wb = constData(b) + d * 2 * gh;
+        const float* rb = wb + gh;
+        float* out = data.data() + d * spec.bias_gates * H;
+        for (int64_t g = 0; g < spec.gates; ++g)
+          for (int64_t h = 0; h < H; ++h) {
+            const int64_t o = order[size_t(g)] * H + h;
+            // lbr_gru's candidate: W's bias outside r * (...), R's as a fourth gate inside.
+            const bool apart = spec.cell == dnnl::algorithm::lbr_gru && g == 2;
+            out[g * H + h] = wb[o] + (apart ? 0.0f : rb[o]);
+          }
+        if (spec.cell == dnnl::algorithm::lbr_gru)
+          for (int64_t h = 0; h < H; ++h) out[3 * H + h] = rb[2 * H + h];
+      }
     }
-    derived(DNNL_ARG_BIAS, b, plainDesc({1, 1, spec.bias_gates, H}), data);
+    derived(DNNL_ARG_BIAS, b, plainDesc({1, D, spec.bias_gates, H}), data);
   } else {
     // No B: oneDNN wants a bias all the same; zeros embedded in the blob.
-    const memory::desc md = plainDesc({1, 1, spec.bias_gates, H});
-    const std::vector<float> zeros(size_t(spec.bias_gates * H), 0.0f);
+    const memory::desc md = plainDesc({1, D, spec.bias_gates, H});
+    const std::vector<float> zeros(size_t(D * spec.bias_gates * H), 0.0f);
     step.args.push_back(mb_.embed(DNNL_ARG_BIAS, zeros.data(), md, {}));
   }
   if (ValueId p = lstm ? input(kernels::kRecP) : ir::kNoValue; p != ir::kNoValue) {
     std::vector<float> data;
     if (computes) {
-      const float* pv = constData(p);
-      data.resize(size_t(3 * H));
+      data.resize(size_t(D * 3 * H));
       const int64_t from[3] = {0, 2, 1};  // i f o <- i o f
-      for (int64_t g = 0; g < 3; ++g)
-        for (int64_t h = 0; h < H; ++h) data[size_t(g * H + h)] = pv[from[g] * H + h];
+      for (int64_t d = 0; d < D; ++d) {
+        const float* pv = constData(p) + d * 3 * H;
+        for (int64_t g = 0; g < 3; ++g)
+          for (int64_t h = 0; h < H; ++h) data[size_t((d * 3 + g) * H + h)] = pv[from[g] * H + h];
+      }
     }
-    derived(DNNL_ARG_WEIGHTS_PEEPHOLE, p, plainDesc({1, 1, 3, H}), data);
+    derived(DNNL_ARG_WEIGHTS_PEEPHOLE, p, plainDesc({1, D, 3, H}), data);
   }
   consume(pos);
 
   // Outputs: Y (oneDNN needs its destination even when the model does not read it),
   // then the final states where asked for.
   const ValueId y = output(kernels::kRecY);
-  const uint32_t y_buf = newBuffer(plainDesc({T, N, H}));
-  step.args.push_back(bufferArg(DNNL_ARG_DST_LAYER, y_buf, sequence(H)));
-  if (y != ir::kNoValue) place(y, Loc{y_buf, plainDesc(shapeOf(y))});
+  const uint32_t y_buf = newBuffer(plainDesc({T, N, D * H}));
+  step.args.push_back(bufferArg(DNNL_ARG_DST_LAYER, y_buf, sequence(D * H)));
+  if (y != ir::kNoValue)
+    place(y, Loc{y_buf, D == 1 ? plainDesc(shapeOf(y)) : withStrides({T, D, N, H}, {N * D * H, H, D * H, 1})});
   // The final states, where asked for (an LSTM's both when either is: oneDNN writes
   // them together; an unread one goes to a temporary).
   auto stateOut = [&](int key, ValueId v, bool pair_used) {
@@ -165,7 +184,7 @@ void FunctionLowering::lowerRecurrent(size_t pos) {
   for (const Weights& w : weights) {
     Arg* arg = step.find(w.key);
     mb_.chosenWeights(constOf(w.v), true, arg->md);
-    arg->index = mb_.derive(constOf(w.v), plainDesc({1, 1, w.k, spec.gates, H}), w.ldigo.data(), arg->md, false);
+    arg->index = mb_.derive(constOf(w.v), plainDesc({1, D, w.k, spec.gates, H}), w.ldigo.data(), arg->md, false);
   }
   fn_.steps.push_back(std::move(step));
 }

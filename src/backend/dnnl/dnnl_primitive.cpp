@@ -90,14 +90,16 @@ std::vector<memory::desc> concatSources(const Step& s, const memory::desc& dst, 
   return srcs;
 }
 
-// An RNN step: the cell kind in `alg`, the direction in `axis` (one direction),
+// An RNN step: the cell kind in `alg`, the direction in `axis` (one direction or
+// bidirectional_concat),
 // vanilla_rnn's activation in `flags` with `alpha` and `beta`.
 dnnl::primitive_desc_base rnnDesc(const Step& s, const dnnl::primitive_attr& attr, const dnnl::engine& eng) {
   auto bad = [&](const std::string& what) {
     return Error(ErrorCode::kInvalidArtifact, "dnnl step '" + s.label + "' (rnn): " + what);
   };
-  if (s.axis != dnnl_unidirectional_left2right && s.axis != dnnl_unidirectional_right2left)
-    throw bad("direction " + std::to_string(s.axis) + " is not one of the unidirectional ones");
+  if (s.axis != dnnl_unidirectional_left2right && s.axis != dnnl_unidirectional_right2left &&
+      s.axis != dnnl_bidirectional_concat)
+    throw bad("direction " + std::to_string(s.axis) + " is not one-directional or bidirectional_concat");
   const auto dir = dnnl::rnn_direction(s.axis);
   const prop_kind inference = prop_kind::forward_inference;
   const memory::desc src_layer = required(s, DNNL_ARG_SRC_LAYER), src_iter = requested(s, DNNL_ARG_SRC_ITER),
