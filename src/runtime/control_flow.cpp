@@ -63,9 +63,10 @@ const std::vector<ir::Tensor>& runNamed(const GraphExecutor& body, GraphExecutor
       context.emplace_back("iteration", std::to_string(iteration));
     else
       context.emplace_back("branch", subgraph);
-    context.emplace_back("subgraph_of", node.name);
+    const std::string& of = node.name.empty() ? node.op_type : node.name;
+    context.emplace_back("subgraph_of", of);
     const ProfileSink::Nest below_node(*profile, 1, context);
-    ProfileScope event(*profile, node.name + "/" + subgraph, "subgraph", 1);
+    ProfileScope event(*profile, of + "/" + subgraph, "subgraph", 1);
     const ProfileSink::Nest below_event(*profile, 1, {});
     return body.runBody(state, inputs, targets, profile);
   } catch (const Error& e) {
