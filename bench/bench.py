@@ -28,7 +28,13 @@ Streaming recurrent models (scripts/export_recurrent.py), entries NAME@stream: a
 VAD-style Conv1d + LSTM (and the same with a GRU) whose state is an input and an
 output, run frame by frame (512 samples a frame) with the state fed back after every
 run (`--feedback hn=h` in the runners); each timed run is one frame. partita host,
-partita oneDNN + host (one artifact, no --shape) and ONNX Runtime.
+partita oneDNN + host (one artifact, no --shape) and ONNX Runtime. `vad_if@stream` is
+the same kind of model as shipped VADs are exported: one If on the sample rate
+between two STFT front ends, the LSTM state one tensor (`state` -> `stateN`).
+
+Decoding loop, `gru_decode@greedy` (scripts/export_recurrent.py): greedy decoding as an
+ONNX Loop over a GRU decoder that stops at its end token (13 iterations); each timed
+run is one whole decode. The same three runtimes.
 
 A runtime or feature that is missing shows as n/a with the reason, never a number.
 """
@@ -60,9 +66,15 @@ SHIPPED = ["ocr_det@640x640", "ocr_det@960x544", "ocr_rec@w160", "ocr_rec@w320",
 SHIPPED_RUNTIMES = ["partita_dnnl", "ort"]
 # Streaming recurrent models, NAME@stream (scripts/export_recurrent.py): inputs, and the
 # outputs fed back as inputs after every run (frame by frame).
-STREAMING = ["vad_lstm@stream", "gru_stream@stream"]
+STREAMING = ["vad_lstm@stream", "gru_stream@stream", "vad_if@stream"]
+# The decoding Loop (same export script and runtimes; nothing fed back).
+DECODING = ["gru_decode@greedy"]
 STREAMING_IO = {"vad_lstm": (["input", "h", "c"], [("hn", "h"), ("cn", "c")]),
-                "gru_stream": (["input", "h"], [("hn", "h")])}
+                "gru_stream": (["input", "h"], [("hn", "h")]),
+                "vad_if": (["input", "state", "sr"], [("stateN", "state")]),
+                "gru_decode": (["h", "max_len"], [])}
+# The output compared with PyTorch's (the runners write output 0), when not `output`.
+FIRST_OUTPUT = {"gru_decode": "tokens"}
 STREAMING_RUNTIMES = ["partita_host", "partita_dnnl", "ort"]
 SHIPPED_BACKENDS = "dnnl,ewise,host"
 ENCODERS = {"bert_encoder"}
@@ -208,8 +220,9 @@ def model_files(models_dir, name):
         ins, feedback = STREAMING_IO[model]
         return {"onnx": os.path.join(d, f"{model}.onnx"), "input": os.path.join(d, f"{model}.{size}.input.npy"),
                 "inputs": [(n, os.path.join(d, f"{model}.{size}.{n}.npy")) for n in ins],
-                "expected": os.path.join(d, f"{model}.{size}.output.npy"), "input_name": "input",
-                "feedback": feedback, "shipped": True, "streaming": True}
+                "expected": os.path.join(d, f"{model}.{size}.{FIRST_OUTPUT.get(model, 'output')}.npy"),
+                "input_name": "input", "feedback": feedback, "shipped": True, "streaming": True,
+                "decoding": name in DECODING}
     if "@" in name:
         model, size = name.split("@", 1)
         d = os.path.join(os.path.dirname(models_dir), "shipped")
@@ -523,6 +536,7 @@ def bench_model(name, files, bins, work, opts):
     res["startup"] = {}
     res["shipped"] = bool(files.get("shipped"))
     res["streaming"] = bool(files.get("streaming"))
+    res["decoding"] = bool(files.get("decoding"))
     for v in ("partita_host", "partita_dnnl"):
         if files.get("shipped"):
             res["startup"][v] = {"na": "not measured for the shipped-style models"}
@@ -658,9 +672,10 @@ def find_bins(build):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--models", default=",".join(EXPORTED + [DEMO] + SHIPPED + STREAMING),
+    ap.add_argument("--models", default=",".join(EXPORTED + [DEMO] + SHIPPED + STREAMING + DECODING),
                     help="model set; shipped-style entries are NAME@SIZE (--models shipped: all of them; "
-                         "--models streaming: the streaming recurrent ones)")
+                         "--models streaming: the streaming recurrent ones; --models decoding: the "
+                         "decoding Loop)")
     ap.add_argument("--runtimes", default=",".join(RUNTIMES))
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=5, help="minimum interleaved rounds")
@@ -695,7 +710,8 @@ def main():
     opts.runtimes = [r for r in opts.runtimes.split(",") if r]
     names = []
     for n in opts.models.split(","):
-        names += SHIPPED if n == "shipped" else STREAMING if n == "streaming" else [n] if n else []
+        names += SHIPPED if n == "shipped" else STREAMING if n == "streaming" else DECODING if n == "decoding" else \
+            [n] if n else []
     build = os.path.abspath(opts.build)
     work = os.path.join(build, "bench")
     os.makedirs(work, exist_ok=True)

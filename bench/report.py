@@ -513,19 +513,9 @@ def shipped_section(res, notes):
     return lines + [""] + ["- " + s for s in summary]
 
 
-def streaming_section(res, notes):
-    """Streaming recurrent models run frame by frame, state fed back (target: each
-    frame no slower than ONNX Runtime's)."""
-    models = [m for m in res["models"] if m.get("streaming")]
-    if not models:
-        return []
-    lines = ["## Streaming recurrent models (frame by frame)", "",
-             "scripts/export_recurrent.py: `vad_lstm`, a voice-activity-style Conv1d front end and an LSTM whose "
-             "state (h, c) is an input and an output; `gru_stream`, the same with a GRU. One frame (512 samples, "
-             "15 recurrent steps) a run, the state fed back after every run (the runners' `--feedback`), so each "
-             "timed run is one frame as a streaming caller makes it. One artifact per variant, compiled without "
-             "`--shape`. Median / p90 ms per frame; ratio = partita / ORT (target: at most 1.00x).", "",
-             "| Model | Threads | partita host | partita oneDNN+host | ORT | host / ORT | oneDNN+host / ORT |",
+def per_run_table(models, res, notes):
+    """partita host, partita oneDNN+host and ORT per run, and the ratios to ORT."""
+    lines = ["| Model | Threads | partita host | partita oneDNN+host | ORT | host / ORT | oneDNN+host / ORT |",
              "|---|---|---|---|---|---|---|"]
     for m in models:
         for t in res["settings"]["threads"]:
@@ -535,6 +525,39 @@ def streaming_section(res, notes):
                      ratio_cell(m, "partita_dnnl", "ort", t, notes, 1.0)]
             lines.append(f"| {m['name']} | {t} | " + " | ".join(c or "n/a" for c in cells) + " |")
     return lines
+
+
+def streaming_section(res, notes):
+    """Streaming recurrent models run frame by frame, state fed back (target: each
+    frame no slower than ONNX Runtime's)."""
+    models = [m for m in res["models"] if m.get("streaming") and not m.get("decoding")]
+    if not models:
+        return []
+    return ["## Streaming recurrent models (frame by frame)", "",
+            "scripts/export_recurrent.py: `vad_lstm`, a voice-activity-style Conv1d front end and an LSTM whose "
+            "state (h, c) is an input and an output; `gru_stream`, the same with a GRU. One frame (512 samples, "
+            "15 recurrent steps) a run, the state fed back after every run (the runners' `--feedback`), so each "
+            "timed run is one frame as a streaming caller makes it. `vad_if` is a VAD as shipped ones are exported "
+            "(torch.jit.script): one `If` on an int64 sample rate between two Conv1d STFT front ends (here 16 kHz, "
+            "512 samples, 4 LSTM steps; the branch's Conv chain runs on oneDNN inside the If), a Conv1d encoder "
+            "and an LSTM whose state is one tensor (`state` -> `stateN`). One artifact per variant, compiled "
+            "without `--shape`. Median / p90 ms per frame; ratio = partita / ORT (target: at most 1.00x).", ""] + \
+        per_run_table(models, res, notes)
+
+
+def decoding_section(res, notes):
+    """The greedy decoding Loop, one whole decode a run (target: no slower than ORT)."""
+    models = [m for m in res["models"] if m.get("decoding")]
+    if not models:
+        return []
+    return ["## Decoding loop", "",
+            "scripts/export_recurrent.py `gru_decode`: greedy decoding exported from torch.jit.script as an ONNX "
+            "`Loop` over a one-layer GRU decoder (hidden 64, 16 tokens); each iteration embeds the last token, "
+            "runs the GRU, a Linear and an ArgMax, appends the token and its log-softmax scores (loop-carried "
+            "values that grow by a row per iteration) and stops when it makes the end token (`greedy`: 13 "
+            "iterations, `max_len` 32). Each timed run is one whole decode. One artifact per variant, compiled "
+            "without `--shape`. Median / p90 ms per decode; ratio = partita / ORT (target: at most 1.00x).", ""] + \
+        per_run_table(models, res, notes)
 
 
 def write_markdown(res, path):
@@ -548,6 +571,8 @@ def write_markdown(res, path):
     lines += shipped + [""] if shipped else []
     streaming = streaming_section(res, notes)
     lines += streaming + [""] if streaming else []
+    decoding = decoding_section(res, notes)
+    lines += decoding + [""] if decoding else []
     lines += contention_section(res, notes) + [""]
     lines += kernels_section(res, notes) + [""]
     lines += method_section(res) + [""]

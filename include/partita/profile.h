@@ -11,6 +11,8 @@
 // for a call into an external backend's module, which replaced the ONNX nodes it
 // names); and, nested within a region's interval, what the module reports about its
 // own work (cat "primitive" for each oneDNN primitive, with its implementation).
+// Inside an If, Loop or Scan step: one event per subgraph run (cat "subgraph", args
+// "branch" or "iteration") and, within it, the subgraph's steps, one level deeper.
 // Times are microseconds on the steady clock, from an origin common to the process,
 // so the events of several sessions merge into one trace.
 #pragma once
@@ -27,11 +29,13 @@ namespace partita {
 // format. `pid` is the process's and is added when the trace is written.
 struct ProfileEvent {
   std::string name;  // "run", the node's name, the region's Call node name, the primitive's nodes
-  std::string cat;   // "run", "node", "region", or what a module reports ("primitive")
+  std::string cat;   // "run", "node", "region", "subgraph", or what a module reports ("primitive")
   double ts = 0;     // start, microseconds since the process's profiling origin
   double dur = 0;    // duration, microseconds
   uint32_t tid = 0;  // a small number for the thread that ran it (1 = the first that profiled)
-  uint32_t depth = 0;  // 0 for a run, 1 for a step, 2 for what a module reports inside a step
+  // 0 for a run, 1 for a step, 2 for what a module reports inside a step; inside a
+  // control-flow step (depth d), d + 1 for its subgraph runs and d + 2 for their steps.
+  uint32_t depth = 0;
   // Details, all strings: "op", "backend", "inputs", "outputs" (dtype[shape] by
   // position), for regions "module", "function", "ops", "nodes", for primitives
   // "kind", "impl" and one entry per argument ("src", "weights", "dst", ...).

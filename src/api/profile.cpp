@@ -189,10 +189,12 @@ std::vector<double> selfTimes(const std::vector<ProfileEvent>& events) {
 
 // What an event's self time counts as: a host node's op, what a module reported
 // ("convolution" on "dnnl"), a region's time outside what its module reported, the
-// executor's own time in a run (checking inputs, copying outputs out).
+// executor's own time in a run (checking inputs, copying outputs out) or in a run of
+// a control-flow node's subgraph (binding its inputs and outputs).
 std::pair<std::string, std::string> opOf(const ProfileEvent& e) {
   const std::string& backend = e.arg("backend");
   if (e.cat == "run") return {"(executor)", ""};
+  if (e.cat == "subgraph") return {"(subgraph)", ""};
   if (e.cat == "region") return {"(region)", backend};
   if (!e.arg("kind").empty()) return {e.arg("kind"), backend};
   if (!e.arg("op").empty()) return {e.arg("op"), backend};

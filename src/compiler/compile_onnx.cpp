@@ -48,10 +48,12 @@ void partitionSubgraphs(ir::Graph& root, ir::Graph& g, const backend::PartitionO
       if (a.kind != ir::Attribute::Kind::kGraph || !a.graph) continue;
       ir::Graph& body = *a.graph;
       backend::PartitionResult parts;
-      // Statically shaped regions only: a region in a loop body whose shapes change per
-      // iteration would be compiled again on every iteration.
+      // In a loop body, statically shaped regions only: a region whose shapes change
+      // per iteration would be compiled again on every iteration. An If's branch runs
+      // once per run of its node, as the main graph does: its regions may be
+      // shape-polymorphic (a sample-rate switch over inputs with symbolic dims).
       backend::PartitionOptions body_options = options;
-      body_options.shape_polymorphic = false;
+      body_options.shape_polymorphic = options.shape_polymorphic && n.domain.empty() && n.op_type == "If";
       std::swap(body.constants, root.constants);
       try {
         parts = backend::partitionGraph(body, body_options);
@@ -68,7 +70,7 @@ void partitionSubgraphs(ir::Graph& root, ir::Graph& g, const backend::PartitionO
         result.regions.push_back(std::move(r));
       }
       for (backend::ModuleImage& m : parts.modules) result.modules.push_back(std::move(m));
-      partitionSubgraphs(root, body, options, result);
+      partitionSubgraphs(root, body, body_options, result);  // nothing polymorphic inside a loop
     }
 }
 

@@ -15,45 +15,34 @@ bool hasSymbolicDims(const ir::Graph& g) {
 
 namespace {
 
-// representativeGraph with `size` for the symbolic sides no hint gives; `failures`
-// counts the nodes whose inference refused that shape.
-ir::Graph graphAt(const ir::Graph& g, const std::map<std::string, std::vector<int64_t>>& hints, int64_t size,
-                  size_t& failures) {
-  failures = 0;
-  ir::Graph rep = g;
-  std::map<std::string, int64_t> symbol_value;
-  for (const auto& [name, shape] : hints) {
-    bool found = false;
-    for (ir::ValueId in : g.inputs) found |= g.value(in).name == name;
-    if (!found) throw Error(ErrorCode::kInvalidArgument, "--shape-hint names '" + name + "', which is no input of the model");
+void propagate(ir::Graph& rep, const ir::ConstantPool& pool, size_t& failures);
+
+// An If whose condition is not known at this shape (it depends on an input, as a
+// sample-rate switch does) merges its branches' types, and where their sizes differ
+// the merge leaves the dims unknown, so nothing after the If would have a shape. At
+// this shape its outputs take then_branch's types instead: a representative only (the
+// regions after it are shape-polymorphic and lowered again at the shapes runs make).
+void representBranch(const ir::Graph& rep, const ir::ConstantPool& pool, const ir::Node& node,
+                     std::vector<ir::TensorType>& out) {
+  if (std::all_of(out.begin(), out.end(), [](const ir::TensorType& t) { return t.isStatic(); })) return;
+  const ir::Attribute* a = node.attrs.find("then_branch");
+  if (!a || a->kind != ir::Attribute::Kind::kGraph || !a->graph) return;
+  ir::Graph branch = *a->graph;
+  // The branch's inputs are the node's outer values, after the condition.
+  for (size_t k = 0; k < branch.inputs.size() && 1 + k < node.inputs.size(); ++k)
+    if (node.inputs[1 + k] != ir::kNoValue) branch.value(branch.inputs[k]).type = rep.typeOf(node.inputs[1 + k]);
+  size_t failures = 0;
+  propagate(branch, pool, failures);
+  for (size_t o = 0; o < out.size() && o < branch.outputs.size(); ++o) {
+    const ir::TensorType& t = branch.typeOf(branch.outputs[o]);
+    if (!out[o].isStatic() && t.isStatic() && t.dtype == out[o].dtype) out[o] = t;
   }
-  for (ir::ValueId in : g.inputs) {
-    ir::TensorType& t = rep.value(in).type;
-    if (t.isStatic() || !t.has_rank) continue;
-    auto hint = hints.find(g.value(in).name);
-    if (hint != hints.end() && hint->second.size() != t.rank())
-      throw Error(ErrorCode::kInvalidArgument, "--shape-hint " + hint->first + " has rank " +
-                                                   std::to_string(hint->second.size()) + ", the input is " + t.str());
-    for (size_t d = 0; d < t.rank(); ++d) {
-      ir::Dim& dim = t.dims[d];
-      if (hint != hints.end()) {
-        if (dim.isKnown() && dim.value != hint->second[d])
-          throw Error(ErrorCode::kInvalidArgument, "--shape-hint " + hint->first + " dim " + std::to_string(d) +
-                                                       " is " + std::to_string(hint->second[d]) + ", the input is " +
-                                                       t.str());
-        if (hint->second[d] < 1)
-          throw Error(ErrorCode::kInvalidArgument, "--shape-hint " + hint->first + ": dims must be at least 1");
-        if (!dim.isKnown() && !dim.symbol.empty()) symbol_value.emplace(dim.symbol, hint->second[d]);
-        dim = ir::Dim::known(hint->second[d]);
-        continue;
-      }
-      if (dim.isKnown()) continue;
-      int64_t value = d == 0 ? kRepresentativeBatch : size;
-      if (!dim.symbol.empty()) value = symbol_value.emplace(dim.symbol, value).first->second;
-      dim = ir::Dim::known(value);
-    }
-  }
-  const kernels::PoolResolver constants(rep.constants);
+}
+
+// Infers `rep`'s nodes in order from its inputs' types (and the constants of `pool`,
+// the outermost graph's); `failures` counts the nodes whose inference refused.
+void propagate(ir::Graph& rep, const ir::ConstantPool& pool, size_t& failures) {
+  const kernels::PoolResolver constants(pool);
   // The contents known at this shape: constants, and what is computed from them and
   // from Shape and Size of sized values (a Reshape's target made of the input's dims),
   // when small.
@@ -62,7 +51,7 @@ ir::Graph graphAt(const ir::Graph& g, const std::map<std::string, std::vector<in
   std::vector<ir::OwnedTensor> computed;
   computed.reserve(rep.nodes.size() * 2);
   for (size_t v = 0; v < rep.values.size(); ++v)
-    if (rep.values[v].isConstant()) views[v] = rep.constants.get(rep.values[v].constant).view();
+    if (rep.values[v].isConstant()) views[v] = pool.get(rep.values[v].constant).view();
   std::vector<ir::TensorType> in_types;
   std::vector<const ir::Tensor*> in_values;
   for (const ir::Node& node : rep.nodes) {
@@ -82,6 +71,7 @@ ir::Graph graphAt(const ir::Graph& g, const std::map<std::string, std::vector<in
       ++failures;
       continue;  // not valid at this shape: its values keep their symbolic types
     }
+    if (node.domain.empty() && node.op_type == "If") representBranch(rep, pool, node, out);
     for (size_t o = 0; o < node.outputs.size() && o < out.size(); ++o)
       if (node.outputs[o] != ir::kNoValue && out[o].isStatic()) rep.value(node.outputs[o]).type = out[o];
     // Shape and Size of a sized value, or a small node over known contents: its contents.
@@ -123,6 +113,47 @@ ir::Graph graphAt(const ir::Graph& g, const std::map<std::string, std::vector<in
     for (ir::ValueId o : node.outputs)
       if (o != ir::kNoValue) views[size_t(o)] = computed[k++].view();
   }
+}
+
+// representativeGraph with `size` for the symbolic sides no hint gives; `failures`
+// counts the nodes whose inference refused that shape.
+ir::Graph graphAt(const ir::Graph& g, const std::map<std::string, std::vector<int64_t>>& hints, int64_t size,
+                  size_t& failures) {
+  failures = 0;
+  ir::Graph rep = g;
+  std::map<std::string, int64_t> symbol_value;
+  for (const auto& [name, shape] : hints) {
+    bool found = false;
+    for (ir::ValueId in : g.inputs) found |= g.value(in).name == name;
+    if (!found) throw Error(ErrorCode::kInvalidArgument, "--shape-hint names '" + name + "', which is no input of the model");
+  }
+  for (ir::ValueId in : g.inputs) {
+    ir::TensorType& t = rep.value(in).type;
+    if (t.isStatic() || !t.has_rank) continue;
+    auto hint = hints.find(g.value(in).name);
+    if (hint != hints.end() && hint->second.size() != t.rank())
+      throw Error(ErrorCode::kInvalidArgument, "--shape-hint " + hint->first + " has rank " +
+                                                   std::to_string(hint->second.size()) + ", the input is " + t.str());
+    for (size_t d = 0; d < t.rank(); ++d) {
+      ir::Dim& dim = t.dims[d];
+      if (hint != hints.end()) {
+        if (dim.isKnown() && dim.value != hint->second[d])
+          throw Error(ErrorCode::kInvalidArgument, "--shape-hint " + hint->first + " dim " + std::to_string(d) +
+                                                       " is " + std::to_string(hint->second[d]) + ", the input is " +
+                                                       t.str());
+        if (hint->second[d] < 1)
+          throw Error(ErrorCode::kInvalidArgument, "--shape-hint " + hint->first + ": dims must be at least 1");
+        if (!dim.isKnown() && !dim.symbol.empty()) symbol_value.emplace(dim.symbol, hint->second[d]);
+        dim = ir::Dim::known(hint->second[d]);
+        continue;
+      }
+      if (dim.isKnown()) continue;
+      int64_t value = d == 0 ? kRepresentativeBatch : size;
+      if (!dim.symbol.empty()) value = symbol_value.emplace(dim.symbol, value).first->second;
+      dim = ir::Dim::known(value);
+    }
+  }
+  propagate(rep, rep.constants, failures);
   return rep;
 }
 

@@ -48,14 +48,30 @@ void copyInto(const ir::Tensor& dst, const ir::Tensor& src) {
   if (dst.defined() && dst.data != src.data && src.nbytes()) std::memcpy(dst.data, src.data, src.nbytes());
 }
 
-// Runs `body` with errors named by the node (and the iteration, in a loop).
+// Runs `body`, subgraph `subgraph` of `node` (in a loop, as iteration `iteration`;
+// else -1), with errors named by the node and the iteration. Profiled: the run is an
+// event "NODE/SUBGRAPH" (cat "subgraph", args "iteration" or "branch") one level below
+// the node's step, the body's steps below it with the same args.
 const std::vector<ir::Tensor>& runNamed(const GraphExecutor& body, GraphExecutor::RunState& state,
                                         const std::vector<ir::Tensor>& inputs, const std::vector<void*>* targets,
-                                        const ir::Node& node, const std::string& where) {
+                                        const ir::Node& node, const char* subgraph, int64_t iteration,
+                                        ProfileSink* profile) {
   try {
-    return body.runBody(state, inputs, targets);
+    if (!profile) return body.runBody(state, inputs, targets);
+    std::vector<std::pair<std::string, std::string>> context;
+    if (iteration >= 0)
+      context.emplace_back("iteration", std::to_string(iteration));
+    else
+      context.emplace_back("branch", subgraph);
+    const std::string& of = node.name.empty() ? node.op_type : node.name;
+    context.emplace_back("subgraph_of", of);
+    const ProfileSink::Nest below_node(*profile, 1, context);
+    ProfileScope event(*profile, of + "/" + subgraph, "subgraph", 1);
+    const ProfileSink::Nest below_event(*profile, 1, {});
+    return body.runBody(state, inputs, targets, profile);
   } catch (const Error& e) {
-    throw Error(e.code(), describe(node) + " " + where + ": " + e.what());
+    throw Error(e.code(), describe(node) + " " + (iteration >= 0 ? "iteration " + std::to_string(iteration) : subgraph) +
+                              ": " + e.what());
   }
 }
 
@@ -109,7 +125,7 @@ class IfFlow final : public ControlFlow {
   std::unique_ptr<ExecutorState> newState() const override { return std::make_unique<State>(); }
 
   void run(ExecutorState& state, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& planned,
-           const OutputAllocator& allocate) const override {
+           const OutputAllocator& allocate, ProfileSink* profile) const override {
     auto& s = static_cast<State&>(state);
     checkScalar(node_, inputs.at(0), ir::DType::kBool, "the condition");
     const bool take_then = *inputs[0].as<bool>();
@@ -124,7 +140,8 @@ class IfFlow final : public ControlFlow {
       if (planned[o].defined() && t.isStatic() && t.staticShape() == planned[o].shape && t.dtype == planned[o].dtype)
         targets[o] = planned[o].data;
     }
-    const auto& outs = runNamed(branch, *st, captures, &targets, node_, take_then ? "then_branch" : "else_branch");
+    const auto& outs =
+        runNamed(branch, *st, captures, &targets, node_, take_then ? "then_branch" : "else_branch", -1, profile);
     for (size_t o = 0; o < outs.size(); ++o) copyInto(allocate(o, outs[o].dtype, outs[o].shape), outs[o]);
   }
 
@@ -142,7 +159,7 @@ class LoopFlow final : public ControlFlow {
   std::unique_ptr<ExecutorState> newState() const override { return std::make_unique<BodyStates>(); }
 
   void run(ExecutorState& state, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>&,
-           const OutputAllocator& allocate) const override {
+           const OutputAllocator& allocate, ProfileSink* profile) const override {
     auto& s = static_cast<BodyStates&>(state);
     const size_t n_carried = layout_.num_carried, n_scan = layout_.num_scan;
     int64_t trip_count = std::numeric_limits<int64_t>::max();
@@ -179,7 +196,7 @@ class LoopFlow final : public ControlFlow {
       scratch.iter = iter;
       scratch.cond = cond;
       std::copy(carried.begin(), carried.end(), body_in.begin() + 2);
-      const auto& outs = runNamed(*body_, st, body_in, nullptr, node_, "iteration " + std::to_string(iter));
+      const auto& outs = runNamed(*body_, st, body_in, nullptr, node_, "body", iter, profile);
       checkScalar(node_, outs[0], ir::DType::kBool, "body output 0 (the condition)");
       cond = *outs[0].as<bool>();
       for (size_t i = 0; i < n_carried; ++i) carried[i] = outs[1 + i];
@@ -240,7 +257,7 @@ class ScanFlow final : public ControlFlow {
   std::unique_ptr<ExecutorState> newState() const override { return std::make_unique<State>(); }
 
   void run(ExecutorState& state, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>&,
-           const OutputAllocator& allocate) const override {
+           const OutputAllocator& allocate, ProfileSink* profile) const override {
     auto& s = static_cast<State&>(state);
     const ScanLayoutRun r = prepare(inputs);
     const size_t N = layout_.num_states, M = layout_.num_scan_inputs, K = layout_.num_scan_outputs;
@@ -295,7 +312,7 @@ class ScanFlow final : public ControlFlow {
         for (size_t k = 0; k < K; ++k)
           if (scan_out[k].defined() && out_axis[k] == (layout_.batched ? 1 : 0))
             targets[N + k] = outputSlot(scan_out[k], k, elem_bytes[k], b, r.seq, layout_.output_reverse[k] ? len - 1 - t : t);
-        const auto& outs = runNamed(*body_, st, body_in, &targets, node_, "iteration " + std::to_string(t));
+        const auto& outs = runNamed(*body_, st, body_in, &targets, node_, "body", t, profile);
         for (size_t i = 0; i < N; ++i) carried[i] = outs[i];
         for (size_t k = 0; k < K; ++k) {
           const ir::Tensor& e = outs[N + k];

@@ -28,6 +28,7 @@
 #include "runtime/const_store.h"
 #include "runtime/executor.h"
 #include "runtime/module.h"
+#include "runtime/profile.h"
 
 namespace partita::runtime {
 
@@ -43,9 +44,12 @@ class ControlFlow {
   // Runs the node once. `inputs` are the node's inputs (undefined for an omitted one),
   // its outer-scope values last; `planned` holds per output its planned buffer when
   // the outer graph planned it (else undefined); every output is obtained from
-  // `allocate` exactly once.
+  // `allocate` exactly once. With `profile`, every run of a subgraph is an event
+  // (cat "subgraph") below the node's, and the subgraph's steps events below that,
+  // with the branch or the iteration in their args.
   virtual void run(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
-                   const std::vector<ir::Tensor>& planned, const OutputAllocator& allocate) const = 0;
+                   const std::vector<ir::Tensor>& planned, const OutputAllocator& allocate,
+                   ProfileSink* profile = nullptr) const = 0;
 
   // The step for `node` (If, Loop or Scan); its subgraphs stay alive with `graph`.
   static std::unique_ptr<ControlFlow> create(const ir::Node& node, const std::shared_ptr<const ir::Graph>& graph,

@@ -218,8 +218,8 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
 }
 
 const std::vector<ir::Tensor>& GraphExecutor::runBody(RunState& state, const std::vector<ir::Tensor>& inputs,
-                                                      const std::vector<void*>* targets) const {
-  execute(state, inputs, nullptr, targets);
+                                                      const std::vector<void*>* targets, ProfileSink* profile) const {
+  execute(state, inputs, profile, targets);
   const ir::Graph& g = *graph_;
   state.outputs.resize(g.outputs.size());
   for (size_t o = 0; o < g.outputs.size(); ++o) state.outputs[o] = state.values[size_t(g.outputs[o])];
@@ -272,7 +272,7 @@ void GraphExecutor::execute(RunState& state, const std::vector<ir::Tensor>& inpu
     plan = plans_.find(0, inputs);
     if (!plan) {
       state.plan = nullptr;  // the discovery run binds values to run-time storage
-      plans_.insert(0, inputs, discover(state, constants));
+      plans_.insert(0, inputs, discover(state, constants, profile));
       return;
     }
     if (state.plan != plan) bindPlan(state, plan);
@@ -342,7 +342,7 @@ void GraphExecutor::runStepProfiled(RunState& state, size_t n, const kernels::Co
 void GraphExecutor::runStep(RunState& state, size_t n, const kernels::ConstResolver& constants, bool planned,
                             ProfileSink* profile) const {
   if (steps_[n].flow) {
-    runFlow(state, n, planned);
+    runFlow(state, n, planned, profile);
     return;
   }
   const ir::Graph& g = *graph_;
@@ -403,7 +403,7 @@ void GraphExecutor::runStep(RunState& state, size_t n, const kernels::ConstResol
   }
 }
 
-void GraphExecutor::runFlow(RunState& state, size_t n, bool planned) const {
+void GraphExecutor::runFlow(RunState& state, size_t n, bool planned, ProfileSink* profile) const {
   const ir::Graph& g = *graph_;
   const ir::Node& node = g.nodes[n];
   auto& values = state.values;
@@ -436,7 +436,7 @@ void GraphExecutor::runFlow(RunState& state, size_t n, bool planned) const {
     values[size_t(out)] = state.dynamic.back().view();
     return values[size_t(out)];
   };
-  steps_[n].flow->run(*state.flows[n], inputs, planned_out, allocate);
+  steps_[n].flow->run(*state.flows[n], inputs, planned_out, allocate, profile);
 }
 
 namespace {
@@ -460,7 +460,8 @@ bool deterministic(const ir::Node& node) {
 // gives the shapes the run made. Those values are planned into one arena; the others
 // (shapes from data) stay dynamic.
 std::shared_ptr<const GraphExecutor::ShapePlan> GraphExecutor::discover(RunState& state,
-                                                                        const kernels::ConstResolver& constants) const {
+                                                                        const kernels::ConstResolver& constants,
+                                                                        ProfileSink* profile) const {
   const ir::Graph& g = *graph_;
   auto plan = std::make_shared<ShapePlan>();
   plan->step_planned.assign(steps_.size(), false);
@@ -502,7 +503,10 @@ std::shared_ptr<const GraphExecutor::ShapePlan> GraphExecutor::discover(RunState
       }
     }
     try {
-      runStep(state, n, constants);
+      if (profile)
+        runStepProfiled(state, n, constants, false, *profile);
+      else
+        runStep(state, n, constants);
     } catch (const std::bad_alloc&) {
       throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "': out of memory");
     }

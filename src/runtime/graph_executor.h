@@ -112,8 +112,10 @@ class GraphExecutor final : public Executor {
   // passed through), valid until the state's next run. `targets`, when given, holds
   // per output a buffer to make it in instead of its planned place (used when the
   // output is planned and statically shaped; the caller compares data pointers).
+  // With `profile`, an event per step as run() records them (no run event).
   const std::vector<ir::Tensor>& runBody(RunState& state, const std::vector<ir::Tensor>& inputs,
-                                         const std::vector<void*>* targets = nullptr) const;
+                                         const std::vector<void*>* targets = nullptr,
+                                         ProfileSink* profile = nullptr) const;
   // Whether `p` points into memory `state` reuses in its next run (its arenas and its
   // data-dependent values).
   bool owns(const RunState& state, const void* p) const;
@@ -147,7 +149,8 @@ class GraphExecutor final : public Executor {
                        ProfileSink& profile) const;
   // The first run at an input-shape signature: runs every step and plans the values
   // whose shapes follow from the signature.
-  std::shared_ptr<const ShapePlan> discover(RunState& state, const kernels::ConstResolver& constants) const;
+  std::shared_ptr<const ShapePlan> discover(RunState& state, const kernels::ConstResolver& constants,
+                                            ProfileSink* profile) const;
   void bindPlan(RunState& state, const std::shared_ptr<const ShapePlan>& plan) const;
   // Binds the inputs and the plan of their signature (or discovers it); then runs the steps.
   void execute(RunState& state, const std::vector<ir::Tensor>& inputs, ProfileSink* profile,
@@ -155,7 +158,7 @@ class GraphExecutor final : public Executor {
   void runSteps(RunState& state, const kernels::ConstResolver& constants, const ShapePlan* plan,
                 ProfileSink* profile) const;
   // A control-flow step: its outputs go where the plan put them, or are made at run time.
-  void runFlow(RunState& state, size_t n, bool planned) const;
+  void runFlow(RunState& state, size_t n, bool planned, ProfileSink* profile) const;
   std::vector<ir::OwnedTensor> collectOutputs(const RunState& state) const;
   MemoryPlan plan_;
   bool any_dynamic_ = false;

@@ -28,7 +28,8 @@ size_t ProfileSink::begin(std::string name, const char* cat, uint32_t depth) {
   e.name = std::move(name);
   e.cat = cat;
   e.tid = threadNumber();
-  e.depth = depth;
+  e.depth = base_depth_ + depth;
+  e.args = context_;
   e.ts = now();
   return events_.size() - 1;
 }

@@ -10,6 +10,7 @@
 // events are recorded by the thread that called run, not by kernel worker threads.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -29,7 +30,8 @@ class ProfileSink {
   static uint32_t threadNumber();
 
   // Starts an event at now() on the calling thread and returns its index; end() it
-  // when the work is done. Events are kept in start order.
+  // when the work is done. Events are kept in start order. `depth` counts from the
+  // innermost subgraph being run (Nest below).
   size_t begin(std::string name, const char* cat, uint32_t depth);
   // Sets the duration of event `index` to now() minus its start.
   void end(size_t index);
@@ -38,8 +40,42 @@ class ProfileSink {
   const std::vector<ProfileEvent>& events() const { return events_; }
   void clear() { events_.clear(); }
 
+  // While a control-flow step runs a subgraph (runtime/control_flow.cpp): the events
+  // begun nest `levels` deeper than their own depth says (the body's steps below the
+  // node's step, a region's primitives below the region), and start with `context` in
+  // their args (the branch taken, the iteration), added to the enclosing subgraph's
+  // (a key both have takes the inner value). Both are restored when the Nest ends.
+  class Nest {
+   public:
+    Nest(ProfileSink& sink, uint32_t levels, const std::vector<std::pair<std::string, std::string>>& context)
+        : sink_(sink), levels_(levels), saved_(sink.context_) {
+      for (const auto& [key, value] : context) {
+        auto it = std::find_if(sink_.context_.begin(), sink_.context_.end(),
+                               [&](const auto& kv) { return kv.first == key; });
+        if (it != sink_.context_.end())
+          it->second = value;
+        else
+          sink_.context_.emplace_back(key, value);
+      }
+      sink_.base_depth_ += levels_;
+    }
+    ~Nest() {
+      sink_.base_depth_ -= levels_;
+      sink_.context_ = std::move(saved_);
+    }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+
+   private:
+    ProfileSink& sink_;
+    uint32_t levels_ = 0;
+    std::vector<std::pair<std::string, std::string>> saved_;
+  };
+
  private:
   std::vector<ProfileEvent> events_;
+  uint32_t base_depth_ = 0;
+  std::vector<std::pair<std::string, std::string>> context_;
 };
 
 // Begins an event and ends it when destroyed (also when the work throws), unless end()

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """Control flow end to end (CTest `control_flow_models`; docs/control_flow.md).
 
-Models with If, Loop and Scan: three exported from PyTorch (torch.jit.script control
-flow exports as If/Loop), two built with onnx.helper (PyTorch exports no Scan, and
+Models with If, Loop and Scan: four exported from PyTorch (torch.jit.script control
+flow exports as If/Loop; gru_decode, a greedy decoding Loop over a GRU that stops at
+its end token or at max_len, is scripts/export_recurrent.py's), two built with
+onnx.helper (PyTorch exports no Scan, and
 the branches with identical but separate initializers). Each runs
 
   - from the .onnx (compiled in memory),
@@ -26,6 +28,10 @@ import onnx
 import torch
 import torch.nn as nn
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "scripts"))
+import export_recurrent  # noqa: E402
 
 TOL = 1e-4
 
@@ -179,6 +185,14 @@ def relative(a, e):
     return float(np.abs(a - e).max() / max(np.abs(e).max(), 1e-30))
 
 
+def seeded(ctor):
+    """`ctor` made with torch's seed 0 (the weights scripts/export_recurrent.py exports)."""
+    def make():
+        torch.manual_seed(0)
+        return ctor()
+    return make
+
+
 def torch_reference(model):
     def reference(*inputs):
         with torch.no_grad():
@@ -202,6 +216,7 @@ def main():
 
     cases = []  # (name, onnx path, input names, list of input sets, reference(inputs) -> {name: array})
     # PyTorch models, scripted so that their control flow exports as If/Loop.
+    decode = [np.random.RandomState(s).randn(1, 1, 64).astype(np.float32) for s in (9, 10)]
     for name, ctor, example, names, outs, sets in [
         ("if_conv", IfConv, (torch.randn(1, 1, 16, 16), torch.tensor([16000])), ["x", "sr"], ["y"],
          [[np.random.RandomState(1).randn(1, 1, 16, 16).astype(np.float32), np.array([16000], np.int64)],
@@ -212,6 +227,14 @@ def main():
         ("if_shared_weight", SharedWeight, (torch.randn(1, 3, 8, 8), torch.tensor([1])), ["x", "flag"], ["y"],
          [[np.random.RandomState(5).randn(1, 3, 8, 8).astype(np.float32), np.array([1], np.int64)],
           [np.random.RandomState(6).randn(1, 3, 8, 8).astype(np.float32), np.array([0], np.int64)]]),
+        # The weights of export_recurrent.py's export: stops at its end token (13 iterations
+        # of 32), at max_len 3, and after none. (Its example draws nothing from torch's RNG,
+        # so the models above keep their weights.)
+        ("gru_decode", seeded(export_recurrent.GruDecoder), (torch.zeros(1, 1, 64), torch.tensor(5)),
+         ["h", "max_len"],
+         ["tokens", "scores", "h_last"],
+         [list(export_recurrent.decode_inputs(torch.Generator().manual_seed(6), 32).values()),
+          [decode[0], np.array(3, np.int64)], [decode[1], np.array(0, np.int64)]]),
     ]:
         model = ctor().eval()
         path = os.path.join(work, name + ".onnx")

@@ -3,9 +3,12 @@
 
 Each case builds a crafted ONNX model (no checker) and names the partita command line
 that must fail on it: exit code 1, no signal, and a message naming the node:
-  - a body reading a name nothing defines (in the body or outside it);
-  - a Loop condition that is not one element, at compile time and at run time;
-  - If branches making different element types; a Loop body with too few outputs;
+  - a body reading a name nothing defines (in the body or outside it), or one only a
+    sibling branch defines (an If inside a Loop body);
+  - a Loop condition that is not one element, at compile time and at run time, and
+    one its body makes (run time); a trip count that is not one element;
+  - If branches making different element types or different numbers of outputs; a
+    Loop body with too few outputs;
   - Scan inputs of different sequence lengths (run time);
   - bodies nested deeper than the limit (64).
 
@@ -64,13 +67,60 @@ def branch_types_differ(tmpdir):
     return ["compile", m, "-o", os.path.join(tmpdir, "out.pta")]
 
 
-def _loop(cond_shape, body_outputs=("c_out", "y_out")):
+def branch_counts_differ(tmpdir):
+    then_g = helper.make_graph([helper.make_node("Neg", ["x"], ["t"]), helper.make_node("Abs", ["x"], ["t2"])],
+                               "then", [], [_vi("t", F, None), _vi("t2", F, None)])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [_vi("e", F, None)])
+    node = helper.make_node("If", ["cond"], ["y"], name="if0", then_branch=then_g, else_branch=else_g)
+    m = _save(tmpdir, "branch_counts_differ", [node], [_vi("cond", B, []), _vi("x", F, [3])], [_vi("y", F, [3])])
+    return ["compile", m, "-o", os.path.join(tmpdir, "out.pta")]
+
+
+def sibling_branch_value(tmpdir):
+    # In a Loop body, an If whose then_branch reads 'z', which only its else_branch
+    # defines: a branch's values are not in scope of its sibling.
+    inner = _if([helper.make_node("Add", ["y_in", "z"], ["t"])], "t",
+                [helper.make_node("Neg", ["y_in"], ["z"]), helper.make_node("Identity", ["z"], ["e"])], "e")
+    inner.input[0] = "c"
+    inner.output[0] = "y_out"
+    body = helper.make_graph([helper.make_node("Identity", ["c"], ["c_out"]), inner], "body",
+                             [_vi("i", I64, []), _vi("c", B, []), _vi("y_in", F, [2])],
+                             [_vi("c_out", B, []), _vi("y_out", F, None)])
+    node = helper.make_node("Loop", ["M", "cond", "y0"], ["y"], name="loop0", body=body)
+    m = _save(tmpdir, "sibling_branch_value", [node],
+              [_vi("M", I64, []), _vi("cond", B, []), _vi("y0", F, [2])], [_vi("y", F, [2])])
+    return ["run", m, "-i", "M=" + _npy(tmpdir, "M", np.array(2, np.int64)),
+            "-i", "cond=" + _npy(tmpdir, "cond", np.array(True)),
+            "-i", "y0=" + _npy(tmpdir, "y0", np.ones(2, np.float32))]
+
+
+def _loop(cond_shape, body_outputs=("c_out", "y_out"), m_shape=(), body_cond=None):
+    nodes = [helper.make_node("Identity", ["c"], ["c_out"]) if body_cond is None else body_cond,
+             helper.make_node("Neg", ["y_in"], ["y_out"])]
     body = helper.make_graph(
-        [helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Neg", ["y_in"], ["y_out"])], "body",
-        [_vi("i", I64, []), _vi("c", B, []), _vi("y_in", F, [2])],
+        nodes, "body", [_vi("i", I64, []), _vi("c", B, []), _vi("y_in", F, [2])],
         [_vi(name, B if name == "c_out" else F, None) for name in body_outputs])
     node = helper.make_node("Loop", ["M", "cond", "y0"], ["y"], name="loop0", body=body)
-    return node, [_vi("M", I64, []), _vi("cond", B, cond_shape), _vi("y0", F, [2])], [_vi("y", F, [2])]
+    return node, [_vi("M", I64, list(m_shape)), _vi("cond", B, cond_shape), _vi("y0", F, [2])], [_vi("y", F, [2])]
+
+
+def body_condition_not_scalar(tmpdir):
+    # The body makes its condition from y_in: bool[2] (shape known only from the carried value).
+    node, ins, outs = _loop([], body_cond=helper.make_node("Greater", ["y_in", "y_in"], ["c_out"]))
+    ins[2] = _vi("y0", F, ["N"])
+    outs[0] = _vi("y", F, ["N"])
+    m = _save(tmpdir, "body_condition_not_scalar", [node], ins, outs)
+    return ["run", m, "-i", "M=" + _npy(tmpdir, "M", np.array(3, np.int64)),
+            "-i", "cond=" + _npy(tmpdir, "cond", np.array(True)),
+            "-i", "y0=" + _npy(tmpdir, "y0", np.ones(2, np.float32))]
+
+
+def trip_count_not_scalar(tmpdir):
+    node, ins, outs = _loop([], m_shape=["K"])
+    m = _save(tmpdir, "trip_count_not_scalar", [node], ins, outs)
+    return ["run", m, "-i", "M=" + _npy(tmpdir, "M", np.array([3, 4], np.int64)),
+            "-i", "cond=" + _npy(tmpdir, "cond", np.array(True)),
+            "-i", "y0=" + _npy(tmpdir, "y0", np.ones(2, np.float32))]
 
 
 def loop_condition_not_scalar(tmpdir):
@@ -120,6 +170,10 @@ def nested_too_deep(tmpdir):
 _EXPECT = [
     (undefined_outer_value, ["reads 'nowhere', which nothing defines", "node 'if0'"]),
     (branch_types_differ, ["If node 'if0'", "in then_branch but int64"]),
+    (branch_counts_differ, ["If node 'if0'", "has 1 outputs but its branches make 2 (then_branch) and 1"]),
+    (sibling_branch_value, ["reads 'z', which nothing defines", "node 'if0'"]),
+    (body_condition_not_scalar, ["Loop node 'loop0'", "body output 0 (the condition) must be one bool but is bool[2]"]),
+    (trip_count_not_scalar, ["Loop node 'loop0'", "the trip count M must be one int64 but is int64[2]"]),
     (loop_condition_not_scalar, ["Loop node 'loop0'", "the condition must be a scalar (one element) but is bool[2]"]),
     (loop_condition_not_scalar_at_run_time, ["Loop node 'loop0'", "the condition must be one bool"]),
     (loop_body_too_few_outputs, ["Loop node 'loop0'", "its body 1"]),

@@ -10,6 +10,13 @@ covered by each run (a host node event by name, or a region's "nodes"); the prin
 summary. Also: a target that may not be replaced (a directory, the model) is refused
 before running.
 
+Control flow: a model with an If (on an input) and a Loop whose body holds another If
+(on the iteration number), built with onnx.helper. The steps inside the bodies must be
+events of their own: every run of a subgraph an event (cat "subgraph", named
+NODE/BRANCH or NODE/body, args "branch" or "iteration") one level below its node's,
+the body's steps one level below that and within it, with the iteration (and, in the
+inner If, the branch taken) in their args; the summary counts the body's ops.
+
 usage: check_profile.py BIN_DIR SOURCE_DIR WORK_DIR
 """
 import json
@@ -19,6 +26,8 @@ import subprocess
 import sys
 
 import onnx
+from onnx import TensorProto, helper, numpy_helper
+import numpy as np
 
 BIN, SRC, WORK = sys.argv[1:4]
 MODEL = os.path.join(SRC, "models", "fashion", "fashion_cnn.onnx")
@@ -128,6 +137,111 @@ def check_summary(out, label):
             fail("%s: the summary lacks %r:\n%s" % (label, text, out))
 
 
+def control_flow_model(path):
+    """y = Loop(n, If(flag, Relu(x), Neg(x))); the body: v = Tanh(If(i < 2, v * 0.5, v + w))."""
+    f = TensorProto.FLOAT
+    then_top = helper.make_graph([helper.make_node("Relu", ["x"], ["t_out"], name="top_relu")], "then_top", [],
+                                 [helper.make_tensor_value_info("t_out", f, [4, 8])])
+    else_top = helper.make_graph([helper.make_node("Neg", ["x"], ["e_out"], name="top_neg")], "else_top", [],
+                                 [helper.make_tensor_value_info("e_out", f, [4, 8])])
+    half = numpy_helper.from_array(np.array(0.5, np.float32), "half")
+    then_in = helper.make_graph([helper.make_node("Mul", ["v_in", "half"], ["ti_out"], name="inner_mul")],
+                                "then_inner", [], [helper.make_tensor_value_info("ti_out", f, [4, 8])], [half])
+    else_in = helper.make_graph([helper.make_node("Add", ["v_in", "w"], ["ei_out"], name="inner_add")],
+                                "else_inner", [], [helper.make_tensor_value_info("ei_out", f, [4, 8])])
+    two = numpy_helper.from_array(np.array(2, np.int64), "two")
+    body = helper.make_graph(
+        [helper.make_node("Less", ["i", "two"], ["early"], name="body_less"),
+         helper.make_node("If", ["early"], ["mixed"], name="inner_if", then_branch=then_in, else_branch=else_in),
+         helper.make_node("Tanh", ["mixed"], ["v_out"], name="body_tanh"),
+         helper.make_node("Identity", ["c_in"], ["c_out"], name="body_cond")],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", f, [4, 8])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", f, [4, 8])], [two])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["flag"], ["start"], name="top_if", then_branch=then_top, else_branch=else_top),
+         helper.make_node("Loop", ["n", "", "start"], ["y"], name="loop", body=body)],
+        "control_flow_profile",
+        [helper.make_tensor_value_info("x", f, [4, 8]), helper.make_tensor_value_info("flag", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("n", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("y", f, [4, 8])],
+        [numpy_helper.from_array(np.full((4, 8), 0.25, np.float32), "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]), path)
+
+
+def check_control_flow_trace(path, runs, iterations, out, label):
+    """The events of control_flow_model's runs with flag true and n = iterations."""
+    with open(path, encoding="utf-8") as f:
+        xs = [e for e in json.load(f) if e.get("ph") == "X"]
+
+    def within(inner, outer):
+        return (inner["tid"] == outer["tid"] and ns(inner["ts"]) >= ns(outer["ts"]) and
+                ns(inner["ts"]) + ns(inner["dur"]) <= ns(outer["ts"]) + ns(outer["dur"]))
+
+    def named(name, cat=None):
+        return [e for e in xs if e["name"] == name and (cat is None or e["cat"] == cat)]
+
+    def parent_of(e, candidates):
+        ps = [p for p in candidates if p is not e and within(e, p) and p["depth_"] == e["depth_"] - 1]
+        return ps[0] if len(ps) == 1 else None
+
+    # The file has no depth: rebuild it from nesting (the innermost enclosing event + 1).
+    for e in xs:
+        e["depth_"] = sum(1 for p in xs if p is not e and within(e, p) and
+                          (ns(p["dur"]) > ns(e["dur"]) or (ns(p["dur"]) == ns(e["dur"]) and p["ts"] < e["ts"])))
+    checks = [
+        ("top_if", "node", runs), ("loop", "node", runs), ("top_if/then_branch", "subgraph", runs),
+        ("top_relu", "node", runs), ("loop/body", "subgraph", runs * iterations),
+        ("inner_if", "node", runs * iterations), ("body_tanh", "node", runs * iterations),
+        ("inner_if/then_branch", "subgraph", runs * 2), ("inner_if/else_branch", "subgraph", runs * (iterations - 2)),
+        ("inner_mul", "node", runs * 2), ("inner_add", "node", runs * (iterations - 2)),
+        ("top_if/else_branch", "subgraph", 0), ("top_neg", "node", 0)]
+    for name, cat, want in checks:
+        got = len(named(name, cat))
+        if got != want:
+            fail("%s: %d %s events named %s, not %d" % (label, got, cat, name, want))
+    # Nesting: a subgraph's event directly inside its node's, its steps directly inside it.
+    for sub in [e for e in xs if e["cat"] == "subgraph"]:
+        node = sub["name"].rsplit("/", 1)[0]
+        p = parent_of(sub, named(node, "node"))
+        if p is None:
+            fail("%s: subgraph event %s is not directly inside an event of node %s" % (label, sub["name"], node))
+        if sub["args"].get("subgraph_of") != node:
+            fail("%s: subgraph event %s has args %s" % (label, sub["name"], sub["args"]))
+    for name, sub in (("top_relu", "top_if/then_branch"), ("inner_if", "loop/body"), ("body_tanh", "loop/body"),
+                      ("inner_mul", "inner_if/then_branch"), ("inner_add", "inner_if/else_branch")):
+        for e in named(name, "node"):
+            p = parent_of(e, named(sub, "subgraph"))
+            if p is None:
+                fail("%s: step %s is not directly inside a %s event" % (label, name, sub))
+            elif any(e["args"].get(k) != v for k, v in p["args"].items()):
+                fail("%s: step %s has args %s, its subgraph %s" % (label, name, e["args"], p["args"]))
+    # Each run's loop iterations, numbered 0..n-1 in order, in the steps' args too.
+    bodies = sorted(named("loop/body", "subgraph"), key=lambda e: e["ts"])
+    got = [e["args"].get("iteration") for e in bodies]
+    if got != [str(i) for _ in range(runs) for i in range(iterations)]:
+        fail("%s: loop/body iterations %s" % (label, got))
+    inner = sorted(named("inner_if/then_branch", "subgraph") + named("inner_if/else_branch", "subgraph"),
+                   key=lambda e: e["ts"])
+    for e in inner:
+        it = int(e["args"].get("iteration", "-1"))
+        want = "then_branch" if it < 2 else "else_branch"
+        if e["args"].get("branch") != want or e["args"].get("subgraph_of") != "inner_if":
+            fail("%s: inner If in iteration %d: args %s (want branch %s)" % (label, it, e["args"], want))
+    tanh = named("body_tanh", "node")
+    if any(e["args"].get("iteration") is None or e["args"].get("op") != "Tanh" for e in tanh):
+        fail("%s: body steps lack iteration or op: %s" % (label, [e["args"] for e in tanh[:2]]))
+    # The summary counts the body's steps by op type.
+    for op, calls in (("Tanh", runs * iterations), ("Mul", runs * 2), ("Loop", runs), ("(subgraph)", None)):
+        line = [ln for ln in out.splitlines() if ln.split()[:1] == [op]]
+        if not line or (calls is not None and line[0].split()[2] != str(calls)):
+            fail("%s: the summary's %s row should count %s calls: %s\n%s" % (label, op, calls, line, out))
+    print("%s: control flow: %d events (%d runs, %d iterations each) checked" % (label, len(xs), runs, iterations))
+
+
 def main():
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
@@ -145,6 +259,23 @@ def main():
     out = run([PARTITA, "run", MODEL, "--profile", trace, "-q"] + flags)
     check_trace(trace, 1, onnx_nodes, "partita run")
     check_summary(out, "partita run")
+
+    # Control flow: the steps inside the If's branch and the Loop's body (and the If in it).
+    cf = os.path.join(WORK, "control_flow.onnx")
+    control_flow_model(cf)
+    inputs = []
+    for name, value in (("x", np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)), ("flag", np.array(True)),
+                        ("n", np.array(5, np.int64))):
+        np.save(os.path.join(WORK, name + ".npy"), value)
+        inputs += ["-i", "%s=%s" % (name, os.path.join(WORK, name + ".npy"))]
+    trace = os.path.join(WORK, "trace_cf.json")
+    out = run([PARTITA, "run", cf, "--profile", trace, "-q", "--backends", "host"] + inputs)
+    check_control_flow_trace(trace, 1, 5, out, "partita run (control flow)")
+    cf_pta = os.path.join(WORK, "control_flow.pta")
+    run([PARTITA, "compile", cf, "-o", cf_pta, "-q", "--backends", "host"])
+    trace = os.path.join(WORK, "trace_cf_rt.json")
+    out = run([PARTITA_RUN, cf_pta, "--profile", trace, "-n", "2", "--warmup", "1", "-q"] + inputs)
+    check_control_flow_trace(trace, 2, 5, out, "partita-run (control flow)")
 
     # A directory as the target: refused by name before the model runs; nothing written.
     target = os.path.join(WORK, "a_directory")
