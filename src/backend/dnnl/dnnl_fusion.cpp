@@ -5,6 +5,8 @@
 // constant or already computed a binary post-op.
 #include "backend/dnnl/dnnl_function_lowering.h"
 
+#include <omp.h>
+
 #include <cmath>
 #include <set>
 
@@ -206,6 +208,8 @@ size_t FunctionLowering::fakeQuantTail(ir::NodeId q) const {
 size_t FunctionLowering::fitChain(Step& step, const std::vector<ChainItem>& chain, size_t fixed,
                                   dnnl::primitive_desc_base& pd) {
   const Step base = step;
+  // Layouts chosen for the team the step will run with (stepOnOneThread, as at load).
+  OmpThreadsScope team(stepOnOneThread(base) ? 1 : omp_get_max_threads());
   for (size_t k = chain.size() + 1; k-- > fixed;) {
     step = base;
     for (size_t i = 0; i < k; ++i)

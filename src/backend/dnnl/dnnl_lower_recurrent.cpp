@@ -84,14 +84,13 @@ void FunctionLowering::lowerRecurrent(size_t pos) {
   };
   const int64_t gh = spec.gates * H;
   // W and R: in the layout oneDNN chooses (its brgemm kernels want the hidden dim
-  // blocked; in plain ldigo only its gemm-based reference code runs). But brgemm's
-  // cell splits every timestep over the threads with barriers in between: for small
-  // steps on more than one thread that costs more than the step (a VAD-style LSTM of
-  // hidden 64, 15 steps at batch 1: 15 us at one thread, 290 us at two on a busy
-  // machine; the reference code 40 and 75 us). So with several threads, steps under
-  // 2^18 multiply-adds keep plain ldigo. A replay reads W and R in the layout the
-  // compiler stored them in.
-  const bool let_choose = omp_get_max_threads() == 1 || N * spec.gates * H * H >= (int64_t(1) << 18);
+  // blocked; in plain ldigo only its gemm-based reference code runs). brgemm's cell
+  // splits every timestep over the threads with barriers in between: for small steps
+  // on more than one thread that costs more than the step (a VAD-style LSTM of hidden
+  // 64, 15 steps at batch 1: 15 us at one thread, 290 us at two on a busy machine).
+  // So a small RNN (stepOnOneThread) is created, here and at load, for one thread: its
+  // layout is the one-thread choice and it runs on one thread whatever the model's
+  // count. A replay reads W and R in the layout the compiler stored them in.
   struct Weights {
     int key;
     ValueId v;
@@ -114,10 +113,8 @@ void FunctionLowering::lowerRecurrent(size_t pos) {
     const memory::desc plain_md = plainDesc({1, D, w.k, spec.gates, H});
     if (std::optional<memory::desc> stored = mb_.storedWeights(constOf(w.v), true))
       step.args.push_back(Arg{w.key, ArgSource::kConstant, 0, *stored, false});
-    else if (let_choose)
-      step.args.push_back(Arg{w.key, ArgSource::kConstant, 0, anyDesc(plain_md), true});
     else
-      step.args.push_back(Arg{w.key, ArgSource::kConstant, 0, plain_md, false});
+      step.args.push_back(Arg{w.key, ArgSource::kConstant, 0, anyDesc(plain_md), true});
   }
   if (ValueId b = input(kernels::kRecB); b != ir::kNoValue) {
     std::vector<float> data;
@@ -179,7 +176,11 @@ void FunctionLowering::lowerRecurrent(size_t pos) {
   stateOut(DNNL_ARG_DST_ITER, yh, yc != ir::kNoValue);
   if (lstm) stateOut(DNNL_ARG_DST_ITER_C, yc, yh != ir::kNoValue);
   // Throws dnnl::error when oneDNN has no implementation.
-  const dnnl::primitive_desc_base pd = makePrimitiveDesc(step, cpuEngine());
+  dnnl::primitive_desc_base pd;
+  {
+    OmpThreadsScope team(stepOnOneThread(step) ? 1 : omp_get_max_threads());
+    pd = makePrimitiveDesc(step, cpuEngine());
+  }
   recordChosenLayouts(step, pd);
   for (const Weights& w : weights) {
     Arg* arg = step.find(w.key);

@@ -222,12 +222,18 @@ namespace {
 struct CreatedPrimitive {
   dnnl::primitive_desc_base pd;
   dnnl::primitive primitive;
+  int threads = 1;  // the team size it was created for, and runs with
   bool fell_back = false;  // oneDNN preferred another layout than the recorded one
 };
 
 std::string stepWhere(const std::string& fn_where, size_t s, const Step& step) {
   return fn_where + " step " + std::to_string(s) + " (" + stepKindName(step.kind) + " '" + step.label + "')";
 }
+
+// The team size to create `step`'s primitive with and run it on (oneDNN fixes it at
+// creation for most primitives): one for a step too small to share (stepOnOneThread,
+// the rule the compiler chose its layouts under), else the module's count.
+int stepThreads(const Step& step, int threads) { return threads > 1 && stepOnOneThread(step) ? 1 : threads; }
 
 CreatedPrimitive createPrimitive(const Step& step, const std::string& where) {
   const dnnl::engine& eng = cpuEngine();
@@ -259,7 +265,7 @@ CreatedPrimitive createPrimitive(const Step& step, const std::string& where) {
 
 // Creates the primitives of `steps` on up to `threads` threads: creating one
 // generates its JIT kernels, most of a load's time, and the steps are independent.
-// Each creating thread asks for `threads` OpenMP threads, since oneDNN fixes a
+// Each step is created for stepThreads() OpenMP threads, since oneDNN fixes a
 // primitive's team size when it is created. The first failing step (in step order)
 // is the error, whichever thread met it.
 std::vector<CreatedPrimitive> createPrimitives(const std::vector<Step>& steps, const std::string& fn_where,
@@ -268,10 +274,12 @@ std::vector<CreatedPrimitive> createPrimitives(const std::vector<Step>& steps, c
   std::vector<std::exception_ptr> errors(steps.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
-    omp_set_num_threads(threads);
     for (size_t s = next++; s < steps.size(); s = next++) {
+      const int step_threads = stepThreads(steps[s], threads);
+      omp_set_num_threads(step_threads);
       try {
         created[s] = createPrimitive(steps[s], stepWhere(fn_where, s, steps[s]));
+        created[s].threads = step_threads;
       } catch (...) {
         errors[s] = std::current_exception();
       }
@@ -282,6 +290,7 @@ std::vector<CreatedPrimitive> createPrimitives(const std::vector<Step>& steps, c
   pool.reserve(helpers);
   for (size_t t = 0; t < helpers; ++t) pool.emplace_back(work);
   work();
+  omp_set_num_threads(threads);  // this thread's runs use the module's count
   for (std::thread& t : pool) t.join();
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
@@ -311,6 +320,7 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
     ls.implementation = implementationName(pd);
     ls.post_ops = step.post_ops.size();
     ls.primitive = created[s].primitive;
+    ls.threads = created[s].threads;
     ls.scratchpad = pd.scratchpad_desc();
     lf.scratch_bytes = std::max(lf.scratch_bytes, ls.scratchpad.get_size());
     for (const Arg& a : step.args) {
@@ -489,10 +499,18 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
                          runtime::ProfileSink* profile) const {
   for (Workspace::Binding& b : ws.bindings[slot])
     b.memory.set_data_handle(b.input ? inputs[b.index].data : outputs[b.index].data);
+  // Small steps run on one thread (stepThreads): oneDNN's simple primitives take the
+  // team size of the executing thread, so it is set around them.
+  const int run_threads = omp_get_max_threads();
+  int team = run_threads;
+  auto teamOf = [&](int want) {
+    if (want != team) omp_set_num_threads(team = want);
+  };
   size_t s = 0;
   try {
     for (; s < lf.steps.size(); ++s) {
       runtime::teamWaitCheckpoint();
+      teamOf(std::min(lf.steps[s].threads, run_threads));
       const Workspace::StepArgs& a = ws.args[slot][s];
       if (!profile) {
         dnnl::error::wrap_c_api(dnnl_primitive_execute(lf.steps[s].primitive.get(), ws.stream.get(),
@@ -512,7 +530,9 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
       event.args(describeStep(ls.kind, ls.implementation, ls.post_ops, args));
     }
     ws.stream.wait();
+    teamOf(run_threads);
   } catch (const dnnl::error& e) {
+    teamOf(run_threads);
     throw Error(ErrorCode::kInternal,
                 "dnnl module: function " + std::to_string(fn) + " step " + std::to_string(s) + " ('" +
                     (s < lf.steps.size() ? lf.steps[s].label : "") + "') failed: " + e.what());

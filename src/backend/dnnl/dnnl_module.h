@@ -118,6 +118,7 @@ class DnnlModule final : public runtime::RuntimeModule {
     size_t post_ops = 0;
     bool recorded_layout_kept = false;  // oneDNN here preferred another layout
     dnnl::primitive primitive;
+    int threads = 1;  // team size it was created for (small steps: 1) and runs with
     std::vector<LoadedArg> args;
     dnnl::memory::desc scratchpad;
   };

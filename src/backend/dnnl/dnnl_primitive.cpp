@@ -1,5 +1,7 @@
 #include "backend/dnnl/dnnl_primitive.h"
 
+#include <omp.h>
+
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "partita/error.h"
 
@@ -247,6 +249,48 @@ std::string chosenLayoutMismatch(const Step& s, const dnnl::primitive_desc_base&
 }
 
 std::string implementationName(const dnnl::primitive_desc_base& pd) { return pd.impl_info_str(); }
+
+bool stepOnOneThread(const Step& s) {
+  auto numel = [&](int key) {
+    const Arg* a = s.find(key);
+    return a ? numElements(a->md) : int64_t(0);
+  };
+  const Arg* dst = s.find(DNNL_ARG_DST);
+  switch (s.kind) {
+    case StepKind::kConvolution:
+    case StepKind::kDeconvolution: {
+      // Multiply-adds: each destination element reads weights / output channels of them.
+      const Arg* w = s.find(DNNL_ARG_WEIGHTS);
+      const int64_t out_channels = dst && dst->md.data.ndims > 1 ? dst->md.data.dims[1] : 0;
+      if (!w || out_channels <= 0) return false;
+      const int64_t per_output = numElements(w->md) / out_channels;
+      return per_output > 0 && numel(DNNL_ARG_DST) < (int64_t(1) << 17) / per_output;
+    }
+    case StepKind::kMatMul: {
+      const Arg* src = s.find(DNNL_ARG_SRC);
+      if (!src || src->md.data.ndims < 1) return false;
+      const int64_t k = src->md.data.dims[src->md.data.ndims - 1];
+      return k > 0 && numel(DNNL_ARG_DST) < (int64_t(1) << 17) / k;
+    }
+    case StepKind::kRnn: {
+      const Arg* src = s.find(DNNL_ARG_SRC_LAYER);
+      const Arg* wi = s.find(DNNL_ARG_WEIGHTS_ITER);
+      if (!src || !wi || src->md.data.ndims != 3 || wi->md.data.ndims != 5) return false;
+      const int64_t batch = src->md.data.dims[1], gates = wi->md.data.dims[3], hidden = wi->md.data.dims[4];
+      return batch * gates * hidden * hidden < (int64_t(1) << 18);
+    }
+    default:
+      return std::max(numel(DNNL_ARG_DST), numel(DNNL_ARG_SRC)) < (int64_t(1) << 14);
+  }
+}
+
+OmpThreadsScope::OmpThreadsScope(int threads) : saved_(omp_get_max_threads()) {
+  if (threads != saved_) omp_set_num_threads(threads);
+}
+
+OmpThreadsScope::~OmpThreadsScope() {
+  if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
+}
 
 std::string dnnlVersionString() {
   const dnnl_version_t* v = dnnl_version();

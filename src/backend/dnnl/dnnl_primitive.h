@@ -32,6 +32,26 @@ std::string chosenLayoutMismatch(const Step& step, const dnnl::primitive_desc_ba
 
 // The implementation oneDNN picked, e.g. "brgconv:avx512_core".
 std::string implementationName(const dnnl::primitive_desc_base& pd);
+// A step too small to share: made (at compile time and at load) and run for one
+// thread whatever the model's thread count, since splitting it over a team costs a
+// wake-up and a barrier (a few microseconds on an idle machine, far more when the
+// other core is busy) for less work than that saves. Small means: a convolution or
+// matmul under 2^17 multiply-adds; an RNN under 2^18 a timestep (batch * gates *
+// hidden^2; its cell synchronises every timestep); any other step under 2^14
+// destination elements. A streaming model's frame is dozens of such steps.
+bool stepOnOneThread(const Step& s);
+// Sets this thread's OpenMP team size for a scope (oneDNN fixes the size of most of
+// its primitives when they are created, and takes the caller's for the simple ones).
+class OmpThreadsScope {
+ public:
+  explicit OmpThreadsScope(int threads);
+  ~OmpThreadsScope();
+  OmpThreadsScope(const OmpThreadsScope&) = delete;
+  OmpThreadsScope& operator=(const OmpThreadsScope&) = delete;
+
+ private:
+  int saved_;
+};
 
 // What derived weight layouts assume of the machine (a module's assumptions):
 // oneDNN's version "major.minor.patch" of this build, the effective CPU ISA oneDNN
