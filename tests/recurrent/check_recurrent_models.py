@@ -69,6 +69,21 @@ def partita_outputs(partita, model, inputs, out_dir, extra):
     run(cmd)
 
 
+
+def feed_frames(work, name, stream, runner, frames, pairs, run_frame):
+    """Runs `frames` one after another through run_frame(inputs, out_dir), each run's
+    output states (pairs: output, input, ...) fed back as the next one's inputs; the
+    first run reads the stream's initial states. Returns the last run's out_dir."""
+    state = {pairs[i + 1]: os.path.join(work, f"{name}.stream.{pairs[i + 1]}.npy") for i in range(0, len(pairs), 2)}
+    out_dir = None
+    for k, frame in enumerate(frames):
+        frame_path = os.path.join(work, f"{name}.{stream}.frame{k}.npy")
+        np.save(frame_path, frame)
+        out_dir = os.path.join(work, f"{name}.{stream}.{runner}.{k}")
+        run_frame(dict(state, input=frame_path), out_dir)
+        state = {pairs[i + 1]: os.path.join(out_dir, f"{pairs[i]}.npy") for i in range(0, len(pairs), 2)}
+    return out_dir
+
 def main():
     partita, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -154,14 +169,8 @@ def main():
             fixed = {k: os.path.join(work, f"{name}.{stream}.{k}.npy") for k in others}
             if name == "vad_if":
                 # ONNX Runtime frame by frame too, its own state fed back.
-                state = {pairs[i + 1]: os.path.join(work, f"{name}.stream.{pairs[i + 1]}.npy")
-                         for i in range(0, len(pairs), 2)}
-                for k, frame in enumerate(frames):
-                    frame_path = os.path.join(work, f"{name}.{stream}.frame{k}.npy")
-                    np.save(frame_path, frame)
-                    ort_dir = os.path.join(work, f"{name}.{stream}.ort.{k}")
-                    ort_outputs(onnx_path, dict(state, input=frame_path, **fixed), ort_dir)
-                    state = {pairs[i + 1]: os.path.join(ort_dir, f"{pairs[i]}.npy") for i in range(0, len(pairs), 2)}
+                ort_dir = feed_frames(work, name, stream, "ort", frames, pairs,
+                                      lambda inputs, out_dir: ort_outputs(onnx_path, dict(inputs, **fixed), out_dir))
                 errs = {n: relative(np.load(os.path.join(ort_dir, f"{n}.npy")), want[n]) for n in out_names}
                 print(f"  {stream}: five frames, state fed back, ONNX Runtime vs PyTorch: " +
                       ", ".join(f"{n} {e:.1e}" for n, e in errs.items()))
@@ -170,14 +179,9 @@ def main():
                         failures.append(f"{name} {stream}: ONNX Runtime's {n} after five frames differs by {e:.2e}")
             # From the artifacts (vad_if, the model as shipped ones are: from the .onnx too).
             for cname, model, extra in (configs if name == "vad_if" else configs[2:]):
-                state = {pairs[i + 1]: os.path.join(work, f"{name}.stream.{pairs[i + 1]}.npy")
-                         for i in range(0, len(pairs), 2)}
-                for k, frame in enumerate(frames):
-                    frame_path = os.path.join(work, f"{name}.{stream}.frame{k}.npy")
-                    np.save(frame_path, frame)
-                    out_dir = os.path.join(work, f"{name}.{stream}.{cname.replace(' ', '_')}.{k}")
-                    partita_outputs(partita, model, dict(state, input=frame_path, **fixed), out_dir, extra)
-                    state = {pairs[i + 1]: os.path.join(out_dir, f"{pairs[i]}.npy") for i in range(0, len(pairs), 2)}
+                out_dir = feed_frames(work, name, stream, cname.replace(' ', '_'), frames, pairs,
+                                      lambda inputs, out_dir: partita_outputs(partita, model, dict(inputs, **fixed),
+                                                                              out_dir, extra))
                 errs = {n: relative(np.load(os.path.join(out_dir, f"{n}.npy")), want[n]) for n in out_names}
                 print(f"  {stream}: five frames of {frames.shape[-1]} samples, state fed back, {cname}: " +
                       ", ".join(f"{n} {e:.1e}" for n, e in errs.items()))
