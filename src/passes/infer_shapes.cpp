@@ -40,6 +40,8 @@ ir::TensorType mergeDeclared(const ir::TensorType& found, const ir::TensorType& 
       !kernels::kindsFit(inferred, declared))
     throw Error(ErrorCode::kInvalidModel, producedBy(v, node) + " is declared " + declared.kindStr() + " but is " +
                                               inferred.kindStr());
+  // A sequence's element shapes are data: a declaration does not fill them in.
+  if (inferred.dtype != ir::DType::kUndefined && !inferred.isTensor()) return inferred;
   if (declared.dtype == ir::DType::kUndefined || !declared.has_rank) return inferred;
   if (!inferred.has_rank) {
     ir::TensorType t = declared;
@@ -102,6 +104,7 @@ void typeCaptures(const ir::Graph& g, const ir::Node& node, ir::Graph& sub) {
 // declaration.
 ir::TensorType feedType(const ir::TensorType& outer, const ir::TensorType& declared) {
   if (outer.dtype == ir::DType::kUndefined) return declared;
+  if (!outer.isTensor()) return outer;  // a sequence's element shapes are data, not declarations
   if (!outer.has_rank && declared.has_rank && declared.dtype == outer.dtype) return declared;
   return outer;
 }

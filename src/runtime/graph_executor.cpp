@@ -177,7 +177,12 @@ std::string shapesOf(const std::vector<ir::ValueId>& ids, const std::vector<ir::
   std::string s;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i) s += ", ";
-    if (ids[i] != ir::kNoValue) appendType(s, values[size_t(ids[i])]);
+    if (ids[i] == ir::kNoValue) continue;
+    const ir::Tensor& t = values[size_t(ids[i])];
+    if (ir::isBoxed(t))  // a sequence or optional: its kind and what its elements share
+      s += ir::unbox(t).type().str();
+    else
+      appendType(s, t);
   }
   return s;
 }
