@@ -3,12 +3,20 @@
 // mismatched shapes, reading an empty optional, a sequence where a tensor is expected).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "api/module_kinds.h"
+#include "base/temp_dir_testing.h"
+#include "frontend/onnx/onnx_importer.h"
+#include "partita/compiler.h"
 #include "partita/error.h"
 #include "passes/passes.h"
+#include "runtime/artifact_reader.h"
+#include "runtime/executor_kinds.h"
 #include "runtime/graph_executor.h"
 
 namespace partita::runtime {
@@ -211,6 +219,69 @@ TEST(SequenceValues, RunRefusesASequenceOutputAndATensorForASequenceInput) {
   std::string msg;
   run(l, {floats({2})}, &msg);
   EXPECT_EQ(msg, "input 's' is a sequence of float32 tensors but got float32[2]");
+}
+
+// The tensors of two values, one by one: "" when they agree (within 1e-5 relative).
+std::string differences(const RunValue& got, const frontend::ProtoValue& want) {
+  std::vector<const ir::OwnedTensor*> a, b;
+  if (want.aggregate) {
+    if (!got.aggregate) return "a tensor where a sequence or optional was expected";
+    for (const ir::SharedTensor& t : got.aggregate->tensors) a.push_back(t.get());
+    for (const ir::SharedTensor& t : want.aggregate->tensors) b.push_back(t.get());
+  } else {
+    a.push_back(&got.tensor);
+    b.push_back(&want.tensor);
+  }
+  if (a.size() != b.size()) return std::to_string(a.size()) + " tensors, not " + std::to_string(b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i]->dtype() != b[i]->dtype() || a[i]->shape() != b[i]->shape())
+      return "tensor " + std::to_string(i) + " is " + ir::typeOf(a[i]->view()).str() + ", not " +
+             ir::typeOf(b[i]->view()).str();
+    if (a[i]->dtype() != DType::kFloat32) {
+      if (std::memcmp(a[i]->data(), b[i]->data(), a[i]->nbytes()) != 0) return "tensor " + std::to_string(i) + " differs";
+      continue;
+    }
+    for (int64_t k = 0; k < a[i]->numel(); ++k) {
+      const float x = a[i]->as<float>()[k], y = b[i]->as<float>()[k];
+      if (std::fabs(x - y) > 1e-5f * std::max(1.f, std::fabs(y))) return "tensor " + std::to_string(i) + " differs";
+    }
+  }
+  return "";
+}
+
+// If and Loop carrying sequences and optionals, from a linked artifact (the value kinds
+// written and read back) with every backend enabled: ONNX's own cases, checked against
+// their expected outputs.
+TEST(SequenceValues, IfAndLoopCarryingSequencesRunFromAnArtifact) {
+  const std::filesystem::path data = "/usr/share/libonnx-testdata/data/node";
+  if (!std::filesystem::exists(data / "test_loop16_seq_none")) GTEST_SKIP() << "no ONNX backend test data in " << data;
+  partita::testing::TempDir dir;
+  for (const char* name : {"test_if_seq", "test_if_opt", "test_loop13_seq", "test_loop16_seq_none",
+                           "test_sequence_map_add_1_sequence_1_tensor"}) {
+    SCOPED_TRACE(name);
+    const std::filesystem::path c = data / name;
+    CompileOptions options;
+    options.backends = {"dnnl", "ewise", "host"};
+    const std::string pta = dir.path(std::string(name) + ".pta");
+    compileToArtifact((c / "model.onnx").string(), pta, options);
+    artifact::Artifact a = artifact::openArtifact(pta);
+    std::shared_ptr<Executor> exec = api::builtinExecutorKinds().create(a, api::builtinModuleKinds(), RunOptions{});
+    const std::filesystem::path set = c / "test_data_set_0";
+    std::vector<frontend::ProtoValue> inputs;
+    for (size_t i = 0; i < exec->inputs().size(); ++i)
+      inputs.push_back(frontend::readValueProtoFile((set / ("input_" + std::to_string(i) + ".pb")).string(),
+                                                    exec->inputs()[i].type));
+    std::vector<ir::Tensor> views;
+    for (const frontend::ProtoValue& v : inputs) views.push_back(v.aggregate ? ir::box(*v.aggregate) : v.tensor.view());
+    auto state = exec->newState();
+    std::vector<RunValue> out = exec->runValues(*state, views);
+    ASSERT_EQ(out.size(), exec->outputs().size());
+    for (size_t o = 0; o < out.size(); ++o) {
+      frontend::ProtoValue want = frontend::readValueProtoFile(
+          (set / ("output_" + std::to_string(o) + ".pb")).string(), exec->outputs()[o].type);
+      EXPECT_EQ(differences(out[o], want), "") << "output " << o;
+    }
+  }
 }
 
 }  // namespace
