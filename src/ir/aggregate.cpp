@@ -23,6 +23,12 @@ TensorType Aggregate::type() const {
   return TensorType::optionalOf(elem);
 }
 
+TensorType Aggregate::kindType() const {
+  const TensorType elem = TensorType::unranked(dtype);
+  if (kind == ValueKind::kSequence) return TensorType::sequenceOf(elem);
+  return TensorType::optionalOf(inner == ValueKind::kSequence ? TensorType::sequenceOf(elem) : elem);
+}
+
 const Aggregate& unbox(const Tensor& t) {
   if (!isBoxed(t) || !t.data)
     throw Error(ErrorCode::kInternal, "a " + std::string(dtypeName(t.dtype)) + shapeStr(t.shape) +

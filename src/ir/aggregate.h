@@ -34,6 +34,8 @@ struct Aggregate : std::enable_shared_from_this<Aggregate> {
 
   // The type it has: kind and dtype, and the shape its elements share (merged).
   TensorType type() const;
+  // Its kind and dtype only (elements unranked): what a run checks, in O(1).
+  TensorType kindType() const;
 };
 using AggregatePtr = std::shared_ptr<const Aggregate>;
 

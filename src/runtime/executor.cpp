@@ -32,7 +32,7 @@ void Executor::checkInput(size_t index, const ir::Tensor& t) const {
   if (!want.isTensor() || ir::isBoxed(t)) {
     // A sequence or optional: the kind and element type must fit (its elements' shapes
     // are data, checked by the ops that read them).
-    const ir::TensorType got = ir::runtimeTypeOf(t);
+    const ir::TensorType got = ir::isBoxed(t) ? ir::unbox(t).kindType() : ir::typeOf(t);
     if (!kernels::kindsFit(want, got) || (want.dtype != ir::DType::kUndefined && got.dtype != want.dtype))
       throw Error(ErrorCode::kInvalidArgument, "input '" + spec.name + "' is " + want.kindStr() + " but got " +
                                                    (ir::isBoxed(t) ? got.kindStr() : got.str()));
