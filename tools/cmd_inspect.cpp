@@ -1,6 +1,7 @@
 // partita inspect MODEL.pta [--verify] [--graph] [--run] [--dot FILE] [--onnx MODEL.onnx] : prints an
 // artifact's header, sections, modules, partition and constant table, then its byte
 // accounting and memory figures; --dot also writes the partition as a Graphviz file.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -58,6 +59,24 @@ void printConstants(const std::vector<ArtifactInfo::Constant>& constants) {
                 c.offset >= 0 ? std::to_string(c.offset).c_str() : "-", c.storage.c_str(), hex(c.hash).c_str(),
                 moduleList(c.modules).c_str(), note.c_str());
   }
+}
+
+// The sequence and optional values of a graph and its bodies, one line each ("" when
+// there are none): they run on the host, outside the planned arena.
+void listAggregates(const ir::Graph& g, const std::string& where, std::string& out) {
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const ir::Value& val = g.values[v];
+    if (val.type.isTensor()) continue;
+    const bool input = std::find(g.inputs.begin(), g.inputs.end(), ir::ValueId(v)) != g.inputs.end();
+    const std::string made = val.producer != ir::kNoNode
+                                 ? " (" + g.nodes[size_t(val.producer)].op_type + " '" + g.nodes[size_t(val.producer)].name + "')"
+                                 : input ? " (input)" : "";
+    out += "  " + where + "'" + val.name + "'" + made + ": " + val.type.str() + "\n";
+  }
+  for (const ir::Node& n : g.nodes)
+    for (const auto& [name, a] : n.attrs.all())
+      if (a.kind == ir::Attribute::Kind::kGraph && a.graph)
+        listAggregates(*a.graph, where + n.op_type + " '" + n.name + "' " + name + ": ", out);
 }
 
 std::vector<ir::OwnedTensor> zeroInputs(const ir::Graph& g) {
@@ -134,6 +153,10 @@ void inspectCommand(const InspectArgs& args) {
   std::printf("%s", api::partitionText(info.partition).c_str());
   std::printf("%s", api::subgraphText(info.subgraphs).c_str());
   printConstants(info.constants);
+  std::string aggregates;
+  listAggregates(*artifact::openArtifact(args.artifact).graph, "", aggregates);
+  if (!aggregates.empty())
+    std::printf("sequence and optional values (host only, outside the arena)\n%s", aggregates.c_str());
   if (args.graph) std::printf("graph\n%s", artifact::openArtifact(args.artifact).graph->str().c_str());
 
   const ByteAccounting& r = info.bytes;

@@ -129,6 +129,27 @@ std::string compareTensors(const std::string& name, const ir::Tensor& actual, co
   return msg + ")";
 }
 
+// Sequences and optionals: the same kind, presence and length, and each tensor as
+// compareTensors compares it.
+std::string compareAggregates(const std::string& name, const ir::AggregatePtr& actual, const ir::Aggregate& expected,
+                              double rtol, double atol) {
+  if (!actual) return "output '" + name + "': got a tensor, expected " + expected.type().kindStr();
+  const bool want_present = expected.kind != ir::ValueKind::kOptional || expected.present;
+  const bool got_present = actual->kind != ir::ValueKind::kOptional || actual->present;
+  if (want_present != got_present)
+    return "output '" + name + "': got " + (got_present ? "a value" : "an empty optional") + ", expected " +
+           (want_present ? "a value" : "an empty optional");
+  if (actual->tensors.size() != expected.tensors.size())
+    return "output '" + name + "': got " + std::to_string(actual->tensors.size()) + " tensors, expected " +
+           std::to_string(expected.tensors.size());
+  for (size_t i = 0; i < expected.tensors.size(); ++i) {
+    std::string diff = compareTensors(name + "[" + std::to_string(i) + "]", actual->tensors[i]->view(),
+                                      expected.tensors[i]->view(), rtol, atol);
+    if (!diff.empty()) return diff;
+  }
+  return {};
+}
+
 // ---- one case --------------------------------------------------------------------
 
 // input_N.pb / output_N.pb files of a data set, ordered by N.
@@ -222,25 +243,35 @@ CaseResult runCase(const Case& c, const CompileOptions& compile) {
 
   for (const auto& set : sets) {
     const std::string set_name = set.filename().string();
-    std::vector<ir::OwnedTensor> inputs, expected;
-    for (const auto& f : numberedFiles(set, "input_"))
-      inputs.push_back(frontend::readTensorProtoFile(f.string()));
-    for (const auto& f : numberedFiles(set, "output_"))
-      expected.push_back(frontend::readTensorProtoFile(f.string()));
-    if (inputs.size() != exec.inputs().size())
-      return {Status::kError, set_name + " has " + std::to_string(inputs.size()) +
+    const std::vector<fs::path> input_files = numberedFiles(set, "input_"), output_files = numberedFiles(set, "output_");
+    if (input_files.size() != exec.inputs().size())
+      return {Status::kError, set_name + " has " + std::to_string(input_files.size()) +
                                   " inputs but the model takes " + std::to_string(exec.inputs().size())};
-    if (expected.size() != exec.outputs().size())
-      return {Status::kError, set_name + " has " + std::to_string(expected.size()) +
+    if (output_files.size() != exec.outputs().size())
+      return {Status::kError, set_name + " has " + std::to_string(output_files.size()) +
                                   " outputs but the model produces " + std::to_string(exec.outputs().size())};
+    // Each file read as the value the model declares: a tensor, sequence or optional.
+    std::vector<frontend::ProtoValue> inputs, expected;
+    for (size_t i = 0; i < input_files.size(); ++i)
+      inputs.push_back(frontend::readValueProtoFile(input_files[i].string(), exec.inputs()[i].type));
+    for (size_t i = 0; i < output_files.size(); ++i)
+      expected.push_back(frontend::readValueProtoFile(output_files[i].string(), exec.outputs()[i].type));
     std::vector<ir::Tensor> views;
     for (size_t i = 0; i < inputs.size(); ++i)
-      views.push_back(asBFloat16IfDeclared(inputs[i].view(), exec.inputs()[i].type.dtype));
-    std::vector<ir::OwnedTensor> actual = exec.run(*state, views);
+      views.push_back(inputs[i].aggregate ? ir::box(*inputs[i].aggregate)
+                                          : asBFloat16IfDeclared(inputs[i].tensor.view(), exec.inputs()[i].type.dtype));
+    std::vector<runtime::RunValue> actual = exec.runValues(*state, views);
     for (size_t i = 0; i < actual.size(); ++i) {
-      ir::Tensor want = asBFloat16IfDeclared(expected[i].view(), actual[i].dtype());
-      std::string diff =
-          compareTensors(exec.outputs()[i].name, actual[i].view(), want, rtol, atol);
+      const std::string& name = exec.outputs()[i].name;
+      std::string diff;
+      if (expected[i].aggregate) {
+        diff = compareAggregates(name, actual[i].aggregate, *expected[i].aggregate, rtol, atol);
+      } else if (actual[i].aggregate) {
+        diff = "output '" + name + "': got " + actual[i].aggregate->type().kindStr() + ", expected a tensor";
+      } else {
+        ir::Tensor want = asBFloat16IfDeclared(expected[i].tensor.view(), actual[i].tensor.dtype());
+        diff = compareTensors(name, actual[i].tensor.view(), want, rtol, atol);
+      }
       if (!diff.empty()) return {Status::kFail, (sets.size() > 1 ? set_name + ": " : std::string()) + diff};
     }
   }

@@ -107,6 +107,14 @@ void runModel(const RunOptions& args, const std::string& model_path,
     if (!given.emplace(spec.substr(0, eq), spec.substr(eq + 1)).second)
       throw Error(ErrorCode::kInvalidArgument, "--input gives input '" + spec.substr(0, eq) + "' twice");
   }
+  // .npy and TensorProto files hold tensors: a sequence or optional cannot be given.
+  for (const auto* list : {&model->inputs(), &model->outputs()})
+    for (const IoInfo& v : *list)
+      if (!v.non_tensor.empty())
+        throw Error(ErrorCode::kUnsupported, std::string(list == &model->inputs() ? "input '" : "output '") + v.name +
+                                                 "' is " + v.non_tensor +
+                                                 "; the CLI takes and gives tensors only (partita conformance reads "
+                                                 "sequences and optionals from ONNX .pb files)");
   Session session(model);
   std::vector<Tensor> held;
   held.reserve(model->inputs().size());

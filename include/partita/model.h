@@ -32,6 +32,11 @@ struct IoInfo {
   DType dtype = DType::kUndefined;
   std::vector<int64_t> shape;         // -1 for a dimension not fixed at compile time
   std::vector<std::string> dim_names;  // per dimension: its symbol ("batch"), or "" when fixed or unnamed
+  // Empty for a tensor; else what the value is, e.g. "a sequence of float32 tensors" or
+  // "an optional float32 tensor" (then dtype and shape describe its elements). Session
+  // takes and returns tensors only: a model with such an input or output is refused
+  // by name when it runs.
+  std::string non_tensor;
 };
 
 // Settings of a loaded model's runs. They belong to the model, not the process: two

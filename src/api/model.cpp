@@ -13,6 +13,7 @@ IoInfo describe(const runtime::IoSpec& v) {
   IoInfo info;
   info.name = v.name;
   info.dtype = v.type.dtype;
+  if (!v.type.isTensor()) info.non_tensor = v.type.kindStr();
   for (const ir::Dim& d : v.type.dims) {
     info.shape.push_back(d.isKnown() ? d.value : -1);
     info.dim_names.push_back(d.isKnown() ? std::string() : d.symbol);

@@ -35,7 +35,8 @@ class Encoder {
     }
   }
   void type(const ir::TensorType& t) {
-    w.u8(uint8_t(ValueKind::kTensor));
+    w.u8(uint8_t(t.kind));
+    if (t.kind == ValueKind::kOptional) w.u8(uint8_t(t.inner));
     w.u8(uint8_t(t.dtype));
     w.varint(t.has_rank ? t.dims.size() + 1 : 0);
     for (const ir::Dim& d : t.dims) {

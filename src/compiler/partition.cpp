@@ -42,6 +42,14 @@ bool allValues(const ir::Graph& g, const ir::Node& node, bool ranked) {
          std::all_of(node.outputs.begin(), node.outputs.end(), ok);
 }
 
+// Whether every value `node` reads or makes is a tensor: a node touching a sequence or
+// optional stays on the host, whatever a backend would say of its op.
+bool onlyTensors(const ir::Graph& g, const ir::Node& node) {
+  auto tensor = [&](ir::ValueId v) { return v == ir::kNoValue || g.typeOf(v).isTensor(); };
+  return std::all_of(node.inputs.begin(), node.inputs.end(), tensor) &&
+         std::all_of(node.outputs.begin(), node.outputs.end(), tensor);
+}
+
 std::string shapeText(const std::vector<int64_t>& shape) {
   std::string s;
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
@@ -112,6 +120,7 @@ struct Partitioner {
 
     for (size_t i = 0; i < n; ++i) {
       const ir::Node& node = g.nodes[i];
+      if (!onlyTensors(g, node)) continue;
       // A node with symbolic dims is asked at the representative shape too.
       const bool fixed = allValues(g, node, false);
       const bool polymorphic = !fixed && rep && allValues(g, node, true) && allValues(*rep, node, false);

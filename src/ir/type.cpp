@@ -16,8 +16,36 @@ TensorType TensorType::of(DType t, const std::vector<int64_t>& shape) {
   return tt;
 }
 
+TensorType TensorType::sequenceOf(const TensorType& element) {
+  TensorType t = element;
+  t.kind = ValueKind::kSequence;
+  t.inner = ValueKind::kTensor;
+  return t;
+}
+
+TensorType TensorType::optionalOf(const TensorType& contents) {
+  TensorType t = contents;
+  t.kind = ValueKind::kOptional;
+  t.inner = contents.kind == ValueKind::kSequence ? ValueKind::kSequence : ValueKind::kTensor;
+  return t;
+}
+
+TensorType TensorType::contents() const {
+  TensorType t = *this;
+  t.kind = kind == ValueKind::kOptional ? inner : ValueKind::kTensor;
+  t.inner = ValueKind::kTensor;
+  return t;
+}
+
+TensorType TensorType::element() const {
+  TensorType t = *this;
+  t.kind = ValueKind::kTensor;
+  t.inner = ValueKind::kTensor;
+  return t;
+}
+
 bool TensorType::isStatic() const {
-  if (!has_rank) return false;
+  if (kind != ValueKind::kTensor || !has_rank) return false;
   for (const Dim& d : dims)
     if (!d.isKnown()) return false;
   return true;
@@ -36,6 +64,8 @@ int64_t TensorType::numel() const {
 }
 
 std::string TensorType::str() const {
+  if (kind == ValueKind::kSequence) return "seq(" + element().str() + ")";
+  if (kind == ValueKind::kOptional) return "optional(" + contents().str() + ")";
   std::ostringstream os;
   os << dtypeName(dtype);
   if (!has_rank) {
@@ -54,6 +84,18 @@ std::string TensorType::str() const {
   if (shown < dims.size()) os << ",... rank " << dims.size();
   os << ']';
   return os.str();
+}
+
+std::string TensorType::kindStr() const {
+  const std::string elem = std::string(dtypeName(dtype));
+  switch (kind) {
+    case ValueKind::kTensor: return "a " + elem + " tensor";
+    case ValueKind::kSequence: return "a sequence of " + elem + " tensors";
+    case ValueKind::kOptional:
+      return inner == ValueKind::kSequence ? "an optional sequence of " + elem + " tensors"
+                                           : "an optional " + elem + " tensor";
+  }
+  return "a value of unknown kind";
 }
 
 int64_t shapeNumel(const std::vector<int64_t>& shape) {

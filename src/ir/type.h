@@ -20,19 +20,45 @@ struct Dim {
   bool operator==(const Dim&) const = default;
 };
 
+// What a value is: a tensor, a sequence of tensors (ONNX seq(tensor(T)): one element
+// type, element shapes that may differ), or an optional (of a tensor or a sequence).
+// The numbers are written into artifacts (docs/format.md, "Graphs").
+enum class ValueKind : uint8_t { kTensor = 0, kSequence = 1, kOptional = 2 };
+
+// A value's type. For a tensor: its element type and shape. For a sequence: the
+// element type and what every element's shape has in common (merged as
+// kernels::mergeTypes merges; unranked when nothing is known). For an optional: the
+// same for what it holds (`inner`: a tensor or a sequence).
 struct TensorType {
   DType dtype = DType::kUndefined;
   bool has_rank = false;  // false: the rank itself is unknown
   std::vector<Dim> dims;
+  ValueKind kind = ValueKind::kTensor;
+  ValueKind inner = ValueKind::kTensor;  // kOptional: what it holds (kTensor or kSequence)
 
   static TensorType of(DType t, const std::vector<int64_t>& shape);
   static TensorType unranked(DType t) { return TensorType{t, false, {}}; }
 
+  // A sequence of `element`s; an optional holding `contents` (a tensor or sequence type).
+  static TensorType sequenceOf(const TensorType& element);
+  static TensorType optionalOf(const TensorType& contents);
+
+  bool isTensor() const { return kind == ValueKind::kTensor; }
+  // A sequence's element type, or an optional's contents (itself for a tensor).
+  TensorType contents() const;
+  // A sequence's element type (an optional of a sequence: its sequence's element type).
+  TensorType element() const;
+
   size_t rank() const { return dims.size(); }
-  bool isStatic() const;  // rank and every dimension known
+  bool isStatic() const;  // a tensor with its rank and every dimension known
   std::vector<int64_t> staticShape() const;  // requires isStatic()
   int64_t numel() const;  // -1 unless static
-  std::string str() const;  // "float32[1,3,N,224]", "int64[?]" or "float32[*]"
+  // "float32[1,3,N,224]", "int64[?]", "float32[*]"; "seq(float32[*])",
+  // "optional(seq(int64[?]))".
+  std::string str() const;
+  // For messages: "a float32 tensor", "a sequence of float32 tensors", "an optional
+  // float32 tensor", "an optional sequence of float32 tensors".
+  std::string kindStr() const;
   bool operator==(const TensorType&) const = default;
 };
 

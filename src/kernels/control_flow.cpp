@@ -39,6 +39,13 @@ void checkOneElement(const ir::Node& node, const ir::TensorType& t, ir::DType dt
 void checkSameDType(const ir::Node& node, const ir::TensorType& a, const ir::TensorType& b, const std::string& what) {
   if (a.dtype != ir::DType::kUndefined && b.dtype != ir::DType::kUndefined && a.dtype != b.dtype)
     fail(node, what + ": " + a.str() + " and " + b.str() + " differ in element type");
+  if (!kindsFit(a, b) && !kindsFit(b, a))
+    fail(node, what + ": " + a.kindStr() + " and " + b.kindStr() + " are different kinds of value");
+}
+
+// A value of one of Scan's inputs or outputs: Scan carries tensors only.
+void checkTensor(const ir::Node& node, const ir::TensorType& t, const std::string& what) {
+  if (!t.isTensor()) fail(node, what + " is " + t.kindStr() + "; " + node.op_type + " carries tensors only");
 }
 
 ir::TensorType withDType(ir::TensorType t, ir::DType dtype) {
@@ -75,7 +82,8 @@ void inferIf(InferContext& c) {
   for (size_t o = 0; o < node.outputs.size(); ++o) {
     const ir::TensorType& t = then_g.typeOf(then_g.outputs[o]);
     const ir::TensorType& e = else_g.typeOf(else_g.outputs[o]);
-    if (t.dtype != ir::DType::kUndefined && e.dtype != ir::DType::kUndefined && t.dtype != e.dtype)
+    if ((t.dtype != ir::DType::kUndefined && e.dtype != ir::DType::kUndefined && t.dtype != e.dtype) ||
+        (!kindsFit(t, e) && !kindsFit(e, t)))
       c.fail("output " + std::to_string(o) + " is " + t.str() + " in then_branch but " + e.str() +
              " in else_branch: the branches must make the same element types");
     if (cond && cond->numel() == 1)
@@ -107,6 +115,7 @@ void inferLoop(InferContext& c) {
   }
   for (size_t k = 0; k < l.num_scan; ++k) {
     const ir::TensorType& out = body.typeOf(body.outputs[1 + l.num_carried + k]);
+    checkTensor(node, out, "scan output " + std::to_string(k));
     c.outputs[l.num_carried + k] = insertDim(node, out, 0, -1, "scan output");
   }
 }
@@ -124,6 +133,10 @@ void inferScan(InferContext& c) {
   }
   // The batch size (opset 8) and the sequence length, where the inputs say.
   int64_t batch = -1, seq = -1;
+  for (size_t i = 0; i < l.first_state + l.num_states + l.num_scan_inputs; ++i)
+    if (c.hasInput(i)) checkTensor(node, c.input(i), "input " + std::to_string(i));
+  for (size_t o = 0; o < body.outputs.size(); ++o)
+    checkTensor(node, body.typeOf(body.outputs[o]), "body output " + std::to_string(o));
   for (size_t j = 0; j < l.num_scan_inputs; ++j) {
     const ir::TensorType& t = c.input(l.first_state + l.num_states + j);
     const ir::TensorType& elem = body.typeOf(body.inputs[l.num_states + j]);
@@ -160,11 +173,51 @@ void inferScan(InferContext& c) {
   }
 }
 
+// SequenceMap (opset 17): the body runs once per element of the input sequences (all
+// of one length) and takes the tensors as they are; each output is a sequence of what
+// the body makes.
+void inferSequenceMap(InferContext& c) {
+  const ir::Node& node = c.node;
+  const ir::Graph& body = subgraph(node, "body");
+  checkCaptures(node, c.inputs, body, "body");
+  const size_t formal = node.numFormalInputs();
+  if (formalInputs(body) != formal)
+    c.fail("has " + std::to_string(formal) + " inputs but its body takes " + std::to_string(formalInputs(body)));
+  if (body.outputs.size() != node.outputs.size())
+    c.fail("has " + std::to_string(node.outputs.size()) + " outputs but its body makes " +
+           std::to_string(body.outputs.size()));
+  if (c.input(0).kind != ir::ValueKind::kSequence) c.fail("input 0 must be a sequence but is " + c.input(0).kindStr());
+  for (size_t i = 0; i < formal; ++i) {
+    const ir::TensorType& t = c.input(i);
+    if (t.kind == ir::ValueKind::kOptional) c.fail("input " + std::to_string(i) + " is " + t.kindStr());
+    checkSameDType(node, t.element(), body.typeOf(body.inputs[i]), "input " + std::to_string(i) + " and its body input");
+  }
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    const ir::TensorType& out = body.typeOf(body.outputs[o]);
+    if (!out.isTensor()) c.fail("body output " + std::to_string(o) + " is " + out.kindStr() + " (it must be a tensor)");
+    c.outputs[o] = ir::TensorType::sequenceOf(out);
+  }
+}
+
 }  // namespace
 
+bool kindsFit(const ir::TensorType& slot, const ir::TensorType& value) {
+  if (slot.kind == value.kind) return slot.kind != ir::ValueKind::kOptional || slot.inner == value.inner;
+  return slot.kind == ir::ValueKind::kOptional && slot.inner == value.kind;
+}
+
 ir::TensorType mergeTypes(const ir::TensorType& a, const ir::TensorType& b) {
-  if (!a.has_rank || !b.has_rank || a.rank() != b.rank()) return ir::TensorType::unranked(a.dtype);
   ir::TensorType r = a;
+  // An optional and what it holds merge into the optional.
+  if (b.kind == ir::ValueKind::kOptional && a.kind != ir::ValueKind::kOptional) {
+    r.kind = b.kind;
+    r.inner = b.inner;
+  }
+  if (!a.has_rank || !b.has_rank || a.rank() != b.rank()) {
+    r.has_rank = false;
+    r.dims.clear();
+    return r;
+  }
   for (size_t d = 0; d < r.rank(); ++d) {
     const ir::Dim &x = a.dims[d], &y = b.dims[d];
     const bool same = x.isKnown() ? y.isKnown() && x.value == y.value : !y.isKnown() && !x.symbol.empty() && x.symbol == y.symbol;
@@ -249,18 +302,20 @@ void checkCaptures(const ir::Node& node, const std::vector<ir::TensorType>& inpu
     if (first + k >= inputs.size()) break;
     const ir::TensorType& outer = inputs[first + k];
     const ir::Value& inner = sub.value(sub.inputs[first_sub + k]);
-    if (outer.dtype != ir::DType::kUndefined && inner.type.dtype != ir::DType::kUndefined &&
-        outer.dtype != inner.type.dtype)
+    if ((outer.dtype != ir::DType::kUndefined && inner.type.dtype != ir::DType::kUndefined &&
+         outer.dtype != inner.type.dtype) ||
+        (outer.dtype != ir::DType::kUndefined && !kindsFit(inner.type, outer)))
       fail(node, attr + " reads outer value '" + inner.name + "' as " + inner.type.str() + " but it is " + outer.str());
   }
 }
 
 void registerControlFlowOps(OpRegistry& r) {
-  // Their changes at 16, 19 and 21 only add types (sequences and optionals are refused
-  // as types, float8/int4 at import).
+  // Their changes at 16, 19 and 21 only add types (sequences and optionals at 16;
+  // float8/int4 are refused at import). Scan carries tensors only.
   r.add("If", OpDef{.infer = inferIf, .run = nullptr, .newest = 21, .control_flow = true});
   r.add("Loop", OpDef{.infer = inferLoop, .run = nullptr, .newest = 21, .control_flow = true});
   r.add("Scan", OpDef{.infer = inferScan, .run = nullptr, .newest = 21, .control_flow = true});
+  r.add("SequenceMap", OpDef{.infer = inferSequenceMap, .run = nullptr, .newest = 17, .control_flow = true});
 }
 
 }  // namespace partita::kernels

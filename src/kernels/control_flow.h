@@ -14,8 +14,13 @@
 
 namespace partita::kernels {
 
-// The most specific type both `a` and `b` are (same dtype assumed): equal dims kept,
-// the others unknown; a rank mismatch gives an unranked type.
+// Whether a value of type `value` may be where `slot` is expected: the same kind, or
+// `slot` an optional of `value`'s kind (an optional sequence takes a sequence).
+bool kindsFit(const ir::TensorType& slot, const ir::TensorType& value);
+
+// The most specific type both `a` and `b` are (same dtype and fitting kinds assumed):
+// equal dims kept, the others unknown; a rank mismatch gives an unranked type; an
+// optional and what it holds give the optional.
 ir::TensorType mergeTypes(const ir::TensorType& a, const ir::TensorType& b);
 
 // Where a Loop's values are: node inputs M, cond, v_initial[N] (+ captures); body

@@ -34,6 +34,10 @@ void KernelContext::fail(const std::string& msg) const {
   throw Error(ErrorCode::kInvalidArgument, describe(node) + ": " + msg);
 }
 
+void ValueKernelContext::fail(const std::string& msg) const {
+  throw Error(ErrorCode::kInvalidArgument, describe(node) + ": " + msg);
+}
+
 const OpRegistry& OpRegistry::global() {
   static const OpRegistry registry = [] {
     OpRegistry r;
@@ -42,6 +46,7 @@ const OpRegistry& OpRegistry::global() {
     registerReduceOps(r);
     registerShapeOps(r);
     registerControlFlowOps(r);
+    registerSequenceOps(r);
     return r;
   }();
   return registry;
@@ -144,6 +149,15 @@ std::vector<ir::TensorType> inferNode(const ir::Node& node, const std::vector<ir
                    graph};
   // Every op makes at least one output, and inference writes it first.
   if (node.outputs.empty()) ctx.fail("has no outputs");
+  // Sequences and optionals reach only the ops made for them (OpDef::takesAnyKind).
+  if (!def->takesAnyKind())
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].isTensor()) continue;
+      const std::string name =
+          graph && i < node.inputs.size() && node.inputs[i] != ir::kNoValue ? " ('" + graph->value(node.inputs[i]).name + "')" : "";
+      ctx.fail("input " + std::to_string(i) + name + " is " + inputs[i].kindStr() + ", but " + node.op_type +
+               " takes tensors only");
+    }
   def->infer(ctx);
   for (size_t o = 0; o < ctx.outputs.size(); ++o) {
     std::string why = ir::limitViolation(ctx.outputs[o], limits);

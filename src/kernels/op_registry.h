@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/aggregate.h"
 #include "ir/graph.h"
 #include "ir/limits.h"
 #include "ir/tensor.h"
@@ -75,8 +76,27 @@ struct KernelContext {
   [[noreturn]] void fail(const std::string& msg) const;
 };
 
+// The kernel of an op that reads or makes sequence or optional values (the Sequence*
+// and Optional* ops, SplitToSequence, ConcatFromSequence; Identity of such a value).
+// It makes its outputs itself: a sequence's length and an element's shape are data, so
+// nothing of it is planned (ir/aggregate.h has the memory rule).
+struct ValueKernelContext {
+  const ir::Node& node;
+  std::vector<ir::Tensor> inputs;  // undefined for an omitted input; sequences and optionals boxed
+  std::vector<ir::TensorType> output_types;   // the types the outputs were compiled for
+  std::vector<ir::OwnedTensor> tensors;       // per output of kind tensor: the tensor made
+  std::vector<ir::AggregatePtr> aggregates;   // per output of another kind: the value made
+  ir::TensorLimits limits;
+
+  bool hasInput(size_t i) const { return i < inputs.size() && inputs[i].defined(); }
+  const ir::AttributeMap& attrs() const { return node.attrs; }
+  int opset() const { return node.opset; }
+  [[noreturn]] void fail(const std::string& msg) const;
+};
+
 using InferFn = void (*)(InferContext&);
 using KernelFn = void (*)(KernelContext&);
+using ValueKernelFn = void (*)(ValueKernelContext&);
 
 // An op the importer knows. `run` is null for an infer-only op: one whose shapes the
 // compiler can infer but that only an external backend executes (e.g. the contrib
@@ -91,17 +111,26 @@ using KernelFn = void (*)(KernelContext&);
 // keep the default. `deterministic` false (the random ops) keeps a node from being
 // folded into a constant even when its inputs are constants.
 //
-// A control-flow op (If, Loop, Scan) has no kernel either: the executor runs its
-// subgraphs (runtime/control_flow.h); it is never folded and never sent to a backend.
+// A control-flow op (If, Loop, Scan, SequenceMap) has no kernel either: the executor
+// runs its subgraphs (runtime/control_flow.h); it is never folded and never sent to a
+// backend.
+//
+// `run_values` is the kernel for nodes that read or make a sequence or optional value
+// (ValueKernelContext); only ops with one (and If, Loop, SequenceMap) may have such
+// inputs: inferNode refuses a non-tensor input anywhere else, so the other kernels,
+// the partitioner's backends and the memory planner only ever see tensors.
 struct OpDef {
   InferFn infer = nullptr;
   KernelFn run = nullptr;
   int newest = 17;
   bool deterministic = true;
   bool control_flow = false;
+  ValueKernelFn run_values = nullptr;
   bool hasKernel() const { return run != nullptr; }
   // Whether the host runs it: a kernel, or subgraphs the executor runs.
-  bool hostRuns() const { return run != nullptr || control_flow; }
+  bool hostRuns() const { return run != nullptr || control_flow || run_values != nullptr; }
+  // Whether its inputs may be sequences or optionals.
+  bool takesAnyKind() const { return run_values != nullptr || control_flow; }
 };
 
 class OpRegistry {
@@ -123,6 +152,9 @@ void registerElementwiseOps(OpRegistry& r);  // ops_elementwise.cpp: unary, bina
 void registerReduceOps(OpRegistry& r);       // ops_reduce.cpp: Reduce*, ArgMax/ArgMin, softmax family
 void registerShapeOps(OpRegistry& r);        // ops_shape.cpp: reshape, transpose, slice, gather, ...
 void registerControlFlowOps(OpRegistry& r);  // control_flow.cpp: If, Loop, Scan (inference only)
+void registerSequenceOps(OpRegistry& r);     // sequence_ops.cpp: Sequence*, Optional*, SplitToSequence, ...
+// Identity's value kernel (a sequence or optional passed on, shared, not copied).
+void runIdentityValue(ValueKernelContext& c);
 
 // The opset in which the definition of default-domain op `op_type` that applies at
 // `opset` appeared (the newest version at or below it in op_arity.inc); 0 when ONNX

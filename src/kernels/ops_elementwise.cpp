@@ -443,7 +443,9 @@ void registerElementwiseOps(OpRegistry& r) {
   r.add("Where", {inferWhere, runWhere});
   r.add("Cast", {inferCast, runCast, 21});
   r.add("CastLike", {inferCastLike, runCast, 21});
-  r.add("Identity", {inferIdentity, runIdentity, 21});
+  OpDef identity{inferIdentity, runIdentity, 21};
+  identity.run_values = runIdentityValue;  // a sequence or optional (opsets 14 and 16)
+  r.add("Identity", identity);
   r.add("Dropout", {inferDropout, runDropout});
 }
 

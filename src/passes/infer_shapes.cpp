@@ -22,16 +22,34 @@ std::string producedBy(const ir::Value& v, const ir::Node& node) {
 // The declared type of `v` as a hint to what inference found (passes.h has the rule):
 // a declared dtype must match; declared dims fill what inference does not know, and
 // are ignored where it does (and where the ranks differ).
-ir::TensorType mergeDeclared(const ir::TensorType& inferred, const ir::TensorType& declared, const ir::Value& v,
+ir::TensorType mergeDeclared(const ir::TensorType& found, const ir::TensorType& declared, const ir::Value& v,
                              const ir::Node& node) {
+  // A value inferred optional that the model declares as what the optional holds (a
+  // Loop carrying an optional sequence that it returns as a sequence) is that.
+  ir::TensorType inferred = found;
+  if (declared.dtype != ir::DType::kUndefined && found.kind == ir::ValueKind::kOptional &&
+      declared.kind == found.inner) {
+    inferred.kind = found.inner;
+    inferred.inner = ir::ValueKind::kTensor;
+  }
   if (declared.dtype != ir::DType::kUndefined && inferred.dtype != ir::DType::kUndefined &&
       declared.dtype != inferred.dtype)
     throw Error(ErrorCode::kInvalidModel, producedBy(v, node) + " is declared " + declared.str() + " but is " +
                                               inferred.str());
+  if (declared.dtype != ir::DType::kUndefined && !kernels::kindsFit(declared, inferred) &&
+      !kernels::kindsFit(inferred, declared))
+    throw Error(ErrorCode::kInvalidModel, producedBy(v, node) + " is declared " + declared.kindStr() + " but is " +
+                                              inferred.kindStr());
+  // A sequence's element shapes are data: a declaration does not fill them in.
+  if (inferred.dtype != ir::DType::kUndefined && !inferred.isTensor()) return inferred;
   if (declared.dtype == ir::DType::kUndefined || !declared.has_rank) return inferred;
   if (!inferred.has_rank) {
     ir::TensorType t = declared;
-    t.dtype = inferred.dtype == ir::DType::kUndefined ? declared.dtype : inferred.dtype;
+    if (inferred.dtype != ir::DType::kUndefined) {  // what inference found wins, the declaration fills in
+      t.dtype = inferred.dtype;
+      t.kind = inferred.kind;
+      t.inner = inferred.inner;
+    }
     return t;
   }
   if (inferred.rank() != declared.rank()) return inferred;
@@ -86,6 +104,7 @@ void typeCaptures(const ir::Graph& g, const ir::Node& node, ir::Graph& sub) {
 // declaration.
 ir::TensorType feedType(const ir::TensorType& outer, const ir::TensorType& declared) {
   if (outer.dtype == ir::DType::kUndefined) return declared;
+  if (!outer.isTensor()) return outer;  // a sequence's element shapes are data, not declarations
   if (!outer.has_rank && declared.has_rank && declared.dtype == outer.dtype) return declared;
   return outer;
 }
@@ -125,7 +144,10 @@ void inferCarried(ir::Graph& g, ir::Node& node, ir::ConstantPool& pool, const Fo
       if (out.dtype != in.dtype && out.dtype != ir::DType::kUndefined && in.dtype != ir::DType::kUndefined)
         continue;  // the op's inference names the mismatch
       ir::TensorType merged = kernels::mergeTypes(in, out);
-      if (round >= 2) merged = ir::TensorType::unranked(in.dtype);
+      if (round >= 2) {
+        merged.has_rank = false;
+        merged.dims.clear();
+      }
       if (merged != in) {
         carried[i] = merged;
         widened = true;
@@ -167,6 +189,18 @@ void inferSubgraphs(ir::Graph& g, ir::Node& node, ir::ConstantPool& pool, const 
       types.push_back(t);
     }
     inferCarried(g, node, pool, options, types, 0, 0, l.num_states);
+  } else if (isOp(node, "SequenceMap")) {
+    // The body takes one element of each sequence input, and the tensor inputs as they are.
+    const ir::Attribute* a = node.attrs.find("body");
+    if (!a || a->kind != ir::Attribute::Kind::kGraph || !a->graph) return;  // inference names it
+    ir::Graph& body = *a->graph;
+    const size_t formal = std::min(node.numFormalInputs(), body.inputs.size() - body.captures);
+    for (size_t i = 0; i < formal; ++i) {
+      ir::Value& in = body.value(body.inputs[i]);
+      in.type = feedType(inputType(i).element(), in.type);
+    }
+    typeCaptures(g, node, body);
+    inferGraph(body, pool, options);
   } else {
     for (const auto& [name, a] : node.attrs.all()) {
       if (a.kind != ir::Attribute::Kind::kGraph || !a.graph) continue;

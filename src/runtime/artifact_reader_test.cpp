@@ -472,9 +472,16 @@ TEST(ManifestEncoding, ValueIndexOutOfRange) {
   EXPECT_DECODE_FAILS(HandManifest{.graph_input = ~uint64_t(0)}, "graph inputs refer to value 18446744073709551614 of 1");
 }
 
+TEST(ManifestEncoding, SequenceValuesDecode) {
+  std::vector<std::byte> b = HandManifest{.value_kind = 1}.bytes();
+  Manifest m = decodeManifest(b.data(), b.size());
+  EXPECT_EQ(m.graph.values[0].type.str(), "seq(float32[3])");
+}
+
 TEST(ManifestEncoding, UnsupportedKinds) {
-  EXPECT_DECODE_FAILS(HandManifest{.value_kind = 1}, "value kind 1 (sequence) is not supported by this reader");
-  EXPECT_DECODE_FAILS(HandManifest{.value_kind = 2}, "value kind 2 (optional) is not supported by this reader");
+  // An optional is followed by the kind it holds: a tensor or a sequence.
+  EXPECT_DECODE_FAILS((HandManifest{.value_kind = 2, .dtype = 2}),
+                      "an optional of value kind 2 (it holds a tensor or a sequence)");
   EXPECT_DECODE_FAILS(HandManifest{.value_kind = 9}, "unknown value kind 9");
   EXPECT_DECODE_FAILS(HandManifest{.dtype = 14}, "unknown dtype code 14");  // reserved: float8
   EXPECT_DECODE_FAILS(HandManifest{.dtype = 19}, "unknown dtype code 19");  // reserved: int4
@@ -599,6 +606,41 @@ TEST(ArtifactLoadValidation, NodesAreCheckedAsTheImporterChecksThem) {
     g.nodes[2].inputs.push_back(g.inputs[0]);
     EXPECT_EQ(loadError(g), "the graph does not check: Relu node 'relu': has 2 inputs, opset 13 allows 1");
   }
+}
+
+// Sequences and optionals in an artifact: written with their kinds, read back, run;
+// and a hostile graph feeding a sequence to a tensor op is refused at load.
+TEST(ArtifactLoadValidation, SequenceValues) {
+  auto f32 = [](std::vector<int64_t> s) { return ir::TensorType::of(ir::DType::kFloat32, s); };
+  auto seqGraph = [&](const char* reader, ir::TensorType out_type) {
+    ir::Graph g;
+    ir::ValueId x = g.addValue("x", f32({2}));
+    ir::ValueId y = g.addValue("y", f32({3}));
+    g.inputs = {x, y};
+    ir::ValueId s = testing::addNode(g, "SequenceConstruct", "s", {x, y}, ir::TensorType::sequenceOf(f32({-1})));
+    g.value(s).type.dims[0] = ir::Dim{};
+    g.outputs.push_back(testing::addNode(g, reader, "r", {s}, std::move(out_type)));
+    return g;
+  };
+  {  // SequenceLength of a SequenceConstruct: loads and runs
+    Buffer b = artifactBytes(seqGraph("SequenceLength", ir::TensorType::of(ir::DType::kInt64, {})), {});
+    Artifact a = readArtifact(testing::bytesOf(b), "x.pta");
+    EXPECT_EQ(a.graph->values[2].type.str(), "seq(float32[?])");
+    runtime::GraphExecutor exec(a.graph, a.store);
+    auto state = exec.newState();
+    std::vector<float> xs = {1, 2}, ys = {3, 4, 5};
+    std::vector<ir::OwnedTensor> out =
+        exec.run(*state, {ir::Tensor{ir::DType::kFloat32, {2}, xs.data()}, ir::Tensor{ir::DType::kFloat32, {3}, ys.data()}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(*out[0].as<int64_t>(), 2);
+  }
+  // A sequence fed to Relu (recorded as if Relu took it): refused at load, by name.
+  EXPECT_EQ(loadError(seqGraph("Relu", f32({2}))),
+            "the graph does not check: Relu node 'r' (making 'r'): input 0 ('s') is a sequence of float32 tensors, "
+            "but Relu takes tensors only");
+  // A sequence op's output recorded as a tensor.
+  EXPECT_EQ(loadError(seqGraph("SequenceErase", f32({2}))),
+            "value 'r' (made by SequenceErase node 'r') is typed float32[2] but its inputs make seq(float32[?])");
 }
 
 }  // namespace partita::artifact

@@ -80,6 +80,7 @@ const std::vector<ir::Tensor>& runNamed(const GraphExecutor& body, GraphExecutor
 struct BodyStates final : ExecutorState {
   std::unique_ptr<GraphExecutor::RunState> states[2];
   std::vector<ir::OwnedTensor> owned;  // carried values copied out of a state about to be reused
+  std::vector<ir::AggregatePtr> kept;  // carried sequences and optionals (shared, never copied)
   GraphExecutor::RunState& get(const GraphExecutor& body, size_t i) {
     if (!states[i % 2]) states[i % 2] = body.newRunState();
     return *states[i % 2];
@@ -92,7 +93,13 @@ struct BodyStates final : ExecutorState {
 void keepCarried(BodyStates& s, const GraphExecutor& body, const GraphExecutor::RunState& state,
                  std::vector<ir::Tensor>& carried, const void* scratch_begin, const void* scratch_end) {
   const auto lo = reinterpret_cast<uintptr_t>(scratch_begin), hi = reinterpret_cast<uintptr_t>(scratch_end);
+  // A carried sequence or optional is immutable: keeping a reference keeps it.
+  std::vector<ir::AggregatePtr> kept;
+  for (const ir::Tensor& v : carried)
+    if (ir::isBoxed(v)) kept.push_back(ir::shareBoxed(v));
+  s.kept = std::move(kept);
   for (ir::Tensor& v : carried) {
+    if (ir::isBoxed(v)) continue;
     const auto p = reinterpret_cast<uintptr_t>(v.data);
     const bool in_scratch = p >= lo && p < hi;
     if (!body.owns(state, v.data) && !in_scratch) continue;
@@ -125,7 +132,7 @@ class IfFlow final : public ControlFlow {
   std::unique_ptr<ExecutorState> newState() const override { return std::make_unique<State>(); }
 
   void run(ExecutorState& state, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& planned,
-           const OutputAllocator& allocate, ProfileSink* profile) const override {
+           const OutputAllocator& allocate, const AggregateOutput& pass, ProfileSink* profile) const override {
     auto& s = static_cast<State&>(state);
     checkScalar(node_, inputs.at(0), ir::DType::kBool, "the condition");
     const bool take_then = *inputs[0].as<bool>();
@@ -142,7 +149,12 @@ class IfFlow final : public ControlFlow {
     }
     const auto& outs =
         runNamed(branch, *st, captures, &targets, node_, take_then ? "then_branch" : "else_branch", -1, profile);
-    for (size_t o = 0; o < outs.size(); ++o) copyInto(allocate(o, outs[o].dtype, outs[o].shape), outs[o]);
+    for (size_t o = 0; o < outs.size(); ++o) {
+      if (ir::isBoxed(outs[o]))
+        pass(o, outs[o]);
+      else
+        copyInto(allocate(o, outs[o].dtype, outs[o].shape), outs[o]);
+    }
   }
 
  private:
@@ -159,7 +171,7 @@ class LoopFlow final : public ControlFlow {
   std::unique_ptr<ExecutorState> newState() const override { return std::make_unique<BodyStates>(); }
 
   void run(ExecutorState& state, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>&,
-           const OutputAllocator& allocate, ProfileSink* profile) const override {
+           const OutputAllocator& allocate, const AggregateOutput& pass, ProfileSink* profile) const override {
     auto& s = static_cast<BodyStates&>(state);
     const size_t n_carried = layout_.num_carried, n_scan = layout_.num_scan;
     int64_t trip_count = std::numeric_limits<int64_t>::max();
@@ -220,7 +232,12 @@ class LoopFlow final : public ControlFlow {
         s.owned.push_back(ir::OwnedTensor::copyOf(v));
         v = s.owned.back().view();
       }
-    for (size_t i = 0; i < n_carried; ++i) copyInto(allocate(i, carried[i].dtype, carried[i].shape), carried[i]);
+    for (size_t i = 0; i < n_carried; ++i) {
+      if (ir::isBoxed(carried[i]))
+        pass(i, carried[i]);
+      else
+        copyInto(allocate(i, carried[i].dtype, carried[i].shape), carried[i]);
+    }
     for (size_t k = 0; k < n_scan; ++k) {
       std::vector<int64_t> shape = {iter};
       ir::DType dtype = element[k].dtype;
@@ -236,6 +253,7 @@ class LoopFlow final : public ControlFlow {
       if (dst.defined() && !gathered[k].empty()) std::memcpy(dst.data, gathered[k].data(), gathered[k].size());
     }
     s.owned.clear();
+    s.kept.clear();
   }
 
  private:
@@ -256,8 +274,9 @@ class ScanFlow final : public ControlFlow {
   };
   std::unique_ptr<ExecutorState> newState() const override { return std::make_unique<State>(); }
 
+  // Scan carries tensors only (its inference refuses sequences and optionals).
   void run(ExecutorState& state, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>&,
-           const OutputAllocator& allocate, ProfileSink* profile) const override {
+           const OutputAllocator& allocate, const AggregateOutput&, ProfileSink* profile) const override {
     auto& s = static_cast<State&>(state);
     const ScanLayoutRun r = prepare(inputs);
     const size_t N = layout_.num_states, M = layout_.num_scan_inputs, K = layout_.num_scan_outputs;
@@ -466,6 +485,61 @@ class ScanFlow final : public ControlFlow {
   std::unique_ptr<GraphExecutor> body_;
 };
 
+// SequenceMap: the body once per element; sequence inputs give it their element i,
+// tensor inputs (and captures) are passed as they are. Every output is a new sequence
+// of copies of what the body made (its state is reused by the next element).
+class SequenceMapFlow final : public ControlFlow {
+ public:
+  SequenceMapFlow(const ir::Node& node, const std::shared_ptr<const ConstStore>& store,
+                  const std::vector<std::shared_ptr<const RuntimeModule>>& modules, const RunOptions& options)
+      : node_(node), body_(bodyExecutor(node, "body", store, modules, options)) {}
+
+  struct State final : ExecutorState {
+    std::unique_ptr<GraphExecutor::RunState> body;
+  };
+  std::unique_ptr<ExecutorState> newState() const override { return std::make_unique<State>(); }
+
+  void run(ExecutorState& state, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>&,
+           const OutputAllocator&, const AggregateOutput& pass, ProfileSink* profile) const override {
+    auto& s = static_cast<State&>(state);
+    if (!s.body) s.body = body_->newRunState();
+    const size_t formal = node_.numFormalInputs();
+    size_t len = 0;
+    for (size_t i = 0; i < formal; ++i) {
+      if (!ir::isBoxed(inputs.at(i))) continue;
+      const ir::Aggregate& a = ir::unbox(inputs[i]);
+      if (a.kind != ir::ValueKind::kSequence) failRun(node_, "input " + std::to_string(i) + " is not a sequence");
+      if (i > 0 && a.tensors.size() != len)
+        failRun(node_, "input " + std::to_string(i) + " holds " + std::to_string(a.tensors.size()) +
+                           " tensors but input 0 holds " + std::to_string(len) + " (the sequences must be as long)");
+      if (i == 0) len = a.tensors.size();
+    }
+    std::vector<std::shared_ptr<ir::Aggregate>> outs(node_.outputs.size());
+    for (size_t o = 0; o < outs.size(); ++o) {
+      outs[o] = std::make_shared<ir::Aggregate>();
+      outs[o]->dtype = body_->outputs()[o].type.dtype;
+    }
+    std::vector<ir::Tensor> body_in(inputs);
+    for (size_t e = 0; e < len; ++e) {
+      for (size_t i = 0; i < formal; ++i)
+        if (ir::isBoxed(inputs[i])) body_in[i] = ir::unbox(inputs[i]).tensors[e]->view();
+      // Element e of the sequences is the body's iteration e (in messages and profiles).
+      const auto& made = runNamed(*body_, *s.body, body_in, nullptr, node_, "body", int64_t(e), profile);
+      for (size_t o = 0; o < outs.size(); ++o) {
+        if (made[o].dtype != outs[o]->dtype)
+          failRun(node_, "body output " + std::to_string(o) + " is " + ir::typeOf(made[o]).str() + ", not " +
+                             std::string(ir::dtypeName(outs[o]->dtype)));
+        outs[o]->tensors.push_back(std::make_shared<const ir::OwnedTensor>(ir::OwnedTensor::copyOf(made[o])));
+      }
+    }
+    for (size_t o = 0; o < outs.size(); ++o) pass(o, ir::box(*outs[o]));
+  }
+
+ private:
+  const ir::Node& node_;
+  std::unique_ptr<GraphExecutor> body_;
+};
+
 }  // namespace
 
 std::unique_ptr<ControlFlow> ControlFlow::create(const ir::Node& node, const std::shared_ptr<const ir::Graph>&,
@@ -475,7 +549,10 @@ std::unique_ptr<ControlFlow> ControlFlow::create(const ir::Node& node, const std
   if (node.domain.empty() && node.op_type == "If") return std::make_unique<IfFlow>(node, store, modules, options);
   if (node.domain.empty() && node.op_type == "Loop") return std::make_unique<LoopFlow>(node, store, modules, options);
   if (node.domain.empty() && node.op_type == "Scan") return std::make_unique<ScanFlow>(node, store, modules, options);
-  throw Error(ErrorCode::kUnsupported, describe(node) + " has subgraphs, which only If, Loop and Scan may have");
+  if (node.domain.empty() && node.op_type == "SequenceMap")
+    return std::make_unique<SequenceMapFlow>(node, store, modules, options);
+  throw Error(ErrorCode::kUnsupported,
+              describe(node) + " has subgraphs, which only If, Loop, Scan and SequenceMap may have");
 }
 
 }  // namespace partita::runtime

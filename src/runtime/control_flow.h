@@ -36,6 +36,9 @@ namespace partita::runtime {
 // (checked against the shape) or memory allocated for this run; an undefined tensor
 // for an omitted output.
 using OutputAllocator = std::function<ir::Tensor(size_t o, ir::DType dtype, const std::vector<int64_t>& shape)>;
+// Passes on output `o` when it is a sequence or optional (a boxed value, ir/aggregate.h):
+// the outer value becomes the same immutable aggregate, shared, not copied.
+using AggregateOutput = std::function<void(size_t o, const ir::Tensor& boxed)>;
 
 class ControlFlow {
  public:
@@ -43,13 +46,14 @@ class ControlFlow {
   virtual std::unique_ptr<ExecutorState> newState() const = 0;
   // Runs the node once. `inputs` are the node's inputs (undefined for an omitted one),
   // its outer-scope values last; `planned` holds per output its planned buffer when
-  // the outer graph planned it (else undefined); every output is obtained from
-  // `allocate` exactly once. With `profile`, every run of a subgraph is an event
-  // (cat "subgraph") below the node's, and the subgraph's steps events below that,
-  // with the branch or the iteration in their args.
+  // the outer graph planned it (else undefined); every tensor output is obtained from
+  // `allocate` exactly once, every sequence or optional output given to `pass`. With
+  // `profile`, every run of a subgraph is an event (cat "subgraph") below the node's,
+  // and the subgraph's steps events below that, with the branch or the iteration in
+  // their args.
   virtual void run(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
                    const std::vector<ir::Tensor>& planned, const OutputAllocator& allocate,
-                   ProfileSink* profile = nullptr) const = 0;
+                   const AggregateOutput& pass, ProfileSink* profile = nullptr) const = 0;
 
   // The step for `node` (If, Loop or Scan); its subgraphs stay alive with `graph`.
   static std::unique_ptr<ControlFlow> create(const ir::Node& node, const std::shared_ptr<const ir::Graph>& graph,

@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include "kernels/control_flow.h"
 #include "partita/error.h"
 
 namespace partita::runtime {
@@ -19,9 +20,24 @@ Executor::Executor(std::vector<IoSpec> inputs, std::vector<IoSpec> outputs, RunO
     ir::checkLimits(io.type, options_.limits, ErrorCode::kInvalidModel, "output '" + io.name + "'");
 }
 
+std::vector<RunValue> Executor::runValues(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const {
+  std::vector<RunValue> out;
+  for (ir::OwnedTensor& t : run(state, inputs)) out.push_back({std::move(t), nullptr});
+  return out;
+}
+
 void Executor::checkInput(size_t index, const ir::Tensor& t) const {
   const IoSpec& spec = inputs_.at(index);
   const ir::TensorType& want = spec.type;
+  if (!want.isTensor() || ir::isBoxed(t)) {
+    // A sequence or optional: the kind and element type must fit (its elements' shapes
+    // are data, checked by the ops that read them).
+    const ir::TensorType got = ir::isBoxed(t) ? ir::unbox(t).kindType() : ir::typeOf(t);
+    if (!kernels::kindsFit(want, got) || (want.dtype != ir::DType::kUndefined && got.dtype != want.dtype))
+      throw Error(ErrorCode::kInvalidArgument, "input '" + spec.name + "' is " + want.kindStr() + " but got " +
+                                                   (ir::isBoxed(t) ? got.kindStr() : got.str()));
+    return;
+  }
   ir::checkLimits(ir::typeOf(t), options_.limits, ErrorCode::kInvalidArgument, "input '" + spec.name + "'");
   if (t.dtype != want.dtype)
     throw Error(ErrorCode::kInvalidArgument, "input '" + spec.name + "' must be " + want.str() + " but got " +

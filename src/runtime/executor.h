@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/aggregate.h"
 #include "ir/limits.h"
 #include "ir/tensor.h"
 #include "ir/type.h"
@@ -42,6 +43,12 @@ struct IoSpec {
   ir::TensorType type;
 };
 
+// A program's output when it may be a sequence or optional (ir/aggregate.h).
+struct RunValue {
+  ir::OwnedTensor tensor;      // a tensor output
+  ir::AggregatePtr aggregate;  // a sequence or optional output (then `tensor` is empty)
+};
+
 // Per-run scratch of one executor (activation arena, value table); reused across
 // the runs of one session.
 class ExecutorState {
@@ -66,6 +73,10 @@ class Executor {
   // without, it records nothing.
   virtual std::vector<ir::OwnedTensor> run(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
                                            ProfileSink* profile = nullptr) const = 0;
+  // Runs a program whose inputs or outputs may be sequences or optionals: an input of
+  // such a kind is given boxed (ir::box; the caller keeps the aggregate alive), and
+  // such an output comes back as its aggregate. run() refuses those outputs by name.
+  virtual std::vector<RunValue> runValues(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const;
   // Bytes of activation memory each state plans ahead (by liveness).
   virtual size_t plannedActivationBytes() const = 0;
 

@@ -14,6 +14,7 @@
 
 #include "ir/constant_pool.h"
 #include "ir/dtype.h"
+#include "ir/type.h"
 #include "runtime/module.h"
 
 namespace partita::artifact {
@@ -66,9 +67,9 @@ inline constexpr std::string_view kHostGraphModule = "host.graph";
 // graph executor, whose program is graph 0.
 inline constexpr std::string_view kGraphExecutor = "graph";
 
-// A value's kind (the first byte of every encoded type). Only tensors are supported
-// today; readers reject the others by name.
-enum class ValueKind : uint8_t { kTensor = 0, kSequence = 1, kOptional = 2 };
+// A value's kind (the first byte of every encoded type; an optional's is followed by
+// the kind it holds, 0 or 1): ir::ValueKind's numbers. Readers reject other numbers.
+using ValueKind = ir::ValueKind;
 
 // Attribute kind 8 (ir::Attribute::Kind::kGraph): a graph, payload a graph index into
 // the manifest's graph list (If/Loop/Scan bodies; each graph 1.. is referred to once).

@@ -9,6 +9,7 @@
 
 #include <omp.h>
 
+#include "kernels/control_flow.h"
 #include "kernels/op_util.h"
 #include "runtime/control_flow.h"
 #include "runtime/graph_validate.h"
@@ -32,11 +33,19 @@ std::string madeBy(const ir::Graph& g, ir::ValueId v, const ir::Node& node) {
 // its dtype, and its rank and known dims when the static type has them.
 bool fits(const ir::TensorType& actual, const ir::TensorType& compiled) {
   if (compiled.dtype != ir::DType::kUndefined && actual.dtype != compiled.dtype) return false;
+  if (!actual.isTensor() || !compiled.isTensor()) return kernels::kindsFit(compiled, actual);
   if (!compiled.has_rank) return true;
   if (actual.rank() != compiled.rank()) return false;
   for (size_t i = 0; i < compiled.rank(); ++i)
     if (compiled.dims[i].isKnown() && actual.dims[i].value != compiled.dims[i].value) return false;
   return true;
+}
+// Whether a node reads or makes a sequence or optional.
+bool touchesAggregates(const ir::Graph& g, const ir::Node& node) {
+  for (const auto* ids : {&node.inputs, &node.outputs})
+    for (ir::ValueId v : *ids)
+      if (v != ir::kNoValue && !g.typeOf(v).isTensor()) return true;
+  return false;
 }
 }  // namespace
 
@@ -76,18 +85,21 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
       steps_[n].flow = flows_.back().get();
     } else {
       const kernels::OpDef* op = kernels::OpRegistry::global().find(node.domain, node.op_type);
-      if (!op || !op->hasKernel())
+      // Sequences and optionals go through the op's value kernel (their length is data).
+      const bool values = op && op->run_values && (!op->hasKernel() || touchesAggregates(g, node));
+      if (!op || (!op->hasKernel() && !values))
         throw Error(ErrorCode::kUnsupported,
                     "no host kernel for op " + node.op_type + " (node '" + node.name + "')");
       steps_[n].op = op;
+      steps_[n].values = values;
     }
     for (ir::ValueId in : node.inputs)
       if (in != ir::kNoValue) last_use_[size_t(in)] = int32_t(n);
     // Dynamic when an input or output has no static shape, or when the step's own
     // inference does not give the static type recorded for it (validateGraph): then
     // its outputs are checked at run time against what the later steps were built for.
-    steps_[n].dynamic = dynamic[n];
-    any_dynamic_ |= dynamic[n];
+    steps_[n].dynamic = dynamic[n] || steps_[n].values;
+    any_dynamic_ |= steps_[n].dynamic;
     if (steps_[n].module && dynamic[n] && !steps_[n].module->shapePolymorphic(steps_[n].function))
       throw Error(ErrorCode::kInvalidArtifact, "call node '" + node.name +
                                                    "' has values of unknown shape, but function " +
@@ -165,7 +177,12 @@ std::string shapesOf(const std::vector<ir::ValueId>& ids, const std::vector<ir::
   std::string s;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i) s += ", ";
-    if (ids[i] != ir::kNoValue) appendType(s, values[size_t(ids[i])]);
+    if (ids[i] == ir::kNoValue) continue;
+    const ir::Tensor& t = values[size_t(ids[i])];
+    if (ir::isBoxed(t))  // a sequence or optional: its kind and what its elements share
+      s += ir::unbox(t).type().str();
+    else
+      appendType(s, t);
   }
   return s;
 }
@@ -202,8 +219,30 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(ExecutorState& state, const std:
   return run(*s, inputs, profile);
 }
 
+std::vector<RunValue> GraphExecutor::runValues(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const {
+  auto* s = dynamic_cast<RunState*>(&state);
+  if (!s) throw Error(ErrorCode::kInternal, "graph executor given another executor's state");
+  omp_set_num_threads(options().threads);
+  const TeamWaitScope wait(options().threads);
+  execute(*s, inputs, nullptr, nullptr);
+  const ir::Graph& g = *graph_;
+  std::vector<RunValue> out(g.outputs.size());
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    const ir::Tensor& t = s->values[size_t(g.outputs[o])];
+    if (ir::isBoxed(t))
+      out[o].aggregate = ir::shareBoxed(t);
+    else
+      out[o].tensor = ir::OwnedTensor::copyOf(t);
+  }
+  return out;
+}
+
 std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vector<ir::Tensor>& inputs,
                                                 ProfileSink* profile) const {
+  for (const IoSpec& out : outputs())
+    if (!out.type.isTensor())
+      throw Error(ErrorCode::kUnsupported, "output '" + out.name + "' is " + out.type.kindStr() +
+                                               "; this way of running a model returns tensors only");
   std::optional<ProfileScope> run_event;
   if (profile) run_event.emplace(*profile, "run", "run", 0);
   // The team size of this model's runs: OpenMP's per-thread setting, so sessions of
@@ -253,6 +292,7 @@ void GraphExecutor::execute(RunState& state, const std::vector<ir::Tensor>& inpu
                                                  " inputs but " + std::to_string(inputs.size()) + " were given");
   auto& values = state.values;
   state.dynamic.clear();
+  state.aggregates.clear();
 
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkInput(i, inputs[i]);
@@ -343,6 +383,10 @@ void GraphExecutor::runStep(RunState& state, size_t n, const kernels::ConstResol
                             ProfileSink* profile) const {
   if (steps_[n].flow) {
     runFlow(state, n, planned, profile);
+    return;
+  }
+  if (steps_[n].values) {
+    runValueStep(state, n);
     return;
   }
   const ir::Graph& g = *graph_;
@@ -436,7 +480,52 @@ void GraphExecutor::runFlow(RunState& state, size_t n, bool planned, ProfileSink
     values[size_t(out)] = state.dynamic.back().view();
     return values[size_t(out)];
   };
-  steps_[n].flow->run(*state.flows[n], inputs, planned_out, allocate, profile);
+  const AggregateOutput pass = [&](size_t o, const ir::Tensor& boxed) {
+    if (o < node.outputs.size() && node.outputs[o] != ir::kNoValue)
+      setAggregate(state, node.outputs[o], node, ir::shareBoxed(boxed));
+  };
+  steps_[n].flow->run(*state.flows[n], inputs, planned_out, allocate, pass, profile);
+}
+
+void GraphExecutor::setAggregate(RunState& state, ir::ValueId out, const ir::Node& node, ir::AggregatePtr a) const {
+  const ir::Graph& g = *graph_;
+  const ir::TensorType made = a->kindType();  // the elements' shapes are data: never checked
+  if (!fits(made, g.typeOf(out)))
+    throw Error(ErrorCode::kInvalidArgument, madeBy(g, out, node) + " is " + made.kindStr() +
+                                                 " at run time, but the model was compiled for " +
+                                                 g.typeOf(out).kindStr());
+  state.values[size_t(out)] = ir::box(*a);
+  state.aggregates.push_back(std::move(a));
+}
+
+void GraphExecutor::runValueStep(RunState& state, size_t n) const {
+  const ir::Graph& g = *graph_;
+  const ir::Node& node = g.nodes[n];
+  auto& values = state.values;
+  kernels::ValueKernelContext ctx{node, {}, {}, {}, {}, options().limits};
+  for (ir::ValueId in : node.inputs) ctx.inputs.push_back(in == ir::kNoValue ? ir::Tensor{} : values[size_t(in)]);
+  for (ir::ValueId out : node.outputs) ctx.output_types.push_back(out == ir::kNoValue ? ir::TensorType{} : g.typeOf(out));
+  ctx.tensors.resize(node.outputs.size());
+  ctx.aggregates.resize(node.outputs.size());
+  steps_[n].op->run_values(ctx);
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    const ir::ValueId out = node.outputs[o];
+    if (out == ir::kNoValue) continue;
+    if (ctx.aggregates[o]) {
+      setAggregate(state, out, node, std::move(ctx.aggregates[o]));
+      continue;
+    }
+    const ir::TensorType made = ir::typeOf(ctx.tensors[o].view());
+    if (!ctx.tensors[o].view().defined())
+      throw Error(ErrorCode::kInternal, madeBy(g, out, node) + " was not made by its kernel");
+    ir::checkLimits(made, options().limits, ErrorCode::kInvalidArgument, madeBy(g, out, node));
+    if (!fits(made, g.typeOf(out)))
+      throw Error(ErrorCode::kInvalidArgument, madeBy(g, out, node) + " is " + made.str() +
+                                                   " at run time, but the model was compiled for " +
+                                                   g.typeOf(out).str());
+    state.dynamic.push_back(std::move(ctx.tensors[o]));
+    values[size_t(out)] = state.dynamic.back().view();
+  }
 }
 
 namespace {
@@ -482,7 +571,9 @@ std::shared_ptr<const GraphExecutor::ShapePlan> GraphExecutor::discover(RunState
     }
     bool planned = !steps_[n].dynamic;
     std::vector<ir::TensorType> predicted;
-    if (steps_[n].dynamic && inputs_shaped) {
+    if (steps_[n].values) {
+      planned = false;  // sequences and optionals: made at run time, every run
+    } else if (steps_[n].dynamic && inputs_shaped) {
       if (steps_[n].module) {
         planned = true;  // a module function's output shapes follow from its input shapes
       } else {
@@ -490,7 +581,7 @@ std::shared_ptr<const GraphExecutor::ShapePlan> GraphExecutor::discover(RunState
         in_values.clear();
         for (ir::ValueId in : node.inputs) {
           const bool given = in != ir::kNoValue;
-          in_types.push_back(given ? ir::typeOf(state.values[size_t(in)]) : ir::TensorType{});
+          in_types.push_back(given ? ir::runtimeTypeOf(state.values[size_t(in)]) : ir::TensorType{});
           in_values.push_back(given && contents_known[size_t(in)] ? &state.values[size_t(in)] : nullptr);
         }
         try {
@@ -511,7 +602,7 @@ std::shared_ptr<const GraphExecutor::ShapePlan> GraphExecutor::discover(RunState
       throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "': out of memory");
     }
     // What inference predicted without the data must be what the run made.
-    if (steps_[n].dynamic && !steps_[n].module)
+    if (steps_[n].dynamic && !steps_[n].module && !steps_[n].values)
       for (size_t o = 0; planned && o < node.outputs.size(); ++o) {
         if (node.outputs[o] == ir::kNoValue) continue;
         if (o >= predicted.size() || !predicted[o].isStatic() ||

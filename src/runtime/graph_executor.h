@@ -88,6 +88,7 @@ class GraphExecutor final : public Executor {
     ArenaMemory arena_storage;
     std::vector<ir::Tensor> values;
     std::vector<ir::OwnedTensor> dynamic;  // storage of data-dependent values
+    std::vector<ir::AggregatePtr> aggregates;  // the sequences and optionals of this run (boxed in `values`)
     ArenaMemory shape_arena;               // values planned per input-shape signature
     std::shared_ptr<const ShapePlan> plan;  // the plan `values` is bound to, if any
     std::vector<std::unique_ptr<ExecutorState>> flows;  // per step: a control-flow step's state
@@ -105,6 +106,7 @@ class GraphExecutor final : public Executor {
                                    ProfileSink* profile = nullptr) const;
   std::vector<ir::OwnedTensor> run(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
                                    ProfileSink* profile = nullptr) const override;
+  std::vector<RunValue> runValues(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const override;
 
   // Runs the graph as the body of a control-flow step (control_flow.h), on the
   // caller's thread settings: inputs are checked as run() checks them, and the outputs
@@ -128,6 +130,7 @@ class GraphExecutor final : public Executor {
     uint32_t function = 0;
     const ControlFlow* flow = nullptr;      // or an If, Loop or Scan, whose subgraphs it runs
     bool dynamic = false;  // shapes known only at run time
+    bool values = false;   // a host op reading or making sequences or optionals: op->run_values
   };
 
   std::shared_ptr<const ir::Graph> graph_;
@@ -159,6 +162,10 @@ class GraphExecutor final : public Executor {
                 ProfileSink* profile) const;
   // A control-flow step: its outputs go where the plan put them, or are made at run time.
   void runFlow(RunState& state, size_t n, bool planned, ProfileSink* profile) const;
+  // A step through its op's value kernel: its outputs are made at run time.
+  void runValueStep(RunState& state, size_t n) const;
+  // Makes value `out` of step `node` the aggregate `a` (kept by the state for this run).
+  void setAggregate(RunState& state, ir::ValueId out, const ir::Node& node, ir::AggregatePtr a) const;
   std::vector<ir::OwnedTensor> collectOutputs(const RunState& state) const;
   MemoryPlan plan_;
   bool any_dynamic_ = false;

@@ -1,5 +1,6 @@
 #include "runtime/graph_validate.h"
 
+#include "kernels/control_flow.h"
 #include "partita/error.h"
 #include "runtime/graph_executor.h"
 
@@ -15,6 +16,11 @@ std::string madeBy(const ir::Graph& g, ir::ValueId v, const ir::Node& node) {
 // and equal sizes where both know a dim.
 bool agrees(const ir::TensorType& recorded, const ir::TensorType& inferred) {
   if (inferred.dtype != ir::DType::kUndefined && recorded.dtype != inferred.dtype) return false;
+  // An optional recorded as what it holds, or the other way (passes::inferShapes lets a
+  // declaration narrow an optional; the run checks the value made).
+  if (inferred.dtype != ir::DType::kUndefined && !kernels::kindsFit(recorded, inferred) &&
+      !kernels::kindsFit(inferred, recorded))
+    return false;
   if (!recorded.has_rank || !inferred.has_rank) return true;
   if (recorded.rank() != inferred.rank()) return false;
   for (size_t d = 0; d < recorded.rank(); ++d)
@@ -38,6 +44,13 @@ std::vector<bool> validateGraph(const ir::Graph& g, const ConstStore& store, con
     for (ir::ValueId out : node.outputs)
       if (out != ir::kNoValue && !g.typeOf(out).isStatic()) all_static = false;
     if (isCallNode(node)) {
+      // A module runs tensors only: a sequence or optional never crosses into one.
+      for (const auto* ids : {&node.inputs, &node.outputs})
+        for (ir::ValueId v : *ids)
+          if (v != ir::kNoValue && !g.typeOf(v).isTensor())
+            throw Error(ErrorCode::kInvalidArtifact, "call node '" + node.name + "' passes '" + g.value(v).name +
+                                                         "', which is " + g.typeOf(v).kindStr() +
+                                                         ", to a module (modules take tensors only)");
       for (ir::ValueId out : node.outputs)
         if (out != ir::kNoValue) ir::checkLimits(g.typeOf(out), limits, ErrorCode::kInvalidModel, madeBy(g, out, node));
       dynamic[n] = !all_static;

@@ -51,12 +51,16 @@ class Decoder {
   }
   ir::TensorType type() {
     uint8_t kind = r.u8();
-    if (kind == uint8_t(ValueKind::kSequence) || kind == uint8_t(ValueKind::kOptional))
-      r.fail(std::string("value kind ") + std::to_string(kind) +
-             (kind == uint8_t(ValueKind::kSequence) ? " (sequence)" : " (optional)") +
-             " is not supported by this reader");
-    if (kind != uint8_t(ValueKind::kTensor)) r.fail("unknown value kind " + std::to_string(kind));
+    if (kind > uint8_t(ValueKind::kOptional)) r.fail("unknown value kind " + std::to_string(kind));
     ir::TensorType t;
+    t.kind = ValueKind(kind);
+    if (t.kind == ValueKind::kOptional) {
+      // What the optional holds: a tensor or a sequence (never another optional).
+      const uint8_t inner = r.u8();
+      if (inner > uint8_t(ValueKind::kSequence))
+        r.fail("an optional of value kind " + std::to_string(inner) + " (it holds a tensor or a sequence)");
+      t.inner = ValueKind(inner);
+    }
     t.dtype = dtype();
     uint32_t rank1 = r.vcount(0, "dimensions");
     t.has_rank = rank1 != 0;

@@ -10,7 +10,10 @@ that must fail on it: exit code 1, no signal, and a message naming the node:
   - If branches making different element types or different numbers of outputs; a
     Loop body with too few outputs;
   - Scan inputs of different sequence lengths (run time);
-  - bodies nested deeper than the limit (64).
+  - bodies nested deeper than the limit (64);
+  - sequences and optionals: a sequence read by a tensor op, SequenceAt out of range,
+    ConcatFromSequence of mismatched shapes, OptionalGetElement of an empty optional,
+    and `partita run` of a model whose input is a sequence.
 
 A runner (tests/hostile/) discovers CASES (CTest hostile_control_flow).
 """
@@ -167,6 +170,46 @@ def nested_too_deep(tmpdir):
     return ["compile", m, "-o", os.path.join(tmpdir, "out.pta")]
 
 
+def _seq_model(tmpdir, name, tail_nodes, inputs, outputs):
+    nodes = [helper.make_node("SequenceConstruct", ["x", "y"], ["seq"], name="seq")] + tail_nodes
+    return _save(tmpdir, name, nodes, inputs, outputs)
+
+
+def sequence_read_as_tensor(tmpdir):
+    m = _seq_model(tmpdir, "sequence_read_as_tensor", [helper.make_node("Relu", ["seq"], ["z"], name="relu")],
+                   [_vi("x", F, [3]), _vi("y", F, [3])], [_vi("z", F, [3])])
+    return ["compile", m, "-o", os.path.join(tmpdir, "out.pta")]
+
+
+def sequence_at_out_of_range(tmpdir):
+    m = _seq_model(tmpdir, "sequence_at_out_of_range", [helper.make_node("SequenceAt", ["seq", "pos"], ["z"], name="at")],
+                   [_vi("x", F, [3]), _vi("y", F, [3]), _vi("pos", I64, [])], [_vi("z", F, None)])
+    x = _npy(tmpdir, "x", np.ones(3, np.float32))
+    pos = _npy(tmpdir, "pos", np.array(5, np.int64))
+    return ["run", m, "--input", "x=" + x, "--input", "y=" + x, "--input", "pos=" + pos]
+
+
+def concat_from_sequence_mismatch(tmpdir):
+    node = helper.make_node("ConcatFromSequence", ["seq"], ["z"], name="cat", axis=0)
+    m = _seq_model(tmpdir, "concat_from_sequence_mismatch", [node], [_vi("x", F, [2, 3]), _vi("y", F, [2, 4])],
+                   [_vi("z", F, None)])
+    return ["run", m]
+
+
+def optional_get_element_empty(tmpdir):
+    nodes = [helper.make_node("Optional", [], ["o"], name="none", type=helper.make_tensor_type_proto(F, None)),
+             helper.make_node("OptionalGetElement", ["o"], ["z"], name="get")]
+    m = _save(tmpdir, "optional_get_element_empty", nodes, [], [_vi("z", F, None)])
+    return ["run", m]
+
+
+def sequence_input_to_cli(tmpdir):
+    seq_in = helper.make_tensor_sequence_value_info("s", F, None)
+    m = _save(tmpdir, "sequence_input_to_cli", [helper.make_node("SequenceLength", ["s"], ["n"], name="len")],
+              [seq_in], [_vi("n", I64, [])])
+    return ["run", m]
+
+
 _EXPECT = [
     (undefined_outer_value, ["reads 'nowhere', which nothing defines", "node 'if0'"]),
     (branch_types_differ, ["If node 'if0'", "in then_branch but int64"]),
@@ -179,6 +222,13 @@ _EXPECT = [
     (loop_body_too_few_outputs, ["Loop node 'loop0'", "its body 1"]),
     (scan_lengths_differ, ["Scan node 'scan0'", "different sequence lengths (3 and 4)"]),
     (nested_too_deep, ["nests subgraphs deeper than 64 levels"]),
+    (sequence_read_as_tensor, ["Relu node 'relu'", "input 0 ('seq') is a sequence of float32 tensors, but Relu takes "
+                                                   "tensors only"]),
+    (sequence_at_out_of_range, ["SequenceAt node 'at'", "position 5 is out of range for a sequence of 2 tensors"]),
+    (concat_from_sequence_mismatch, ["ConcatFromSequence node 'cat'", "element 1 is float32[2,4] but element 0 is "
+                                                                     "float32[2,3]"]),
+    (optional_get_element_empty, ["OptionalGetElement node 'get'", "the optional is empty"]),
+    (sequence_input_to_cli, ["input 's' is a sequence of float32 tensors; the CLI takes and gives tensors only"]),
 ]
 
 CASES = [

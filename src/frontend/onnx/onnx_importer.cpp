@@ -45,17 +45,7 @@ constexpr int64_t kMaxOpsetVersion = INT_MAX;
 
 std::string inQuotes(const std::string& s) { return "'" + s + "'"; }
 
-ir::TensorType typeFromProto(const onnx::TypeProto& tp, const std::string& what, bool must_be_tensor) {
-  if (!tp.has_tensor_type()) {
-    if (!must_be_tensor || tp.value_case() == onnx::TypeProto::VALUE_NOT_SET) return {};
-    const char* kind = tp.has_sequence_type()        ? "a sequence"
-                       : tp.has_map_type()           ? "a map"
-                       : tp.has_optional_type()      ? "an optional"
-                       : tp.has_sparse_tensor_type() ? "a sparse tensor"
-                                                     : "not a tensor";
-    unsupported(what + " is " + kind + "; partita supports only tensor values");
-  }
-  const auto& tt = tp.tensor_type();
+ir::TensorType tensorTypeFromProto(const onnx::TypeProto::Tensor& tt, const std::string& what) {
   ir::TensorType t;
   if (tt.elem_type() != onnx::TensorProto::UNDEFINED) t.dtype = requireDType(tt.elem_type(), what);
   if (!tt.has_shape()) return ir::TensorType::unranked(t.dtype);
@@ -69,6 +59,43 @@ ir::TensorType typeFromProto(const onnx::TypeProto& tp, const std::string& what,
       t.dims.push_back(ir::Dim{});
   }
   return t;
+}
+
+// A tensor, a sequence of tensors, or an optional of either (ir::ValueKind); maps,
+// sparse tensors and nested sequences are refused by name. An absent type is an
+// unknown one (dtype kUndefined) unless `must_be_known`.
+ir::TensorType typeFromProto(const onnx::TypeProto& tp, const std::string& what, bool must_be_known, int depth = 0) {
+  auto refuse = [&](const char* kind) {
+    unsupported(what + " is " + kind + "; partita supports tensors, sequences of tensors and optionals of those");
+  };
+  switch (tp.value_case()) {
+    case onnx::TypeProto::kTensorType:
+      return tensorTypeFromProto(tp.tensor_type(), what);
+    case onnx::TypeProto::kSequenceType: {
+      const onnx::TypeProto& elem = tp.sequence_type().elem_type();
+      if (elem.value_case() == onnx::TypeProto::VALUE_NOT_SET) return ir::TensorType::sequenceOf({});
+      if (!elem.has_tensor_type()) refuse("a sequence of non-tensors");
+      return ir::TensorType::sequenceOf(tensorTypeFromProto(elem.tensor_type(), what));
+    }
+    case onnx::TypeProto::kOptionalType: {
+      const onnx::TypeProto& elem = tp.optional_type().elem_type();
+      if (depth > 0 || elem.has_optional_type()) refuse("an optional of an optional");
+      if (elem.value_case() == onnx::TypeProto::VALUE_NOT_SET) return ir::TensorType::optionalOf({});
+      return ir::TensorType::optionalOf(typeFromProto(elem, what, true, depth + 1));
+    }
+    case onnx::TypeProto::VALUE_NOT_SET:
+      if (must_be_known && depth > 0) refuse("of no type");
+      return {};
+    case onnx::TypeProto::kMapType:
+      refuse("a map");
+      return {};
+    case onnx::TypeProto::kSparseTensorType:
+      refuse("a sparse tensor");
+      return {};
+    default:
+      refuse("not a tensor");
+      return {};
+  }
 }
 
 // The outer-scope values the subgraphs of one control-flow node read, in the order
@@ -392,6 +419,15 @@ class Importer {
         r.kind = ir::Attribute::Kind::kGraph;
         r.graph = importSubgraph(a.g(), node_name, a.name(), captures);
         break;
+      case AP::TYPE_PROTO: {
+        // Optional's `type`: kept as ints {value kind, ONNX element type code} (docs/ops.md).
+        const ir::TensorType t = typeFromProto(a.tp(), where() + what, true);
+        if (t.kind == ir::ValueKind::kOptional) unsupported(where() + what + " is an optional type");
+        const onnx::TypeProto& elem = t.kind == ir::ValueKind::kSequence ? a.tp().sequence_type().elem_type() : a.tp();
+        r.kind = ir::Attribute::Kind::kInts;
+        r.ints = {int64_t(t.kind), int64_t(elem.tensor_type().elem_type())};
+        break;
+      }
       case AP::GRAPHS:
         unsupported(where() + what + " is a list of graphs, which partita does not support");
       default:

@@ -9,6 +9,7 @@
 
 #include "base/bytes.h"
 #include "base/safe_open.h"
+#include "ir/aggregate.h"
 #include "ir/graph.h"
 #include "ir/limits.h"
 #include "ir/tensor.h"
@@ -55,5 +56,15 @@ OnnxFileBytes onnxFileBytes(const std::string& path);
 // Reads a serialized onnx.TensorProto (.pb), as in ONNX's backend test data. Defined in
 // onnx_tensor_reader.cpp.
 ir::OwnedTensor readTensorProtoFile(const std::string& path);
+
+// Reads a value of `type` as ONNX's backend test data stores it: a TensorProto for a
+// tensor, a SequenceProto for a sequence, an OptionalProto for an optional
+// (onnx-data.proto; sequences and optionals of tensors only). Defined in
+// onnx_tensor_reader.cpp.
+struct ProtoValue {
+  ir::OwnedTensor tensor;      // a tensor
+  ir::AggregatePtr aggregate;  // a sequence or optional
+};
+ProtoValue readValueProtoFile(const std::string& path, const ir::TensorType& type);
 
 }  // namespace partita::frontend

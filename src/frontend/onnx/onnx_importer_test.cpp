@@ -13,6 +13,7 @@
 
 #include "kernels/op_registry.h"
 #include "partita/error.h"
+#include "passes/passes.h"
 
 namespace partita::frontend {
 namespace {
@@ -830,8 +831,20 @@ TEST_F(OnnxImporterTest, UndefinedInputsAndNonTensorValuesAreReported) {
   in->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
   addNode(s, "Relu", {"seq"}, {"y"});
   addOutput(s, "y");
-  EXPECT_EQ(codeOf([&] { import(s); }, &msg), ErrorCode::kUnsupported);
-  EXPECT_THAT(msg, HasSubstr("graph input 'seq' is a sequence"));
+  // A sequence imports; the op that reads it as a tensor is refused by name.
+  ir::Graph sg = import(s);
+  EXPECT_EQ(sg.typeOf(sg.inputs[0]).str(), "seq(float32[*])");
+  EXPECT_EQ(codeOf([&] { passes::inferShapes(sg); }, &msg), ErrorCode::kInvalidModel);
+  EXPECT_THAT(msg, HasSubstr("input 0 ('seq') is a sequence of float32 tensors, but Relu takes tensors only"));
+
+  onnx::ModelProto mp = newModel();
+  auto* map_in = mp.mutable_graph()->add_input();
+  map_in->set_name("m");
+  map_in->mutable_type()->mutable_map_type()->set_key_type(7);
+  addNode(mp, "Relu", {"m"}, {"y"});
+  addOutput(mp, "y");
+  EXPECT_EQ(codeOf([&] { import(mp); }, &msg), ErrorCode::kUnsupported);
+  EXPECT_THAT(msg, HasSubstr("graph input 'm' is a map; partita supports tensors, sequences of tensors and optionals"));
 
   onnx::ModelProto str = newModel();
   addInput(str, "text", onnx::TensorProto::STRING, {"2"});

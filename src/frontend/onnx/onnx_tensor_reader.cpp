@@ -9,9 +9,12 @@
 #include <set>
 #include <utility>
 
+#include <onnx/onnx-data.pb.h>
+
 #include "base/checked_int.h"
 #include "base/mapped_file.h"
 #include "frontend/onnx/onnx_importer.h"
+#include "ir/aggregate.h"
 #include "ir/tensor.h"
 
 namespace partita::frontend {
@@ -226,6 +229,80 @@ ir::OwnedTensor readTensorProtoFile(const std::string& path) {
   ir::OwnedTensor out(r.dtype, r.shape);
   if (r.bytes.size) std::memcpy(out.data(), r.bytes.data, r.bytes.size);
   return out;
+}
+
+namespace {
+
+ir::OwnedTensor tensorOf(onnx_import::TensorReader& reader, onnx::TensorProto& t, const std::string& what) {
+  auto r = reader.read(t, what + ": tensor '" + t.name() + "'");
+  ir::OwnedTensor out(r.dtype, r.shape);
+  if (r.bytes.size) std::memcpy(out.data(), r.bytes.data, r.bytes.size);
+  return out;
+}
+
+// A SequenceProto of tensors as a sequence of `dtype` (the type the model gives it:
+// an empty sequence has no element type of its own).
+std::shared_ptr<ir::Aggregate> sequenceOf(onnx_import::TensorReader& reader, onnx::SequenceProto& s,
+                                          ir::DType dtype, const std::string& what) {
+  if (s.elem_type() != onnx::SequenceProto::TENSOR && s.elem_type() != onnx::SequenceProto::UNDEFINED)
+    onnx_import::invalid(what + ": a sequence of elem_type " + std::to_string(s.elem_type()) +
+                         "; partita reads sequences of tensors only");
+  auto a = std::make_shared<ir::Aggregate>();
+  a->kind = ir::ValueKind::kSequence;
+  a->dtype = dtype;
+  for (onnx::TensorProto& t : *s.mutable_tensor_values()) {
+    ir::OwnedTensor e = tensorOf(reader, t, what);
+    if (dtype != ir::DType::kUndefined && e.dtype() != dtype)
+      onnx_import::invalid(what + ": holds a " + std::string(ir::dtypeName(e.dtype())) + " tensor in a sequence of " +
+                           std::string(ir::dtypeName(dtype)) + " tensors");
+    a->dtype = e.dtype();
+    a->tensors.push_back(std::make_shared<const ir::OwnedTensor>(std::move(e)));
+  }
+  return a;
+}
+
+}  // namespace
+
+ProtoValue readValueProtoFile(const std::string& path, const ir::TensorType& type) {
+  if (type.isTensor()) return {readTensorProtoFile(path), nullptr};
+  Bytes file = mapFile(path);
+  onnx_import::TensorReader reader(std::filesystem::path(path).parent_path());
+  if (type.kind == ir::ValueKind::kSequence) {
+    onnx::SequenceProto s;
+    if (!onnx_import::parseMessage(s, file))
+      onnx_import::invalid(path + ": not a valid SequenceProto file: protobuf parsing failed");
+    return {{}, sequenceOf(reader, s, type.dtype, path)};
+  }
+  onnx::OptionalProto o;
+  if (!onnx_import::parseMessage(o, file))
+    onnx_import::invalid(path + ": not a valid OptionalProto file: protobuf parsing failed");
+  auto a = std::make_shared<ir::Aggregate>();
+  a->kind = ir::ValueKind::kOptional;
+  a->inner = type.inner;
+  a->dtype = type.dtype;
+  switch (o.elem_type()) {
+    case onnx::OptionalProto::UNDEFINED:
+      a->present = false;
+      break;
+    case onnx::OptionalProto::TENSOR: {
+      ir::OwnedTensor t = tensorOf(reader, *o.mutable_tensor_value(), path);
+      a->inner = ir::ValueKind::kTensor;
+      a->dtype = t.dtype();
+      a->tensors.push_back(std::make_shared<const ir::OwnedTensor>(std::move(t)));
+      break;
+    }
+    case onnx::OptionalProto::SEQUENCE: {
+      std::shared_ptr<ir::Aggregate> s = sequenceOf(reader, *o.mutable_sequence_value(), type.dtype, path);
+      a->inner = ir::ValueKind::kSequence;
+      a->dtype = s->dtype;
+      a->tensors = std::move(s->tensors);
+      break;
+    }
+    default:
+      onnx_import::invalid(path + ": an optional of elem_type " + std::to_string(o.elem_type()) +
+                           "; partita reads optional tensors and sequences only");
+  }
+  return {{}, std::move(a)};
 }
 
 }  // namespace partita::frontend
