@@ -68,9 +68,11 @@ void listAggregates(const ir::Graph& g, const std::string& where, std::string& o
     const ir::Value& val = g.values[v];
     if (val.type.isTensor()) continue;
     const bool input = std::find(g.inputs.begin(), g.inputs.end(), ir::ValueId(v)) != g.inputs.end();
-    const std::string made = val.producer != ir::kNoNode
-                                 ? " (" + g.nodes[size_t(val.producer)].op_type + " '" + g.nodes[size_t(val.producer)].name + "')"
-                                 : input ? " (input)" : "";
+    const std::string made =
+        val.producer != ir::kNoNode
+            ? " (" + g.nodes[size_t(val.producer)].op_type + " '" + g.nodes[size_t(val.producer)].name + "')"
+        : input ? " (input)"
+                : "";
     out += "  " + where + "'" + val.name + "'" + made + ": " + val.type.str() + "\n";
   }
   for (const ir::Node& n : g.nodes)

@@ -131,8 +131,8 @@ std::string compareTensors(const std::string& name, const ir::Tensor& actual, co
 
 // Sequences and optionals: the same kind, presence and length, and each tensor as
 // compareTensors compares it.
-std::string compareAggregates(const std::string& name, const ir::AggregatePtr& actual, const ir::Aggregate& expected,
-                              double rtol, double atol) {
+std::string compareAggregates(const std::string& name, const ir::AggregatePtr& actual,
+                              const ir::Aggregate& expected, double rtol, double atol) {
   if (!actual) return "output '" + name + "': got a tensor, expected " + expected.type().kindStr();
   const bool want_present = expected.kind != ir::ValueKind::kOptional || expected.present;
   const bool got_present = actual->kind != ir::ValueKind::kOptional || actual->present;
@@ -243,7 +243,8 @@ CaseResult runCase(const Case& c, const CompileOptions& compile) {
 
   for (const auto& set : sets) {
     const std::string set_name = set.filename().string();
-    const std::vector<fs::path> input_files = numberedFiles(set, "input_"), output_files = numberedFiles(set, "output_");
+    const std::vector<fs::path> input_files = numberedFiles(set, "input_"),
+                                output_files = numberedFiles(set, "output_");
     if (input_files.size() != exec.inputs().size())
       return {Status::kError, set_name + " has " + std::to_string(input_files.size()) +
                                   " inputs but the model takes " + std::to_string(exec.inputs().size())};
@@ -258,8 +259,9 @@ CaseResult runCase(const Case& c, const CompileOptions& compile) {
       expected.push_back(frontend::readValueProtoFile(output_files[i].string(), exec.outputs()[i].type));
     std::vector<ir::Tensor> views;
     for (size_t i = 0; i < inputs.size(); ++i)
-      views.push_back(inputs[i].aggregate ? ir::box(*inputs[i].aggregate)
-                                          : asBFloat16IfDeclared(inputs[i].tensor.view(), exec.inputs()[i].type.dtype));
+      views.push_back(inputs[i].aggregate
+                          ? ir::box(*inputs[i].aggregate)
+                          : asBFloat16IfDeclared(inputs[i].tensor.view(), exec.inputs()[i].type.dtype));
     std::vector<runtime::RunValue> actual = exec.runValues(*state, views);
     for (size_t i = 0; i < actual.size(); ++i) {
       const std::string& name = exec.outputs()[i].name;

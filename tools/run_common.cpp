@@ -111,10 +111,11 @@ void runModel(const RunOptions& args, const std::string& model_path,
   for (const auto* list : {&model->inputs(), &model->outputs()})
     for (const IoInfo& v : *list)
       if (!v.non_tensor.empty())
-        throw Error(ErrorCode::kUnsupported, std::string(list == &model->inputs() ? "input '" : "output '") + v.name +
-                                                 "' is " + v.non_tensor +
-                                                 "; the CLI takes and gives tensors only (partita conformance reads "
-                                                 "sequences and optionals from ONNX .pb files)");
+        throw Error(ErrorCode::kUnsupported,
+                    std::string(list == &model->inputs() ? "input '" : "output '") + v.name + "' is " +
+                        v.non_tensor +
+                        "; the CLI takes and gives tensors only (partita conformance reads "
+                        "sequences and optionals from ONNX .pb files)");
   Session session(model);
   std::vector<Tensor> held;
   held.reserve(model->inputs().size());

@@ -42,9 +42,7 @@ using AggregatePtr = std::shared_ptr<const Aggregate>;
 // The dimension that marks a boxed view (never a real tensor's: dims are >= 0).
 inline constexpr int64_t kBoxedDim = -1;
 
-inline Tensor box(const Aggregate& a) {
-  return Tensor{a.dtype, {kBoxedDim}, const_cast<Aggregate*>(&a)};
-}
+inline Tensor box(const Aggregate& a) { return Tensor{a.dtype, {kBoxedDim}, const_cast<Aggregate*>(&a)}; }
 inline bool isBoxed(const Tensor& t) { return t.shape.size() == 1 && t.shape[0] == kBoxedDim; }
 // The aggregate a boxed view points to (Error(kInternal) for a tensor view).
 const Aggregate& unbox(const Tensor& t);

@@ -89,8 +89,10 @@ std::string TensorType::str() const {
 std::string TensorType::kindStr() const {
   const std::string elem = std::string(dtypeName(dtype));
   switch (kind) {
-    case ValueKind::kTensor: return "a " + elem + " tensor";
-    case ValueKind::kSequence: return "a sequence of " + elem + " tensors";
+    case ValueKind::kTensor:
+      return "a " + elem + " tensor";
+    case ValueKind::kSequence:
+      return "a sequence of " + elem + " tensors";
     case ValueKind::kOptional:
       return inner == ValueKind::kSequence ? "an optional sequence of " + elem + " tensors"
                                            : "an optional " + elem + " tensor";

@@ -50,7 +50,7 @@ struct TensorType {
   TensorType element() const;
 
   size_t rank() const { return dims.size(); }
-  bool isStatic() const;  // a tensor with its rank and every dimension known
+  bool isStatic() const;                     // a tensor with its rank and every dimension known
   std::vector<int64_t> staticShape() const;  // requires isStatic()
   int64_t numel() const;  // -1 unless static
   // "float32[1,3,N,224]", "int64[?]", "float32[*]"; "seq(float32[*])",

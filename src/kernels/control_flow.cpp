@@ -182,19 +182,23 @@ void inferSequenceMap(InferContext& c) {
   checkCaptures(node, c.inputs, body, "body");
   const size_t formal = node.numFormalInputs();
   if (formalInputs(body) != formal)
-    c.fail("has " + std::to_string(formal) + " inputs but its body takes " + std::to_string(formalInputs(body)));
+    c.fail("has " + std::to_string(formal) + " inputs but its body takes " +
+           std::to_string(formalInputs(body)));
   if (body.outputs.size() != node.outputs.size())
     c.fail("has " + std::to_string(node.outputs.size()) + " outputs but its body makes " +
            std::to_string(body.outputs.size()));
-  if (c.input(0).kind != ir::ValueKind::kSequence) c.fail("input 0 must be a sequence but is " + c.input(0).kindStr());
+  if (c.input(0).kind != ir::ValueKind::kSequence)
+    c.fail("input 0 must be a sequence but is " + c.input(0).kindStr());
   for (size_t i = 0; i < formal; ++i) {
     const ir::TensorType& t = c.input(i);
     if (t.kind == ir::ValueKind::kOptional) c.fail("input " + std::to_string(i) + " is " + t.kindStr());
-    checkSameDType(node, t.element(), body.typeOf(body.inputs[i]), "input " + std::to_string(i) + " and its body input");
+    checkSameDType(node, t.element(), body.typeOf(body.inputs[i]),
+                   "input " + std::to_string(i) + " and its body input");
   }
   for (size_t o = 0; o < node.outputs.size(); ++o) {
     const ir::TensorType& out = body.typeOf(body.outputs[o]);
-    if (!out.isTensor()) c.fail("body output " + std::to_string(o) + " is " + out.kindStr() + " (it must be a tensor)");
+    if (!out.isTensor())
+      c.fail("body output " + std::to_string(o) + " is " + out.kindStr() + " (it must be a tensor)");
     c.outputs[o] = ir::TensorType::sequenceOf(out);
   }
 }

@@ -153,8 +153,9 @@ std::vector<ir::TensorType> inferNode(const ir::Node& node, const std::vector<ir
   if (!def->takesAnyKind())
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (inputs[i].isTensor()) continue;
-      const std::string name =
-          graph && i < node.inputs.size() && node.inputs[i] != ir::kNoValue ? " ('" + graph->value(node.inputs[i]).name + "')" : "";
+      const std::string name = graph && i < node.inputs.size() && node.inputs[i] != ir::kNoValue
+                                   ? " ('" + graph->value(node.inputs[i]).name + "')"
+                                   : "";
       ctx.fail("input " + std::to_string(i) + name + " is " + inputs[i].kindStr() + ", but " + node.op_type +
                " takes tensors only");
     }

@@ -82,10 +82,10 @@ struct KernelContext {
 // nothing of it is planned (ir/aggregate.h has the memory rule).
 struct ValueKernelContext {
   const ir::Node& node;
-  std::vector<ir::Tensor> inputs;  // undefined for an omitted input; sequences and optionals boxed
-  std::vector<ir::TensorType> output_types;   // the types the outputs were compiled for
-  std::vector<ir::OwnedTensor> tensors;       // per output of kind tensor: the tensor made
-  std::vector<ir::AggregatePtr> aggregates;   // per output of another kind: the value made
+  std::vector<ir::Tensor> inputs;            // undefined for an omitted input; sequences and optionals boxed
+  std::vector<ir::TensorType> output_types;  // the types the outputs were compiled for
+  std::vector<ir::OwnedTensor> tensors;      // per output of kind tensor: the tensor made
+  std::vector<ir::AggregatePtr> aggregates;  // per output of another kind: the value made
   ir::TensorLimits limits;
 
   bool hasInput(size_t i) const { return i < inputs.size() && inputs[i].defined(); }

@@ -23,7 +23,8 @@ using ir::ValueKind;
 
 const TensorType& sequenceInput(const InferContext& c, size_t i) {
   const TensorType& t = c.input(i);
-  if (t.kind != ValueKind::kSequence) c.fail("input " + std::to_string(i) + " must be a sequence but is " + t.kindStr());
+  if (t.kind != ValueKind::kSequence)
+    c.fail("input " + std::to_string(i) + " must be a sequence but is " + t.kindStr());
   return t;
 }
 
@@ -63,7 +64,8 @@ void inferSequenceConstruct(InferContext& c) {
 // An element type given as an ONNX TensorProto data type code.
 DType onnxDType(const InferContext& c, int64_t code, const std::string& what) {
   const DType d = ir::dtypeFromOnnx(code);
-  if (d == DType::kUndefined) c.fail(what + " holds element type code " + std::to_string(code) + ", which partita does not support");
+  if (d == DType::kUndefined)
+    c.fail(what + " holds element type code " + std::to_string(code) + ", which partita does not support");
   return d;
 }
 
@@ -178,7 +180,8 @@ void inferOptionalGetElement(InferContext& c) {
 // ---- kernels ---------------------------------------------------------------------
 
 const ir::Aggregate& aggregateInput(const ValueKernelContext& c, size_t i) {
-  if (!c.hasInput(i) || !ir::isBoxed(c.inputs[i])) c.fail("input " + std::to_string(i) + " is not a sequence or optional");
+  if (!c.hasInput(i) || !ir::isBoxed(c.inputs[i]))
+    c.fail("input " + std::to_string(i) + " is not a sequence or optional");
   return ir::unbox(c.inputs[i]);
 }
 
@@ -190,7 +193,9 @@ const ir::Aggregate& sequenceArg(const ValueKernelContext& c, size_t i) {
   return a;
 }
 
-ir::SharedTensor share(const ir::Tensor& t) { return std::make_shared<const ir::OwnedTensor>(ir::OwnedTensor::copyOf(t)); }
+ir::SharedTensor share(const ir::Tensor& t) {
+  return std::make_shared<const ir::OwnedTensor>(ir::OwnedTensor::copyOf(t));
+}
 
 std::shared_ptr<ir::Aggregate> newSequence(DType dtype) {
   auto s = std::make_shared<ir::Aggregate>();
@@ -211,7 +216,9 @@ int64_t position(const ValueKernelContext& c, size_t i, int64_t len, int64_t def
   const int64_t hi = end_allowed ? len : len - 1;
   if (p < -len || p > hi)
     c.fail("position " + std::to_string(p) + " is out of range for a sequence of " + std::to_string(len) +
-           " tensors (" + (len == 0 && !end_allowed ? std::string("it is empty") : std::to_string(-len) + ".." + std::to_string(hi)) +
+           " tensors (" +
+           (len == 0 && !end_allowed ? std::string("it is empty")
+                                     : std::to_string(-len) + ".." + std::to_string(hi)) +
            ")");
   return p < 0 ? p + len : p;
 }
@@ -280,7 +287,8 @@ void runSplitToSequence(ValueKernelContext& c) {
   const ir::Tensor& x = c.inputs[0];
   if (x.rank() == 0) c.fail("cannot split a scalar");
   const int64_t rank = int64_t(x.rank());
-  const int64_t axis = normalizeAxis(c.attrs().getInt("axis", 0), rank, c.node.op_type + " node '" + c.node.name + "' axis");
+  const int64_t axis =
+      normalizeAxis(c.attrs().getInt("axis", 0), rank, c.node.op_type + " node '" + c.node.name + "' axis");
   const int64_t dim = x.shape[size_t(axis)];
   std::vector<int64_t> sizes;
   bool squeeze = false;
@@ -301,8 +309,8 @@ void runSplitToSequence(ValueKernelContext& c) {
         if (total > dim) break;
       }
       if (total != dim)
-        c.fail("'split' " + ir::shapeStr(split) + " does not add up to " + std::to_string(dim) + ", the length of axis " +
-               std::to_string(axis));
+        c.fail("'split' " + ir::shapeStr(split) + " does not add up to " + std::to_string(dim) +
+               ", the length of axis " + std::to_string(axis));
       sizes = split;
     }
   }
@@ -343,9 +351,9 @@ void runConcatFromSequence(ValueKernelContext& c) {
     for (size_t d = 0; fits && d < shape.size(); ++d)
       fits = shape[d] == first[d] || (!new_axis && int64_t(d) == axis);
     if (!fits)
-      c.fail("element " + std::to_string(i) + " is " + ir::typeOf(s.tensors[i]->view()).str() + " but element 0 is " +
-             ir::typeOf(s.tensors[0]->view()).str() + ": they must agree on every dimension but axis " +
-             std::to_string(axis));
+      c.fail("element " + std::to_string(i) + " is " + ir::typeOf(s.tensors[i]->view()).str() +
+             " but element 0 is " + ir::typeOf(s.tensors[0]->view()).str() +
+             ": they must agree on every dimension but axis " + std::to_string(axis));
     total = addDims(c, total, new_axis ? 1 : shape[size_t(axis)]);
   }
   out_shape[size_t(axis)] = total;

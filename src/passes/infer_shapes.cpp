@@ -38,8 +38,8 @@ ir::TensorType mergeDeclared(const ir::TensorType& found, const ir::TensorType& 
                                               inferred.str());
   if (declared.dtype != ir::DType::kUndefined && !kernels::kindsFit(declared, inferred) &&
       !kernels::kindsFit(inferred, declared))
-    throw Error(ErrorCode::kInvalidModel, producedBy(v, node) + " is declared " + declared.kindStr() + " but is " +
-                                              inferred.kindStr());
+    throw Error(ErrorCode::kInvalidModel,
+                producedBy(v, node) + " is declared " + declared.kindStr() + " but is " + inferred.kindStr());
   // A sequence's element shapes are data: a declaration does not fill them in.
   if (inferred.dtype != ir::DType::kUndefined && !inferred.isTensor()) return inferred;
   if (declared.dtype == ir::DType::kUndefined || !declared.has_rank) return inferred;

@@ -617,7 +617,8 @@ TEST(ArtifactLoadValidation, SequenceValues) {
     ir::ValueId x = g.addValue("x", f32({2}));
     ir::ValueId y = g.addValue("y", f32({3}));
     g.inputs = {x, y};
-    ir::ValueId s = testing::addNode(g, "SequenceConstruct", "s", {x, y}, ir::TensorType::sequenceOf(f32({-1})));
+    ir::ValueId s =
+        testing::addNode(g, "SequenceConstruct", "s", {x, y}, ir::TensorType::sequenceOf(f32({-1})));
     g.value(s).type.dims[0] = ir::Dim{};
     g.outputs.push_back(testing::addNode(g, reader, "r", {s}, std::move(out_type)));
     return g;
@@ -629,18 +630,20 @@ TEST(ArtifactLoadValidation, SequenceValues) {
     runtime::GraphExecutor exec(a.graph, a.store);
     auto state = exec.newState();
     std::vector<float> xs = {1, 2}, ys = {3, 4, 5};
-    std::vector<ir::OwnedTensor> out =
-        exec.run(*state, {ir::Tensor{ir::DType::kFloat32, {2}, xs.data()}, ir::Tensor{ir::DType::kFloat32, {3}, ys.data()}});
+    std::vector<ir::OwnedTensor> out = exec.run(*state, {ir::Tensor{ir::DType::kFloat32, {2}, xs.data()},
+                                                         ir::Tensor{ir::DType::kFloat32, {3}, ys.data()}});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(*out[0].as<int64_t>(), 2);
   }
   // A sequence fed to Relu (recorded as if Relu took it): refused at load, by name.
-  EXPECT_EQ(loadError(seqGraph("Relu", f32({2}))),
-            "the graph does not check: Relu node 'r' (making 'r'): input 0 ('s') is a sequence of float32 tensors, "
-            "but Relu takes tensors only");
+  EXPECT_EQ(
+      loadError(seqGraph("Relu", f32({2}))),
+      "the graph does not check: Relu node 'r' (making 'r'): input 0 ('s') is a sequence of float32 tensors, "
+      "but Relu takes tensors only");
   // A sequence op's output recorded as a tensor.
-  EXPECT_EQ(loadError(seqGraph("SequenceErase", f32({2}))),
-            "value 'r' (made by SequenceErase node 'r') is typed float32[2] but its inputs make seq(float32[?])");
+  EXPECT_EQ(
+      loadError(seqGraph("SequenceErase", f32({2}))),
+      "value 'r' (made by SequenceErase node 'r') is typed float32[2] but its inputs make seq(float32[?])");
 }
 
 }  // namespace partita::artifact

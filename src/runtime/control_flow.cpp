@@ -508,10 +508,12 @@ class SequenceMapFlow final : public ControlFlow {
     for (size_t i = 0; i < formal; ++i) {
       if (!ir::isBoxed(inputs.at(i))) continue;
       const ir::Aggregate& a = ir::unbox(inputs[i]);
-      if (a.kind != ir::ValueKind::kSequence) failRun(node_, "input " + std::to_string(i) + " is not a sequence");
+      if (a.kind != ir::ValueKind::kSequence)
+        failRun(node_, "input " + std::to_string(i) + " is not a sequence");
       if (i > 0 && a.tensors.size() != len)
         failRun(node_, "input " + std::to_string(i) + " holds " + std::to_string(a.tensors.size()) +
-                           " tensors but input 0 holds " + std::to_string(len) + " (the sequences must be as long)");
+                           " tensors but input 0 holds " + std::to_string(len) +
+                           " (the sequences must be as long)");
       if (i == 0) len = a.tensors.size();
     }
     std::vector<std::shared_ptr<ir::Aggregate>> outs(node_.outputs.size());

@@ -34,7 +34,8 @@ void Executor::checkInput(size_t index, const ir::Tensor& t) const {
     // are data, checked by the ops that read them).
     const ir::TensorType got = ir::isBoxed(t) ? ir::unbox(t).kindType() : ir::typeOf(t);
     if (!kernels::kindsFit(want, got) || (want.dtype != ir::DType::kUndefined && got.dtype != want.dtype))
-      throw Error(ErrorCode::kInvalidArgument, "input '" + spec.name + "' is " + want.kindStr() + " but got " +
+      throw Error(ErrorCode::kInvalidArgument, "input '" + spec.name + "' is " + want.kindStr() +
+                                                   " but got " +
                                                    (ir::isBoxed(t) ? got.kindStr() : got.str()));
     return;
   }

@@ -1,5 +1,7 @@
 #include "runtime/graph_executor.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
@@ -7,14 +9,12 @@
 #include <new>
 #include <optional>
 
-#include <omp.h>
-
 #include "kernels/control_flow.h"
 #include "kernels/op_util.h"
+#include "partita/error.h"
 #include "runtime/control_flow.h"
 #include "runtime/graph_validate.h"
 #include "runtime/team_wait.h"
-#include "partita/error.h"
 
 namespace partita::runtime {
 
@@ -219,7 +219,8 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(ExecutorState& state, const std:
   return run(*s, inputs, profile);
 }
 
-std::vector<RunValue> GraphExecutor::runValues(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const {
+std::vector<RunValue> GraphExecutor::runValues(ExecutorState& state,
+                                               const std::vector<ir::Tensor>& inputs) const {
   auto* s = dynamic_cast<RunState*>(&state);
   if (!s) throw Error(ErrorCode::kInternal, "graph executor given another executor's state");
   omp_set_num_threads(options().threads);
@@ -487,7 +488,8 @@ void GraphExecutor::runFlow(RunState& state, size_t n, bool planned, ProfileSink
   steps_[n].flow->run(*state.flows[n], inputs, planned_out, allocate, pass, profile);
 }
 
-void GraphExecutor::setAggregate(RunState& state, ir::ValueId out, const ir::Node& node, ir::AggregatePtr a) const {
+void GraphExecutor::setAggregate(RunState& state, ir::ValueId out, const ir::Node& node,
+                                 ir::AggregatePtr a) const {
   const ir::Graph& g = *graph_;
   const ir::TensorType made = a->kindType();  // the elements' shapes are data: never checked
   if (!fits(made, g.typeOf(out)))
@@ -503,8 +505,10 @@ void GraphExecutor::runValueStep(RunState& state, size_t n) const {
   const ir::Node& node = g.nodes[n];
   auto& values = state.values;
   kernels::ValueKernelContext ctx{node, {}, {}, {}, {}, options().limits};
-  for (ir::ValueId in : node.inputs) ctx.inputs.push_back(in == ir::kNoValue ? ir::Tensor{} : values[size_t(in)]);
-  for (ir::ValueId out : node.outputs) ctx.output_types.push_back(out == ir::kNoValue ? ir::TensorType{} : g.typeOf(out));
+  for (ir::ValueId in : node.inputs)
+    ctx.inputs.push_back(in == ir::kNoValue ? ir::Tensor{} : values[size_t(in)]);
+  for (ir::ValueId out : node.outputs)
+    ctx.output_types.push_back(out == ir::kNoValue ? ir::TensorType{} : g.typeOf(out));
   ctx.tensors.resize(node.outputs.size());
   ctx.aggregates.resize(node.outputs.size());
   steps_[n].op->run_values(ctx);

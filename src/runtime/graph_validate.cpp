@@ -48,9 +48,9 @@ std::vector<bool> validateGraph(const ir::Graph& g, const ConstStore& store, con
       for (const auto* ids : {&node.inputs, &node.outputs})
         for (ir::ValueId v : *ids)
           if (v != ir::kNoValue && !g.typeOf(v).isTensor())
-            throw Error(ErrorCode::kInvalidArtifact, "call node '" + node.name + "' passes '" + g.value(v).name +
-                                                         "', which is " + g.typeOf(v).kindStr() +
-                                                         ", to a module (modules take tensors only)");
+            throw Error(ErrorCode::kInvalidArtifact,
+                        "call node '" + node.name + "' passes '" + g.value(v).name + "', which is " +
+                            g.typeOf(v).kindStr() + ", to a module (modules take tensors only)");
       for (ir::ValueId out : node.outputs)
         if (out != ir::kNoValue) ir::checkLimits(g.typeOf(out), limits, ErrorCode::kInvalidModel, madeBy(g, out, node));
       dynamic[n] = !all_static;

@@ -32,7 +32,8 @@ struct Builder {
     g.inputs.push_back(v);
     return v;
   }
-  ir::ValueId node(const std::string& op, const std::string& name, std::vector<ir::ValueId> in, int opset = 17) {
+  ir::ValueId node(const std::string& op, const std::string& name, std::vector<ir::ValueId> in,
+                   int opset = 17) {
     ir::Node n;
     n.op_type = op;
     n.opset = opset;
@@ -59,7 +60,8 @@ ir::OwnedTensor int64s(int64_t v) {
 
 // Infers the graph (as the compiler does), builds its executor and runs it; returns the
 // outputs, or the error message in `error`.
-std::vector<RunValue> run(Builder& b, const std::vector<ir::OwnedTensor>& inputs, std::string* error = nullptr) {
+std::vector<RunValue> run(Builder& b, const std::vector<ir::OwnedTensor>& inputs,
+                          std::string* error = nullptr) {
   b.g.outputs = {b.g.nodes.back().outputs[0]};
   try {
     passes::inferShapes(b.g);
@@ -126,7 +128,9 @@ TEST(SequenceValues, InsertEraseAndLengthShareTheElements) {
   ir::ValueId empty = e.node("SequenceEmpty", "empty", {});
   e.node("SequenceErase", "erase", {empty});
   run(e, {}, &msg);
-  EXPECT_EQ(msg, "SequenceErase node 'erase': position -1 is out of range for a sequence of 0 tensors (it is empty)");
+  EXPECT_EQ(
+      msg,
+      "SequenceErase node 'erase': position -1 is out of range for a sequence of 0 tensors (it is empty)");
 }
 
 TEST(SequenceValues, ConcatFromSequenceNamesTheElementThatDoesNotFit) {
@@ -143,8 +147,10 @@ TEST(SequenceValues, ConcatFromSequenceNamesTheElementThatDoesNotFit) {
       EXPECT_EQ(out[0].tensor.as<float>()[3], 0.f);  // row 0 of y after row 0 of x
       EXPECT_EQ(out[0].tensor.as<float>()[7], 3.f);  // row 1 of x
     } else {
-      EXPECT_EQ(msg, "ConcatFromSequence node 'cat': element 1 is float32[2,4] but element 0 is float32[2,3]: they "
-                     "must agree on every dimension but axis 0");
+      EXPECT_EQ(
+          msg,
+          "ConcatFromSequence node 'cat': element 1 is float32[2,4] but element 0 is float32[2,3]: they "
+          "must agree on every dimension but axis 0");
     }
   }
 }
@@ -191,8 +197,9 @@ TEST(SequenceValues, ASequenceWhereATensorIsExpectedIsRefusedByName) {
   b.node("Add", "add", {seq, b.g.inputs[0]});
   std::string msg;
   run(b, {floats({2, 3}), floats({2, 4})}, &msg);
-  EXPECT_EQ(msg, "Add node 'add' (making 'add'): input 0 ('seq') is a sequence of float32 tensors, but Add takes "
-                 "tensors only");
+  EXPECT_EQ(msg,
+            "Add node 'add' (making 'add'): input 0 ('seq') is a sequence of float32 tensors, but Add takes "
+            "tensors only");
 }
 
 TEST(SequenceValues, RunRefusesASequenceOutputAndATensorForASequenceInput) {
@@ -209,8 +216,9 @@ TEST(SequenceValues, RunRefusesASequenceOutputAndATensorForASequenceInput) {
     e.run(*state, {x.view(), y.view()});
     ADD_FAILURE() << "a sequence output came back from run()";
   } catch (const Error& err) {
-    EXPECT_EQ(std::string(err.what()),
-              "output 'seq' is a sequence of float32 tensors; this way of running a model returns tensors only");
+    EXPECT_EQ(
+        std::string(err.what()),
+        "output 'seq' is a sequence of float32 tensors; this way of running a model returns tensors only");
   }
 
   Builder l;
@@ -238,12 +246,14 @@ std::string differences(const RunValue& got, const frontend::ProtoValue& want) {
       return "tensor " + std::to_string(i) + " is " + ir::typeOf(a[i]->view()).str() + ", not " +
              ir::typeOf(b[i]->view()).str();
     if (a[i]->dtype() != DType::kFloat32) {
-      if (std::memcmp(a[i]->data(), b[i]->data(), a[i]->nbytes()) != 0) return "tensor " + std::to_string(i) + " differs";
+      if (std::memcmp(a[i]->data(), b[i]->data(), a[i]->nbytes()) != 0)
+        return "tensor " + std::to_string(i) + " differs";
       continue;
     }
     for (int64_t k = 0; k < a[i]->numel(); ++k) {
       const float x = a[i]->as<float>()[k], y = b[i]->as<float>()[k];
-      if (std::fabs(x - y) > 1e-5f * std::max(1.f, std::fabs(y))) return "tensor " + std::to_string(i) + " differs";
+      if (std::fabs(x - y) > 1e-5f * std::max(1.f, std::fabs(y)))
+        return "tensor " + std::to_string(i) + " differs";
     }
   }
   return "";
@@ -254,7 +264,8 @@ std::string differences(const RunValue& got, const frontend::ProtoValue& want) {
 // their expected outputs.
 TEST(SequenceValues, IfAndLoopCarryingSequencesRunFromAnArtifact) {
   const std::filesystem::path data = "/usr/share/libonnx-testdata/data/node";
-  if (!std::filesystem::exists(data / "test_loop16_seq_none")) GTEST_SKIP() << "no ONNX backend test data in " << data;
+  if (!std::filesystem::exists(data / "test_loop16_seq_none"))
+    GTEST_SKIP() << "no ONNX backend test data in " << data;
   partita::testing::TempDir dir;
   for (const char* name : {"test_if_seq", "test_if_opt", "test_loop13_seq", "test_loop16_seq_none",
                            "test_sequence_map_add_1_sequence_1_tensor"}) {
@@ -265,14 +276,16 @@ TEST(SequenceValues, IfAndLoopCarryingSequencesRunFromAnArtifact) {
     const std::string pta = dir.path(std::string(name) + ".pta");
     compileToArtifact((c / "model.onnx").string(), pta, options);
     artifact::Artifact a = artifact::openArtifact(pta);
-    std::shared_ptr<Executor> exec = api::builtinExecutorKinds().create(a, api::builtinModuleKinds(), RunOptions{});
+    std::shared_ptr<Executor> exec =
+        api::builtinExecutorKinds().create(a, api::builtinModuleKinds(), RunOptions{});
     const std::filesystem::path set = c / "test_data_set_0";
     std::vector<frontend::ProtoValue> inputs;
     for (size_t i = 0; i < exec->inputs().size(); ++i)
       inputs.push_back(frontend::readValueProtoFile((set / ("input_" + std::to_string(i) + ".pb")).string(),
                                                     exec->inputs()[i].type));
     std::vector<ir::Tensor> views;
-    for (const frontend::ProtoValue& v : inputs) views.push_back(v.aggregate ? ir::box(*v.aggregate) : v.tensor.view());
+    for (const frontend::ProtoValue& v : inputs)
+      views.push_back(v.aggregate ? ir::box(*v.aggregate) : v.tensor.view());
     auto state = exec->newState();
     std::vector<RunValue> out = exec->runValues(*state, views);
     ASSERT_EQ(out.size(), exec->outputs().size());

@@ -64,9 +64,11 @@ ir::TensorType tensorTypeFromProto(const onnx::TypeProto::Tensor& tt, const std:
 // A tensor, a sequence of tensors, or an optional of either (ir::ValueKind); maps,
 // sparse tensors and nested sequences are refused by name. An absent type is an
 // unknown one (dtype kUndefined) unless `must_be_known`.
-ir::TensorType typeFromProto(const onnx::TypeProto& tp, const std::string& what, bool must_be_known, int depth = 0) {
+ir::TensorType typeFromProto(const onnx::TypeProto& tp, const std::string& what, bool must_be_known,
+                             int depth = 0) {
   auto refuse = [&](const char* kind) {
-    unsupported(what + " is " + kind + "; partita supports tensors, sequences of tensors and optionals of those");
+    unsupported(what + " is " + kind +
+                "; partita supports tensors, sequences of tensors and optionals of those");
   };
   switch (tp.value_case()) {
     case onnx::TypeProto::kTensorType:
@@ -423,7 +425,8 @@ class Importer {
         // Optional's `type`: kept as ints {value kind, ONNX element type code} (docs/ops.md).
         const ir::TensorType t = typeFromProto(a.tp(), where() + what, true);
         if (t.kind == ir::ValueKind::kOptional) unsupported(where() + what + " is an optional type");
-        const onnx::TypeProto& elem = t.kind == ir::ValueKind::kSequence ? a.tp().sequence_type().elem_type() : a.tp();
+        const onnx::TypeProto& elem =
+            t.kind == ir::ValueKind::kSequence ? a.tp().sequence_type().elem_type() : a.tp();
         r.kind = ir::Attribute::Kind::kInts;
         r.ints = {int64_t(t.kind), int64_t(elem.tensor_type().elem_type())};
         break;

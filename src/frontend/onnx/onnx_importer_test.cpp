@@ -835,7 +835,8 @@ TEST_F(OnnxImporterTest, UndefinedInputsAndNonTensorValuesAreReported) {
   ir::Graph sg = import(s);
   EXPECT_EQ(sg.typeOf(sg.inputs[0]).str(), "seq(float32[*])");
   EXPECT_EQ(codeOf([&] { passes::inferShapes(sg); }, &msg), ErrorCode::kInvalidModel);
-  EXPECT_THAT(msg, HasSubstr("input 0 ('seq') is a sequence of float32 tensors, but Relu takes tensors only"));
+  EXPECT_THAT(msg,
+              HasSubstr("input 0 ('seq') is a sequence of float32 tensors, but Relu takes tensors only"));
 
   onnx::ModelProto mp = newModel();
   auto* map_in = mp.mutable_graph()->add_input();
@@ -844,7 +845,9 @@ TEST_F(OnnxImporterTest, UndefinedInputsAndNonTensorValuesAreReported) {
   addNode(mp, "Relu", {"m"}, {"y"});
   addOutput(mp, "y");
   EXPECT_EQ(codeOf([&] { import(mp); }, &msg), ErrorCode::kUnsupported);
-  EXPECT_THAT(msg, HasSubstr("graph input 'm' is a map; partita supports tensors, sequences of tensors and optionals"));
+  EXPECT_THAT(
+      msg,
+      HasSubstr("graph input 'm' is a map; partita supports tensors, sequences of tensors and optionals"));
 
   onnx::ModelProto str = newModel();
   addInput(str, "text", onnx::TensorProto::STRING, {"2"});

@@ -1,5 +1,7 @@
 #include "frontend/onnx/onnx_tensor_reader.h"
 
+#include <onnx/onnx-data.pb.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -8,8 +10,6 @@
 #include <optional>
 #include <set>
 #include <utility>
-
-#include <onnx/onnx-data.pb.h>
 
 #include "base/checked_int.h"
 #include "base/mapped_file.h"
@@ -253,8 +253,8 @@ std::shared_ptr<ir::Aggregate> sequenceOf(onnx_import::TensorReader& reader, onn
   for (onnx::TensorProto& t : *s.mutable_tensor_values()) {
     ir::OwnedTensor e = tensorOf(reader, t, what);
     if (dtype != ir::DType::kUndefined && e.dtype() != dtype)
-      onnx_import::invalid(what + ": holds a " + std::string(ir::dtypeName(e.dtype())) + " tensor in a sequence of " +
-                           std::string(ir::dtypeName(dtype)) + " tensors");
+      onnx_import::invalid(what + ": holds a " + std::string(ir::dtypeName(e.dtype())) +
+                           " tensor in a sequence of " + std::string(ir::dtypeName(dtype)) + " tensors");
     a->dtype = e.dtype();
     a->tensors.push_back(std::make_shared<const ir::OwnedTensor>(std::move(e)));
   }
