@@ -157,9 +157,12 @@ def encoder(path):
 
 
 def qdq_cnn(path):
-    """A static int8 (QDQ) block: int8 weights through DequantizeLinear (folded at compile
-    time), each activation through a per-tensor QuantizeLinear -> DequantizeLinear pair
-    (float eltwise post-ops: linear, round, clip), a residual Add between pairs."""
+    """A static int8 (QDQ) block: int8 weights through DequantizeLinear, each activation
+    through a per-tensor QuantizeLinear -> DequantizeLinear pair, a residual Add between
+    pairs. The convolutions run on oneDNN's int8 kernels (QLinearConv, the residual Add
+    and Relu as post-ops of the second), the quantization of the input and the
+    dequantization of the output as int8 reorders; the MaxPool between two
+    QuantizeLinear -> DequantizeLinear pairs of different scales stays float."""
     b = Builder()
 
     def qdq(x, scale, zero):
@@ -184,7 +187,7 @@ def qdq_cnn(path):
     y = b.op("MaxPool", [y], kernel_shape=[2, 2], strides=[2, 2])
     y = qdq(qconv(y, 32, 16, 1), 0.02, 0)
     b.model([1, 3, 32, 32], y, path)
-    return {"convolution", "pooling"}
+    return {"convolution", "pooling", "int8 convolution", "int8 reorder"}
 
 
 
@@ -221,9 +224,12 @@ def run_model(args, make, tmp, polymorphic):
     for line in r.stdout.splitlines():
         f = line.split(",")
         if len(f) > 4 and f[0] == "onednn_verbose" and f[1] == "exec":
-            impls.setdefault((f[3], f[4]), 0)
-            impls[(f[3], f[4])] += 1
+            # A primitive reading or writing uint8/int8 data also counts as "int8 <kind>".
+            kind = ("int8 " if any(t in line for t in ("src_u8", "src_s8", "dst_u8", "dst_s8")) else "") + f[3]
+            impls.setdefault((kind, f[4]), 0)
+            impls[(kind, f[4])] += 1
     kinds = {k.split("_v2")[0] for k, _ in impls}
+    kinds |= {k.split(" ", 1)[1] for k in kinds if k.startswith("int8 ")}
     print("%s: %s" % (name, ", ".join("%s %s x%d" % (k, i, n) for (k, i), n in sorted(impls.items()))))
     for (kind, impl), n in impls.items():
         if impl.startswith("ref"):

@@ -27,6 +27,7 @@ enum class OpClass {
   kResample,   // Resize, Upsample (nearest and linear, where oneDNN's resampling is exact)
   kReduce,     // ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare
   kRecurrent,  // LSTM, GRU, RNN (one direction, default activations)
+  kQConv,      // QLinearConv (oneDNN's int8 convolution)
 };
 OpClass classify(const ir::Node& n);
 

@@ -17,6 +17,10 @@ using ir::ValueId;
 void FunctionLowering::lowerEltwise(size_t pos) {
   const ir::Node& node = nodeAt(pos);
   std::optional<std::vector<EltwiseOp>> ops = decodeEltwise(g_, node, nullptr);
+  // QuantizeLinear / DequantizeLinear between int8 and float32 values (not a pair)
+  if (!ops && (node.op_type == "QuantizeLinear" || node.op_type == "DequantizeLinear") &&
+      decodeQuantize(g_, node, nullptr))
+    return lowerQuantize(pos);
   if (!ops && node.op_type == "Erf")
     throw Error(ErrorCode::kUnsupported,
                 "dnnl backend: Erf '" + node.name +
