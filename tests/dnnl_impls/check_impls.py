@@ -160,9 +160,9 @@ def qdq_cnn(path):
     """A static int8 (QDQ) block: int8 weights through DequantizeLinear, each activation
     through a per-tensor QuantizeLinear -> DequantizeLinear pair, a residual Add between
     pairs. The convolutions run on oneDNN's int8 kernels (QLinearConv, the residual Add
-    and Relu as post-ops of the second), the quantization of the input and the
-    dequantization of the output as int8 reorders; the MaxPool between two
-    QuantizeLinear -> DequantizeLinear pairs of different scales stays float."""
+    and Relu as one int8 binary step), the quantization of the input and the
+    dequantizations as int8 reorders; the MaxPool whose output is not quantized again,
+    and the convolution reading it, stay float."""
     b = Builder()
 
     def qdq(x, scale, zero):

@@ -2,6 +2,7 @@
 
 #include "backend/dnnl/dnnl_decode.h"
 #include "backend/dnnl/dnnl_decode_util.h"
+#include "backend/dnnl/dnnl_function_lowering.h"
 #include "backend/dnnl/dnnl_patterns.h"
 
 namespace partita::dnnl_backend {
@@ -56,8 +57,10 @@ bool supportsAt(const ir::Graph& g, const ir::Node& n, std::string* why, int dep
       return noBool(why, "op not handled by the dnnl backend");
     case OpClass::kConv:
       return decodeConv(g, n, why).has_value();
-    case OpClass::kQConv:
-      return decodeQLinearConv(g, n, why).has_value();
+    case OpClass::kQConv: {
+      std::optional<QConvSpec> q = decodeQLinearConv(g, n, why);
+      return q && qconvImplemented(*q, why);
+    }
     case OpClass::kPool:
       return decodePool(g, n, why).has_value();
     case OpClass::kMatMul:

@@ -59,6 +59,10 @@ struct ConvWeights {
   memory::desc onnx;
 };
 ConvWeights convWeights(const ConvSpec& spec);
+// QLinearConv's int8 convolution step (its layouts still oneDNN's to choose), and
+// whether oneDNN has a fast implementation of it (the claim asks: not `ref`).
+Step qconvStep(const QConvSpec& q);
+bool qconvImplemented(const QConvSpec& q, std::string* why);
 
 class FunctionLowering {
  public:

@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "backend/dnnl/dnnl_decode_util.h"
 #include "backend/dnnl/dnnl_patterns.h"
 
 #include "backend/dnnl/dnnl_module.h"
@@ -131,17 +132,8 @@ std::optional<FunctionLowering::QResidual> FunctionLowering::qResidualAfter(size
   return r;
 }
 
-void FunctionLowering::lowerQConv(size_t pos) {
-  const ir::Node& node = nodeAt(pos);
-  const QConvSpec q = decoded(decodeQLinearConv(g_, node, nullptr), pos);
+Step qconvStep(const QConvSpec& q) {
   const ConvSpec& spec = q.conv;
-  const ValueId x = node.inputs[0], out = node.outputs[0];
-  const ir::ConstId w_id = constOf(q.weights);
-  const int64_t c_out = spec.out_shape[1];
-  const ConvWeights weights = convWeights(spec);
-  const std::vector<int64_t>& w_dims = weights.dims;
-  const memory::desc w_from = withDataType(weights.onnx, dt::s8);
-
   Step step;
   step.kind = StepKind::kConvolution;
   step.strides = spec.strides;
@@ -149,15 +141,39 @@ void FunctionLowering::lowerQConv(size_t pos) {
   step.pad_l = spec.pad_l;
   step.pad_r = spec.pad_r;
   step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, withDataType(anyDesc(spec.in_shape), q.src_type), true});
-  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, withDataType(anyDesc(w_dims), dt::s8), true});
-  const memory::desc bias_md = withDataType(plainDesc({c_out}), dt::s32);
-  if (q.bias != ir::kNoValue) step.args.push_back(Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, bias_md, false});
+  step.args.push_back(
+      Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, withDataType(anyDesc(convWeights(spec).dims), dt::s8), true});
+  if (q.bias != ir::kNoValue)
+    step.args.push_back(
+        Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, withDataType(plainDesc({spec.out_shape[1]}), dt::s32), false});
   step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, withDataType(anyDesc(spec.out_shape), q.dst_type), true});
   // int8 accumulators (plus the int32 bias) times x_scale * w_scale[c] / y_scale.
   for (float ws : q.w_scales) step.quant.output_scales.push_back(q.x_scale * ws / q.y_scale);
   step.quant.scale_dim = 1;
   step.quant.src_zero_point = q.src_zero_point;
   step.quant.dst_zero_point = q.dst_zero_point;
+  return step;
+}
+
+bool qconvImplemented(const QConvSpec& q, std::string* why) {
+  try {
+    if (implementationName(makePrimitiveDesc(qconvStep(q), cpuEngine())).rfind("ref", 0) == 0)
+      return noBool(why, "oneDNN has only its reference int8 convolution for it");
+    return true;
+  } catch (const dnnl::error&) {
+    return noBool(why, "oneDNN has no int8 convolution for it");
+  }
+}
+
+void FunctionLowering::lowerQConv(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const QConvSpec q = decoded(decodeQLinearConv(g_, node, nullptr), pos);
+  const ConvSpec& spec = q.conv;
+  const ValueId x = node.inputs[0], out = node.outputs[0];
+  const ir::ConstId w_id = constOf(q.weights);
+  const memory::desc w_from = withDataType(convWeights(spec).onnx, dt::s8);
+  const memory::desc bias_md = withDataType(plainDesc({spec.out_shape[1]}), dt::s32);
+  Step step = qconvStep(q);
   std::vector<ChainItem> chain;
   dnnl::primitive_desc_base pd = makePrimitiveDesc(step, cpuEngine());
   recordChosenLayouts(step, pd);
