@@ -13,6 +13,7 @@ OpClass classify(const ir::Node& n) {
   const std::string& op = n.op_type;
   if (op == "Conv" || op == "ConvTranspose") return OpClass::kConv;
   if (op == "QLinearConv") return OpClass::kQConv;
+  if (op == "DynamicQuantizeLinear") return OpClass::kDynamicQuantize;
   if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool")
     return OpClass::kPool;
   if (op == "MatMul" || op == "Gemm") return OpClass::kMatMul;
@@ -57,6 +58,8 @@ bool supportsAt(const ir::Graph& g, const ir::Node& n, std::string* why, int dep
       return noBool(why, "op not handled by the dnnl backend");
     case OpClass::kConv:
       return decodeConv(g, n, why).has_value();
+    case OpClass::kDynamicQuantize:
+      return matchDynamicQuantize(g, ir::NodeId(&n - g.nodes.data()), why).has_value();
     case OpClass::kQConv: {
       std::optional<QConvSpec> q = decodeQLinearConv(g, n, why);
       return q && qconvImplemented(*q, why);
@@ -70,6 +73,10 @@ bool supportsAt(const ir::Graph& g, const ir::Node& n, std::string* why, int dep
         ir::NodeId q = n.hasInput(0) ? g.value(n.inputs[0]).producer : ir::kNoNode;
         std::optional<FakeQuantMatch> m = q == ir::kNoNode ? std::nullopt : matchFakeQuant(g, q);
         if (m && &g.nodes[size_t(m->dequantize)] == &n) return true;
+        if (q != ir::kNoNode && g.nodes[size_t(q)].op_type == "DynamicQuantizeLinear") {
+          std::optional<DynamicQuantizeMatch> d = matchDynamicQuantize(g, q, why);
+          return d && &g.nodes[size_t(d->dequantize)] == &n;
+        }
         return decodeQuantize(g, n, why).has_value();
       }
       if (n.op_type == "QuantizeLinear") {
@@ -132,8 +139,10 @@ bool supportsPolymorphicNode(const ir::Graph& g, const ir::Graph& rep, ir::NodeI
   const bool standalone_quantize = n.op_type == "QuantizeLinear" && !decodeEltwise(rep, rep.nodes[size_t(node)], nullptr);
   bool paired_dequantize = false;
   if (n.op_type == "DequantizeLinear" && g.value(n.inputs[0]).producer != ir::kNoNode) {
-    std::optional<FakeQuantMatch> m = matchFakeQuant(rep, rep.value(n.inputs[0]).producer);
-    paired_dequantize = m && m->dequantize == node;
+    const ir::NodeId producer = rep.value(n.inputs[0]).producer;
+    std::optional<FakeQuantMatch> m = matchFakeQuant(rep, producer);
+    std::optional<DynamicQuantizeMatch> d = matchDynamicQuantize(rep, producer, nullptr);
+    paired_dequantize = (m && m->dequantize == node) || (d && d->dequantize == node);
   }
   if (((in == ir::DType::kUInt8 || in == ir::DType::kInt8) && !paired_dequantize) || standalone_quantize)
     return noBool(why, "int8 values are taken at fixed shapes only");

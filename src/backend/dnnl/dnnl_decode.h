@@ -113,6 +113,14 @@ std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::s
 // output 0; types are the caller's to check.
 std::optional<ConvSpec> decodeConvWindow(const ir::Graph& g, const ir::Node& n, ir::ValueId x, ir::ValueId weights,
                                          ir::ValueId bias, std::string* why);
+// DynamicQuantizeLinear(x) whose quantized output and zero point are read only by one
+// DequantizeLinear(y, 1, zero point) (passes::lowerIntegerCompute writes it before a
+// float MatMul/Conv): together, x's integers centred on the zero point,
+// clip(round(x / scale), -zero, 255 - zero), and the scale.
+struct DynamicQuantizeMatch {
+  ir::NodeId dynamic_quantize = ir::kNoNode, dequantize = ir::kNoNode;
+};
+std::optional<DynamicQuantizeMatch> matchDynamicQuantize(const ir::Graph& g, ir::NodeId node, std::string* why);
 std::optional<QConvSpec> decodeQLinearConv(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<QuantizeSpec> decodeQuantize(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<PoolSpec> decodePool(const ir::Graph& g, const ir::Node& n, std::string* why);

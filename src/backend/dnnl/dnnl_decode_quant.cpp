@@ -126,4 +126,32 @@ std::optional<QuantizeSpec> decodeQuantize(const ir::Graph& g, const ir::Node& n
   return s;
 }
 
+std::optional<DynamicQuantizeMatch> matchDynamicQuantize(const ir::Graph& g, ir::NodeId node, std::string* why) {
+  const ir::Node& d = g.nodes[size_t(node)];
+  if (d.op_type != "DynamicQuantizeLinear" || !d.domain.empty() || !d.hasInput(0) || d.outputs.size() != 3 ||
+      !d.hasOutput(0) || !d.hasOutput(2))
+    return no(why, "not a DynamicQuantizeLinear with its outputs");
+  if (!isDenseF32(g, d.inputs[0], why, "x")) return std::nullopt;
+  if (!g.typeOf(d.inputs[0]).isStatic()) return no(why, "x has no static shape");
+  // The one reader of y and of its zero point: DequantizeLinear(y, 1, zero point).
+  std::optional<ir::NodeId> reader;
+  int y_uses = 0, z_uses = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (size_t k = 0; k < g.nodes[i].inputs.size(); ++k) {
+      const ir::ValueId in = g.nodes[i].inputs[k];
+      if (in == d.outputs[0]) ++y_uses, reader = ir::NodeId(i);
+      if (in == d.outputs[2]) ++z_uses;
+    }
+  for (ir::ValueId out : g.outputs)
+    if (out == d.outputs[0] || out == d.outputs[2]) return no(why, "y or its zero point is a graph output");
+  if (y_uses != 1 || z_uses != 1) return no(why, "y or its zero point has other readers");
+  const ir::Node& dq = g.nodes[size_t(*reader)];
+  if (dq.op_type != "DequantizeLinear" || !dq.domain.empty() || dq.inputs.size() != 3 || dq.inputs[0] != d.outputs[0] ||
+      dq.inputs[2] != d.outputs[2] || !dq.hasOutput(0) || !isDenseF32(g, dq.outputs[0], why, "DequantizeLinear's output"))
+    return no(why, "y is not read by DequantizeLinear(y, 1, zero point)");
+  auto one = constantScales(g, dq.inputs[1], 0, why, "scale");
+  if (!one || (*one)[0] != 1.0f) return no(why, "the DequantizeLinear's scale is not 1");
+  return DynamicQuantizeMatch{node, *reader};
+}
+
 }  // namespace partita::dnnl_backend

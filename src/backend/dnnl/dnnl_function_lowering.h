@@ -160,6 +160,7 @@ class FunctionLowering {
   std::optional<QResidual> qResidualAfter(size_t pos, const QConvSpec& q) const;
   void emitQResidual(const QResidual& r, ValueId y, const QConvSpec& q);
   void lowerQuantize(size_t pos);
+  void lowerDynamicQuantize(size_t pos);
   void emitQuantize(size_t pos);
   // oneDNN's element type of a float32, uint8 or int8 value.
   memory::data_type elementType(ValueId v) const;

@@ -5,6 +5,7 @@
 // against the host's exact computation: within one step of the output scale.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/dnnl/dnnl_backend.h"
@@ -176,6 +177,41 @@ TEST(DnnlInt8, QdqResidualBlockFusesIntoInt8Convolutions) {
   // of the output's one step.
   EXPECT_EQ(offByMoreThanAStep(got[0], want[0], 0.015 + 0.015), 0.0);
   EXPECT_LE(offByMoreThanAStep(got[0], want[0], 0.015), 0.05);
+}
+
+// DynamicQuantizeLinear with DequantizeLinear(y, 1, zero point) (what
+// passes::lowerIntegerCompute leaves before a float Conv/MatMul) on oneDNN steps: the
+// centred integers and the scale are those of the host, bit for bit.
+TEST(DnnlInt8, DynamicQuantizeWithItsDequantizeMatchesHost) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {2, 3, 5, 7});
+  ir::Node dql;
+  dql.op_type = "DynamicQuantizeLinear";
+  dql.opset = 13;
+  dql.name = "dql";
+  dql.inputs = {b.node("Relu", {x}, {}, 13)};  // a computed input, non-negative (min 0)
+  ir::ValueId y = b.g.addValue("y"), scale = b.g.addValue("scale"), zero = b.g.addValue("zero");
+  dql.outputs = {y, scale, zero};
+  b.g.addNode(dql);
+  ir::Node dql2 = dql;  // and one with a negative minimum
+  dql2.name = "dql2";
+  ir::ValueId y2 = b.g.addValue("y2"), scale2 = b.g.addValue("scale2"), zero2 = b.g.addValue("zero2");
+  dql2.inputs = {b.node("Add", {x, b.constant("shift", {}, {0.25f})}, {}, 13)};
+  dql2.outputs = {y2, scale2, zero2};
+  b.g.addNode(dql2);
+  ir::ValueId one = b.constant("one", {}, {1.0f});
+  b.g.outputs.push_back(b.node("DequantizeLinear", {y, one, zero}, {}, 13));
+  b.g.outputs.push_back(b.node("Mul", {scale, b.constant("two", {}, {2.0f})}, {}, 13));
+  b.g.outputs.push_back(b.node("DequantizeLinear", {y2, one, zero2}, {}, 13));
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  std::vector<std::string> ops = testing::dnnlOps(dnnl);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "DynamicQuantizeLinear"), 2);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "DequantizeLinear"), 2);
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 5);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(testing::closeness(got[i], want[i], 0, 0), 1.0) << "output " << i;
 }
 
 }  // namespace

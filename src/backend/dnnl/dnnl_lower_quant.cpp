@@ -6,6 +6,7 @@
 // steps (in whatever layout the producer wrote them).
 #include "backend/dnnl/dnnl_function_lowering.h"
 
+#include <cfloat>
 #include <cmath>
 
 #include "backend/dnnl/dnnl_decode_util.h"
@@ -266,6 +267,86 @@ void FunctionLowering::emitQuantize(size_t pos) {
   makePrimitiveDesc(step, cpuEngine());
   fn_.steps.push_back(std::move(step));
   place(out, Loc{dst, dst_md});
+}
+
+// DynamicQuantizeLinear with its DequantizeLinear(y, 1, zero point): x's integers
+// centred on the zero point, as ONNX computes them (scale = (max(x, 0) - min(x, 0)) /
+// 255, zero point = round(clip(-min(x, 0) / scale, 0, 255)), y - zero point =
+// clip(round(x / scale), -zero point, 255 - zero point)), in float32, by steps on
+// one-element buffers for the scale and the zero point:
+//   hi = relu(max(x)), lo = relu(-min(x))            two reductions
+//   scale = max((hi + lo) / 255, FLT_MIN)            binary add, / 255, clip
+//   zero = round(clip(lo / scale, 0, 255))            binary div, clip, round
+//   -zero, 255 - zero                                 two eltwise linear steps
+//   out = min(max(round(x / scale), -zero), 255 - zero)  one binary step with post-ops
+// (an all-zero x gives scale FLT_MIN instead of ONNX Runtime's 1: its integers and the
+// products with them are 0 either way).
+void FunctionLowering::lowerDynamicQuantize(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  std::optional<DynamicQuantizeMatch> m = matchDynamicQuantize(g_, r_.nodes[pos], nullptr);
+  auto dq_it = m ? pos_of_.find(m->dequantize) : pos_of_.end();
+  if (dq_it == pos_of_.end() || done_[dq_it->second])
+    throw Error(ErrorCode::kUnsupported, "dnnl backend: DynamicQuantizeLinear '" + node.name +
+                                             "' is taken only with its DequantizeLinear; the pair was split");
+  const size_t dq_pos = dq_it->second;
+  const ValueId x = node.inputs[0];
+  const std::vector<int64_t> dims = shapeOf(x);
+  const memory::desc one = plainDesc(std::vector<int64_t>(dims.size(), 1));
+  const std::string label = labelOf(pos, {}) + "+" + nodeAt(dq_pos).name;
+  const int32_t linear = int32_t(dnnl::algorithm::eltwise_linear), relu = int32_t(dnnl::algorithm::eltwise_relu),
+                clip = int32_t(dnnl::algorithm::eltwise_clip), round = int32_t(dnnl::algorithm::eltwise_round);
+  const Loc src = plain(x);
+  const memory::desc src_md = plainDesc(dims);
+  auto scalarStep = [&](StepKind kind, int32_t alg, std::vector<Arg> args, std::vector<PostOp> post_ops,
+                        float alpha = 0, float beta = 0) {
+    Step s;
+    s.kind = kind;
+    s.label = label;
+    s.alg = alg;
+    s.alpha = alpha;
+    s.beta = beta;
+    s.args = std::move(args);
+    s.post_ops = std::move(post_ops);
+    const uint32_t dst = newBuffer(one);
+    s.args.push_back(bufferArg(DNNL_ARG_DST, dst, one));
+    makePrimitiveDesc(s, cpuEngine());
+    fn_.steps.push_back(std::move(s));
+    return dst;
+  };
+  const uint32_t hi = scalarStep(StepKind::kReduction, int32_t(dnnl::algorithm::reduction_max),
+                                 {bufferArg(DNNL_ARG_SRC, src.buffer, src_md)}, {{PostOp::Kind::kEltwise, relu, 0, 0, 1}});
+  const uint32_t lo = scalarStep(StepKind::kReduction, int32_t(dnnl::algorithm::reduction_min),
+                                 {bufferArg(DNNL_ARG_SRC, src.buffer, src_md)},
+                                 {{PostOp::Kind::kEltwise, linear, -1, 0, 1}, {PostOp::Kind::kEltwise, relu, 0, 0, 1}});
+  const float k255 = 255.0f;
+  std::vector<Arg> scale_args = {bufferArg(DNNL_ARG_SRC_0, hi, one), bufferArg(DNNL_ARG_SRC_1, lo, one),
+                                 mb_.embed(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &k255, one, {})};
+  const uint32_t scale = scalarStep(StepKind::kBinary, int32_t(dnnl::algorithm::binary_add), scale_args,
+                                    {{PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_div), 0, 0, 1},
+                                     {PostOp::Kind::kEltwise, clip, FLT_MIN, FLT_MAX, 1}});
+  const uint32_t zero = scalarStep(StepKind::kBinary, int32_t(dnnl::algorithm::binary_div),
+                                   {bufferArg(DNNL_ARG_SRC_0, lo, one), bufferArg(DNNL_ARG_SRC_1, scale, one)},
+                                   {{PostOp::Kind::kEltwise, clip, 0, 255, 1}, {PostOp::Kind::kEltwise, round, 0, 0, 1}});
+  const uint32_t low = scalarStep(StepKind::kEltwise, linear, {bufferArg(DNNL_ARG_SRC, zero, one)}, {}, -1, 0);
+  const uint32_t high = scalarStep(StepKind::kEltwise, linear, {bufferArg(DNNL_ARG_SRC, zero, one)}, {}, -1, 255);
+  Step q;
+  q.kind = StepKind::kBinary;
+  q.label = label;
+  q.alg = int32_t(dnnl::algorithm::binary_div);
+  q.post_ops = {{PostOp::Kind::kEltwise, round, 0, 0, 1},
+                {PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_max), 0, 0, 1},
+                {PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_min), 0, 0, 1}};
+  q.args = {bufferArg(DNNL_ARG_SRC_0, src.buffer, src_md), bufferArg(DNNL_ARG_SRC_1, scale, one),
+            bufferArg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, low, one),
+            bufferArg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(2) | DNNL_ARG_SRC_1, high, one)};
+  consume(pos);
+  consume(dq_pos);
+  const uint32_t out = newBuffer(src_md);
+  q.args.push_back(bufferArg(DNNL_ARG_DST, out, src_md));
+  makePrimitiveDesc(q, cpuEngine());
+  fn_.steps.push_back(std::move(q));
+  place(nodeAt(dq_pos).outputs[0], Loc{out, src_md});
+  if (node.hasOutput(1)) place(node.outputs[1], Loc{scale, plainDesc(shapeOf(node.outputs[1]))});
 }
 
 }  // namespace partita::dnnl_backend
