@@ -18,6 +18,7 @@ import sys
 import tempfile
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 F = TensorProto.FLOAT
@@ -191,12 +192,32 @@ def qdq_cnn(path):
 
 
 
-MODELS = [resnet_block, mobile_block, fpn_neck, kws_cnn, encoder, qdq_cnn]
+def dynamic_cnn(path):
+    """A dynamic-int8 CNN (scripts/quantize_int8.py dynamic: DynamicQuantizeLinear ->
+    ConvInteger -> Cast -> Mul chains, as the U-Net's): the quantization of each
+    activation runs on oneDNN (reductions, binary and eltwise steps), the convolutions
+    in float32, all in one region."""
+    b = Builder()
+    y = b.conv("x", 3, 16, 3)
+    y = b.op("MaxPool", [b.conv(y, 16, 16, 3)], kernel_shape=[2, 2], strides=[2, 2])
+    y = b.conv(y, 16, 24, 3)
+    b.model([1, 3, 48, 64], y, path)
+    m = onnx.load(path)  # the quantizer's checker wants the output's rank
+    for i in range(4):
+        m.graph.output[0].type.tensor_type.shape.dim.add().dim_param = "o%d" % i
+    onnx.save(m, path)
+    subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                                                 "quantize_int8.py"), "dynamic", path, path], check=True,
+                   capture_output=True)
+    return {"convolution", "reduction", "binary"}
+
+
+MODELS = [resnet_block, mobile_block, fpn_neck, kws_cnn, encoder, qdq_cnn, dynamic_cnn]
 # The convolutional models again with symbolic dims: compiled without --shape (the
 # weights layouts chosen at the representative shape, 224 a side) and run at these
 # shapes, far from it: the stored layouts must still find fast kernels there.
 POLY_RUNS = {resnet_block: [1, 3, 320, 448], mobile_block: [2, 3, 96, 160], fpn_neck: [1, 3, 640, 640],
-             kws_cnn: [1, 1, 152, 40]}
+             kws_cnn: [1, 1, 152, 40], dynamic_cnn: [1, 3, 96, 136]}
 
 
 def run_model(args, make, tmp, polymorphic):
