@@ -78,9 +78,11 @@ size_t lowerIntegerCompute(ir::Graph& g);
 // x_scale * w_scale)]) -> [Relu] -> QuantizeLinear becomes QLinearConv (a Relu only
 // where the output zero point is the type's minimum: the saturation is the Relu), and
 // DequantizeLinear -> MaxPool -> QuantizeLinear with the same scale and zero point a
-// MaxPool of the quantized values. The int8 kernels then compute them. Graphs with
-// symbolic input dims are left alone (oneDNN's int8 path is for fixed shapes). Returns
-// how many patterns it rewrote (quantized_ops.cpp).
+// MaxPool of the quantized values; a Gemm (transB, int8 weights [N, K] per row) in the
+// Conv pattern becomes Reshape(x_q, [-1, K, 1, 1]) -> 1x1 QLinearConv -> Reshape. The
+// int8 kernels then compute them. Graphs with symbolic input dims are left alone
+// (oneDNN's int8 path is for fixed shapes). Returns how many patterns it rewrote
+// (quantized_ops.cpp).
 size_t fuseQuantizedOps(ir::Graph& g);
 void eliminateDead(ir::Graph& g);
 

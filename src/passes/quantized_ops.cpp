@@ -32,15 +32,16 @@ class QdqFusion {
 
   size_t run() {
     std::vector<bool> drop(g_.nodes.size(), false);
-    std::vector<ir::Node> replaced(g_.nodes.size());
+    std::vector<std::vector<ir::Node>> replaced(g_.nodes.size());
     std::vector<bool> has_replacement(g_.nodes.size(), false);
     size_t fused = 0;
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (drop[i]) continue;
       std::vector<size_t> absorbed;
-      std::optional<ir::Node> r;
-      if (isOp(g_.nodes[i], "Conv")) r = fuseConv(i, absorbed);
-      else if (isOp(g_.nodes[i], "MaxPool")) r = fusePool(i, absorbed);
+      std::optional<std::vector<ir::Node>> r;
+      if (isOp(g_.nodes[i], "Conv")) r = one(fuseConv(i, absorbed));
+      else if (isOp(g_.nodes[i], "Gemm")) r = fuseGemm(i, absorbed);
+      else if (isOp(g_.nodes[i], "MaxPool")) r = one(fusePool(i, absorbed));
       if (!r) continue;
       for (size_t a : absorbed)
         if (drop[a]) r.reset();
@@ -56,7 +57,11 @@ class QdqFusion {
     for (ir::Value& v : g_.values) v.producer = ir::kNoNode;
     for (size_t i = 0; i < old.size(); ++i) {
       if (drop[i]) continue;
-      g_.addNode(has_replacement[i] ? std::move(replaced[i]) : std::move(old[i]));
+      if (!has_replacement[i]) {
+        g_.addNode(std::move(old[i]));
+        continue;
+      }
+      for (ir::Node& n : replaced[i]) g_.addNode(std::move(n));
     }
     return fused;
   }
@@ -121,11 +126,72 @@ class QdqFusion {
   float scalarOf(ir::ValueId v) const { return float(kernels::readScalar(constant(v)->view(), 0)); }
   double zeroOf(ir::ValueId v) const { return kernels::readScalar(constant(v)->view(), 0); }
 
+  static std::optional<std::vector<ir::Node>> one(std::optional<ir::Node> n) {
+    if (!n) return std::nullopt;
+    std::vector<ir::Node> v;
+    v.push_back(std::move(*n));
+    return v;
+  }
+
+  // DQ(x [M, K]) -> Gemm(transB, DQ(w int8 [N, K], per-row scale, zero 0), bias) ->
+  // [Relu] -> Q is a 1x1 QLinearConv over x viewed as [M, K, 1, 1]:
+  //   Reshape(x_q, [-1, K, 1, 1]) -> QLinearConv(w as [N, K, 1, 1]) -> Reshape([-1, N])
+  std::optional<std::vector<ir::Node>> fuseGemm(size_t pos, std::vector<size_t>& absorbed) {
+    const ir::Node& gemm = g_.nodes[pos];
+    if (gemm.attrs.getInt("transA", 0) != 0 || gemm.attrs.getInt("transB", 0) != 1 ||
+        gemm.attrs.getFloat("alpha", 1.0f) != 1.0f || gemm.attrs.getFloat("beta", 1.0f) != 1.0f)
+      return std::nullopt;
+    const ir::Node* dqw = gemm.inputs.size() >= 2 ? producer(gemm.inputs[1]) : nullptr;
+    const ir::Constant* w = dqw && isOp(*dqw, "DequantizeLinear") && dqw->inputs.size() == 3 ? constant(dqw->inputs[0])
+                                                                                             : nullptr;
+    if (!w || w->dtype != ir::DType::kInt8 || w->shape.size() != 2) return std::nullopt;
+    // As a Conv over [M, K, 1, 1]: the same checks, the same rewrite. (Adding nodes
+    // and constants below moves g_.nodes and the pool: copies of what is read later.)
+    const int opset = gemm.opset;
+    const std::string w_name = w->name + ":as_1x1";
+    ir::Node conv = gemm;
+    conv.op_type = "Conv";
+    conv.attrs = ir::AttributeMap();
+    const int64_t n = w->shape[0], k = w->shape[1];
+    const std::string base = gemm.name.empty() ? "gemm" + std::to_string(pos) : gemm.name;
+    ir::Node dqw4 = *dqw;
+    const ir::ConstId w4 = g_.constants.add(w_name, ir::DType::kInt8, {n, k, 1, 1},
+                                            Bytes::copyOf(w->bytes.data, w->nbytes()));
+    dqw4.inputs[0] = g_.addConstantValue(w_name, w4);
+    dqw4.outputs = {g_.addValue(base + ":weights_1x1")};
+    g_.addNode(dqw4);  // for fuseConvNode to find; dropped after
+    conv.inputs[1] = dqw4.outputs[0];
+    std::optional<ir::Node> q = fuseConvNode(conv, absorbed);
+    g_.nodes.pop_back();
+    g_.value(dqw4.outputs[0]).producer = ir::kNoNode;
+    if (!q) return std::nullopt;
+    auto shapeConst = [&](const std::string& name, std::vector<int64_t> dims) {
+      const ir::ConstId id = g_.constants.add(name, ir::DType::kInt64, {int64_t(dims.size())},
+                                              Bytes::copyOf(dims.data(), dims.size() * sizeof(int64_t)));
+      return g_.addConstantValue(name, id);
+    };
+    std::vector<ir::Node> out(3);
+    out[0].op_type = out[2].op_type = "Reshape";
+    out[0].opset = out[2].opset = std::max(opset, 13);
+    out[0].name = base + ":to_1x1";
+    out[0].inputs = {q->inputs[0], shapeConst(base + ":shape_1x1", {-1, k, 1, 1})};
+    out[0].outputs = {g_.addValue(base + ":x_1x1")};
+    q->inputs[0] = out[0].outputs[0];
+    out[2].name = base + ":from_1x1";
+    out[2].outputs = q->outputs;
+    q->outputs = {g_.addValue(base + ":y_1x1")};
+    out[2].inputs = {q->outputs[0], shapeConst(base + ":shape_2d", {-1, n})};
+    out[1] = std::move(*q);
+    return out;
+  }
+
   // DQ(x) -> Conv(DQ(w int8, per-channel scale, zero 0), [DQ(b int32)]) -> [Relu] -> Q
   // becomes QLinearConv (the Relu only where Q's zero point is the type's minimum,
   // where the saturation computes it).
   std::optional<ir::Node> fuseConv(size_t pos, std::vector<size_t>& absorbed) {
-    const ir::Node& conv = g_.nodes[pos];
+    return fuseConvNode(g_.nodes[pos], absorbed);
+  }
+  std::optional<ir::Node> fuseConvNode(const ir::Node& conv, std::vector<size_t>& absorbed) {
     if (conv.inputs.size() < 2 || conv.inputs.size() > 3 || !conv.hasOutput(0) || conv.outputs.size() != 1)
       return std::nullopt;
     const ir::Node* dqx = activationDequantize(conv.inputs[0]);

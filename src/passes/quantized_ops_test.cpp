@@ -80,5 +80,44 @@ TEST(FuseQuantizedOps, WhatDoesNotComputeTheSameStays) {
   EXPECT_EQ(count(b.g, "QLinearConv"), 0u);
 }
 
+// DQ(x) -> Gemm(transB, DQ(int8 w per row), float bias) -> Relu -> Q: a 1x1
+// QLinearConv between two Reshapes, computing what the QDQ graph does (host, both).
+TEST(FuseQuantizedOps, GemmBecomesOneByOneQLinearConv) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {4, 6});
+  ir::ValueId xs = typedConstant<float>(b, "xs", ir::DType::kFloat32, {}, {0.01f});
+  ir::ValueId xz = typedConstant<uint8_t>(b, "xz", ir::DType::kUInt8, {}, {128});
+  ir::ValueId xd = b.node("DequantizeLinear", {b.node("QuantizeLinear", {x, xs, xz}, {}, 13), xs, xz}, {}, 13);
+  std::vector<int8_t> wq(3 * 6);
+  for (size_t i = 0; i < wq.size(); ++i) wq[i] = int8_t(int(i * 29 % 255) - 127);
+  ir::AttributeMap axis0;
+  axis0.setInt("axis", 0);
+  ir::ValueId w = b.node("DequantizeLinear",
+                         {typedConstant<int8_t>(b, "w", ir::DType::kInt8, {3, 6}, wq),
+                          typedConstant<float>(b, "ws", ir::DType::kFloat32, {3}, {0.01f, 0.02f, 0.03f}),
+                          typedConstant<int8_t>(b, "wz", ir::DType::kInt8, {3}, {0, 0, 0})},
+                         axis0, 13);
+  ir::AttributeMap trans;
+  trans.setInt("transB", 1);
+  ir::ValueId y = b.node("Relu", {b.node("Gemm", {xd, w, b.constant("bias", {3}, {0.1f, -0.2f, 0.3f})}, trans, 13)},
+                         {}, 13);
+  ir::ValueId ys = typedConstant<float>(b, "ys", ir::DType::kFloat32, {}, {0.05f});
+  ir::ValueId yz = typedConstant<uint8_t>(b, "yz", ir::DType::kUInt8, {}, {0});
+  b.output(b.node("DequantizeLinear", {b.node("QuantizeLinear", {y, ys, yz}, {}, 13), ys, yz}, {}, 13));
+  GraphBuilder fused = b;
+  EXPECT_EQ(fuseQuantizedOps(fused.g), 1u);
+  EXPECT_EQ(count(fused.g, "Gemm"), 0u);
+  EXPECT_EQ(count(fused.g, "QLinearConv"), 1u);
+  EXPECT_EQ(count(fused.g, "Reshape"), 2u);
+  backend::testing::Compiled want = backend::testing::compile(b.g, {"host"});
+  backend::testing::Compiled got = backend::testing::compile(fused.g, {"host"});
+  std::vector<ir::OwnedTensor> in = backend::testing::randomInputs(*want.graph, 3);
+  std::vector<ir::OwnedTensor> a = got.run(in), e = want.run(in);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(a[0].shape(), (std::vector<int64_t>{4, 3}));
+  // The float bias rounded to int32 in the accumulator's units: one output step at most.
+  EXPECT_LE(backend::testing::closeness(a[0], e[0], 0, 0.0501), 1.0);
+}
+
 }  // namespace
 }  // namespace partita::passes

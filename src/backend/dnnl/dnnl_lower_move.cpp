@@ -75,7 +75,7 @@ void FunctionLowering::lowerView(size_t pos) {
   }
   const Loc src = plain(x);
   consume(pos);
-  place(out, Loc{src.buffer, plainDesc(shapeOf(out))});
+  place(out, Loc{src.buffer, withDataType(plainDesc(shapeOf(out)), elementType(out))});
 }
 
 void FunctionLowering::lowerMove(size_t pos) {
