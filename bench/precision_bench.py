@@ -13,7 +13,11 @@ made by scripts/quantize_int8.py, or any .onnx), with its input .npy:
 Also times the float16 -> float32 conversion of the model's float16 weights with
 partita's Cast kernel (what storing float16 and converting at load would add to a load).
 
-  precision_bench.py --build build [--threads 2] [--runs 20] MODEL.onnx=INPUT.npy ...
+  precision_bench.py --build build [--threads 2] [--runs 20] MODEL.onnx=INPUT.npy[=FLOAT32.onnx] ...
+
+With a third part, the float32 model the reduced-precision one was made from is timed
+in the same round robin (partita, a .pta for dnnl,ewise,host), and the medians are
+printed as ratios: reduced-precision partita / ONNX Runtime and / partita float32.
 
 Prints the load average before and after: timings on a busy machine are not
 comparable with quiet ones.
@@ -83,7 +87,7 @@ def conversion_ms(partita, model, threads):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("models", nargs="+", help="MODEL.onnx=INPUT.npy")
+    ap.add_argument("models", nargs="+", help="MODEL.onnx=INPUT.npy[=FLOAT32.onnx]")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=20)
@@ -95,7 +99,9 @@ def main():
     node_env = dict(os.environ, NODE_PATH=os.environ.get("NODE_PATH", os.path.join(HERE, "node_modules")))
     print("load average before: %s" % " ".join("%.2f" % v for v in os.getloadavg()))
     for spec in args.models:
-        model_path, input_path = spec.split("=", 1)
+        parts = spec.split("=")
+        model_path, input_path = parts[0], parts[1]
+        float_path = parts[2] if len(parts) > 2 else None
         name = os.path.basename(model_path)
         model = onnx.load(model_path)
         input_name = model.graph.input[0].name
@@ -117,6 +123,10 @@ def main():
                                                                ["--backends", "dnnl,ewise,host"]),
             "onnxruntime": Worker(["node", os.path.join(HERE, "ort_runner.js"), model_path] + feed, env=node_env),
         }
+        if float_path:
+            float_pta = os.path.splitext(float_path)[0] + ".bench.pta"
+            partita.compile(float_path, float_pta, backends=["dnnl", "ewise", "host"], threads=args.threads)
+            workers["partita float32 .pta (dnnl,ewise,host)"] = Worker([runner, float_pta] + feed)
         times = {k: [] for k in workers}
         for w in workers.values():
             w.run(2)  # warm up
@@ -129,6 +139,13 @@ def main():
                   (k, w.ready["load_ms"], (mem.get("private_dirty_kb", 0) + mem.get("private_clean_kb", 0)) / 1024,
                    mem.get("rss_file_kb", 0) / 1024, float(np.median(times[k])), float(np.min(times[k]))))
             w.quit()
+        medians = {k: float(np.median(v)) for k, v in times.items()}
+        mine = medians["partita .pta (dnnl,ewise,host)"]
+        print("  ratio partita .pta / onnxruntime: %.2f" % (mine / medians["onnxruntime"]))
+        if float_path:
+            print("  ratio partita .pta / partita float32: %.2f (float32 is %.2fx slower)" %
+                  (mine / medians["partita float32 .pta (dnnl,ewise,host)"],
+                   medians["partita float32 .pta (dnnl,ewise,host)"] / mine))
     print("\nload average after: %s" % " ".join("%.2f" % v for v in os.getloadavg()))
     return 0
 

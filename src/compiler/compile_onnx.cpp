@@ -1,5 +1,7 @@
 #include <omp.h>
 
+#include <algorithm>
+
 #include "api/module_kinds.h"
 #include "base/atomic_file.h"
 #include "compiler/artifact_writer.h"
@@ -81,6 +83,10 @@ CompiledGraph optimizeAndPartition(ir::Graph imported, std::vector<SourceFile> s
   passes::PipelineOptions pipeline;
   pipeline.limits = options.limits;
   pipeline.lower_half = options.precision != Precision::kKeep;
+  // oneDNN computes QLinearConv in int8; the host alone computes the float QDQ faster.
+  pipeline.fuse_quantized =
+      options.precision != Precision::kKeep &&
+      std::find(options.backends.begin(), options.backends.end(), "dnnl") != options.backends.end();
   passes::optimize(c.graph, pipeline);
   // Backends tune to the thread count runs will use (oneDNN's weight layouts): this
   // thread's OpenMP team size is what they read.

@@ -1,4 +1,7 @@
 // Graph passes, run in order by the compiler (src/passes/pipeline.cpp):
+//   fuseQuantizedOps  (PipelineOptions::fuse_quantized: the dnnl backend is used) QDQ
+//                   Conv and MaxPool patterns become QLinearConv and int8 MaxPool,
+//                   before inference folds the weights' DequantizeLinear
 //   inferShapes     every value gets a type; nodes whose inputs are all constant are
 //                   evaluated with the host kernels and become constants (folding).
 //                   A declared type (value_info, graph outputs) is a hint: where
@@ -68,6 +71,19 @@ PrecisionReport lowerHalfPrecision(ir::Graph& g);
 // around 1e-7 * sqrt(K) instead of none, and the backends' float kernels. Returns
 // how many nodes it rewrote.
 size_t lowerIntegerCompute(ir::Graph& g);
+// (PipelineOptions::fuse_quantized; before the first inference, while the
+// DequantizeLinear of each int8 weight is still a node) the QDQ patterns of a static
+// int8 model become ONNX's quantized ops: DequantizeLinear(x) -> Conv(DequantizeLinear(
+// int8 w, per-channel scale, zero 0), [DequantizeLinear(int32 bias, scale
+// x_scale * w_scale)]) -> [Relu] -> QuantizeLinear becomes QLinearConv (a Relu only
+// where the output zero point is the type's minimum: the saturation is the Relu), and
+// DequantizeLinear -> MaxPool -> QuantizeLinear with the same scale and zero point a
+// MaxPool of the quantized values; a Gemm (transB, int8 weights [N, K] per row) in the
+// Conv pattern becomes Reshape(x_q, [-1, K, 1, 1]) -> 1x1 QLinearConv -> Reshape. The
+// int8 kernels then compute them. Graphs with symbolic input dims are left alone
+// (oneDNN's int8 path is for fixed shapes). Returns how many patterns it rewrote
+// (quantized_ops.cpp).
+size_t fuseQuantizedOps(ir::Graph& g);
 void eliminateDead(ir::Graph& g);
 
 // Compacts the graph: drops dead nodes and unused values, renumbers, and removes

@@ -6,6 +6,7 @@ namespace partita::passes {
 
 void optimize(ir::Graph& g, const PipelineOptions& options) {
   g.verify();
+  if (options.fuse_quantized) fuseQuantizedOps(g);
   FoldOptions fold;
   if (!options.fold_constants) fold.max_growth_bytes = 0;
   fold.limits = options.limits;

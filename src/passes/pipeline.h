@@ -11,6 +11,9 @@ struct PipelineOptions {
   ir::TensorLimits limits;  // the sizes and ranks values may have (TensorLimits)
   // lowerHalfPrecision and lowerIntegerCompute after the first inference (then again inferShapes)
   bool lower_half = true;
+  // fuseQuantizedOps first: QDQ patterns become QLinearConv / int8 MaxPool (for a
+  // backend with int8 kernels; on the host alone the float computation is faster)
+  bool fuse_quantized = false;
 };
 
 // Shape inference with constant folding, then dead-code elimination, then (lower_half)

@@ -18,6 +18,7 @@ import sys
 import tempfile
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 F = TensorProto.FLOAT
@@ -180,9 +181,12 @@ def encoder(path):
 
 
 def qdq_cnn(path):
-    """A static int8 (QDQ) block: int8 weights through DequantizeLinear (folded at compile
-    time), each activation through a per-tensor QuantizeLinear -> DequantizeLinear pair
-    (float eltwise post-ops: linear, round, clip), a residual Add between pairs."""
+    """A static int8 (QDQ) block: int8 weights through DequantizeLinear, each activation
+    through a per-tensor QuantizeLinear -> DequantizeLinear pair, a residual Add between
+    pairs. The convolutions run on oneDNN's int8 kernels (QLinearConv, the residual Add
+    and Relu as one int8 binary step), the quantization of the input and the
+    dequantizations as int8 reorders; the MaxPool whose output is not quantized again,
+    and the convolution reading it, stay float."""
     b = Builder()
 
     def qdq(x, scale, zero):
@@ -207,16 +211,36 @@ def qdq_cnn(path):
     y = b.op("MaxPool", [y], kernel_shape=[2, 2], strides=[2, 2])
     y = qdq(qconv(y, 32, 16, 1), 0.02, 0)
     b.model([1, 3, 32, 32], y, path)
-    return {"convolution", "pooling"}
+    return {"convolution", "pooling", "int8 convolution", "int8 reorder"}
 
 
 
-MODELS = [resnet_block, mobile_block, fpn_neck, kws_cnn, shuffle_block, encoder, qdq_cnn]
+def dynamic_cnn(path):
+    """A dynamic-int8 CNN (scripts/quantize_int8.py dynamic: DynamicQuantizeLinear ->
+    ConvInteger -> Cast -> Mul chains, as the U-Net's): the quantization of each
+    activation runs on oneDNN (reductions, binary and eltwise steps), the convolutions
+    in float32, all in one region."""
+    b = Builder()
+    y = b.conv("x", 3, 16, 3)
+    y = b.op("MaxPool", [b.conv(y, 16, 16, 3)], kernel_shape=[2, 2], strides=[2, 2])
+    y = b.conv(y, 16, 24, 3)
+    b.model([1, 3, 48, 64], y, path)
+    m = onnx.load(path)  # the quantizer's checker wants the output's rank
+    for i in range(4):
+        m.graph.output[0].type.tensor_type.shape.dim.add().dim_param = "o%d" % i
+    onnx.save(m, path)
+    subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                                                 "quantize_int8.py"), "dynamic", path, path], check=True,
+                   capture_output=True)
+    return {"convolution", "reduction", "binary"}
+
+
+MODELS = [resnet_block, mobile_block, fpn_neck, kws_cnn, shuffle_block, encoder, qdq_cnn, dynamic_cnn]
 # The convolutional models again with symbolic dims: compiled without --shape (the
 # weights layouts chosen at the representative shape, 224 a side) and run at these
 # shapes, far from it: the stored layouts must still find fast kernels there.
 POLY_RUNS = {resnet_block: [1, 3, 320, 448], mobile_block: [2, 3, 96, 160], fpn_neck: [1, 3, 640, 640],
-             kws_cnn: [1, 1, 152, 40], shuffle_block: [2, 3, 64, 96]}
+             kws_cnn: [1, 1, 152, 40], shuffle_block: [2, 3, 64, 96], dynamic_cnn: [1, 3, 96, 136]}
 
 
 def run_model(args, make, tmp, polymorphic):
@@ -244,9 +268,12 @@ def run_model(args, make, tmp, polymorphic):
     for line in r.stdout.splitlines():
         f = line.split(",")
         if len(f) > 4 and f[0] == "onednn_verbose" and f[1] == "exec":
-            impls.setdefault((f[3], f[4]), 0)
-            impls[(f[3], f[4])] += 1
+            # A primitive reading or writing uint8/int8 data also counts as "int8 <kind>".
+            kind = ("int8 " if any(t in line for t in ("src_u8", "src_s8", "dst_u8", "dst_s8")) else "") + f[3]
+            impls.setdefault((kind, f[4]), 0)
+            impls[(kind, f[4])] += 1
     kinds = {k.split("_v2")[0] for k, _ in impls}
+    kinds |= {k.split(" ", 1)[1] for k in kinds if k.startswith("int8 ")}
     print("%s: %s" % (name, ", ".join("%s %s x%d" % (k, i, n) for (k, i), n in sorted(impls.items()))))
     for (kind, impl), n in impls.items():
         if impl.startswith("ref"):

@@ -11,7 +11,9 @@
                    fashion_cnn also top-1 accuracy on the full test set within 1 point of
                    the float32 model's.
   int8-dynamic NAME  scripts/quantize_int8.py dynamic (DynamicQuantizeLinear ->
-                   MatMulInteger -> Cast -> Mul chains); within 2e-2 of ONNX Runtime.
+                   MatMulInteger/ConvInteger -> Cast -> Mul chains); within 2e-2 of ONNX
+                   Runtime. NAME unet is tests/precision/make_unet.py's U-Net (symbolic
+                   height and width).
 
   check_models.py KIND NAME --build BUILD [--work DIR]
 
@@ -80,6 +82,8 @@ def partita_runs(partita, model_path, feeds, work, tag):
 def model_input(build, name):
     d = os.path.join(build, "models")
     path = os.path.join(d, name + ".onnx")
+    if name == "unet" and not os.path.exists(path):  # symbolic height and width (make_unet.py)
+        subprocess.run([PY, os.path.join(HERE, "make_unet.py"), "--out", d], check=True)
     if not os.path.exists(path):
         subprocess.run([PY, os.path.join(ROOT, "scripts", "export_models.py"), "--out", d, "--models", name,
                         "--skip-existing"], check=True)

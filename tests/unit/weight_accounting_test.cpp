@@ -64,8 +64,9 @@ class WeightAccounting : public ::testing::Test {
     return l;
   }
 
-  // Runs the artifact and the host-only graph on the same inputs.
-  void expectSameResultsAsHost(const Linked& l, const GraphBuilder& b) {
+  // Runs the artifact and the host-only graph on the same inputs (outputs within
+  // `atol` plus 1e-4 relative).
+  void expectSameResultsAsHost(const Linked& l, const GraphBuilder& b, double atol = 1e-5) {
     ir::Graph host = b.g;
     passes::FoldOptions fold;
     fold.max_growth_bytes = 0;
@@ -82,7 +83,7 @@ class WeightAccounting : public ::testing::Test {
     std::vector<ir::OwnedTensor> want = want_exec.run(*s1, views), got = got_exec.run(*s2, views);
     ASSERT_EQ(want.size(), got.size());
     for (size_t i = 0; i < want.size(); ++i)
-      EXPECT_LE(backend::testing::closeness(got[i], want[i]), 1.0) << "output " << i;
+      EXPECT_LE(backend::testing::closeness(got[i], want[i], 1e-4, atol), 1.0) << "output " << i;
   }
 
  private:
@@ -343,6 +344,64 @@ TEST_F(WeightAccounting, EmbeddedConstantAlsoBorrowedByTheHostIsStoredOnce) {
 }
 
 #if PARTITA_HAVE_DNNL
+template <typename T>
+ir::ValueId typedConstant(GraphBuilder& b, const std::string& name, ir::DType dtype, std::vector<int64_t> shape,
+                          const std::vector<T>& data) {
+  ir::ConstId c = b.g.constants.add(name, dtype, std::move(shape), Bytes::copyOf(data.data(), data.size() * sizeof(T)));
+  return b.g.addConstantValue(name, c);
+}
+
+// int8 on oneDNN next to int8 on the host: the QLinearConv's s8 weights are derived
+// into oneDNN's layout (the int8 original leaves the file), its int32 bias borrowed;
+// the int8 operand of a host MatMulInteger is stored as it is.
+TEST_F(WeightAccounting, Int8WeightsDerivedForDnnlAndStoredForTheHost) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 4, 6, 6});
+  ir::ValueId xs = typedConstant<float>(b, "xs", ir::DType::kFloat32, {}, {0.01f});
+  ir::ValueId xz = typedConstant<uint8_t>(b, "xz", ir::DType::kUInt8, {}, {128});
+  ir::ValueId ys = typedConstant<float>(b, "ys", ir::DType::kFloat32, {}, {0.02f});
+  ir::ValueId yz = typedConstant<uint8_t>(b, "yz", ir::DType::kUInt8, {}, {5});
+  std::vector<int8_t> wq(8 * 4 * 9);
+  for (size_t i = 0; i < wq.size(); ++i) wq[i] = int8_t(int(i * 37 % 255) - 127);
+  ir::ValueId w = typedConstant<int8_t>(b, "w", ir::DType::kInt8, {8, 4, 3, 3}, wq);
+  ir::ValueId ws = typedConstant<float>(b, "ws", ir::DType::kFloat32, {8}, std::vector<float>(8, 0.003f));
+  ir::ValueId wz = typedConstant<int8_t>(b, "wz", ir::DType::kInt8, {8}, std::vector<int8_t>(8, 0));
+  std::vector<int32_t> bq(8);
+  for (size_t i = 0; i < bq.size(); ++i) bq[i] = int32_t(i * 11) - 40;
+  ir::ValueId bias = typedConstant<int32_t>(b, "bias", ir::DType::kInt32, {8}, bq);
+  ir::AttributeMap pads;
+  pads.setInts("pads", {1, 1, 1, 1});
+  ir::ValueId xq = b.node("QuantizeLinear", {x, xs, xz}, {}, 13);
+  ir::ValueId yq = b.node("QLinearConv", {xq, xs, xz, w, ws, wz, ys, yz, bias}, pads, 13);
+  b.output(b.node("DequantizeLinear", {yq, ys, yz}, {}, 13));
+  // On the host: MatMulInteger of a quantized input by an int8 constant.
+  ir::ValueId m = typedConstant<int8_t>(b, "m", ir::DType::kInt8, {3, 2}, {1, -2, 3, -4, 5, -6});
+  ir::ValueId aq = b.node("QuantizeLinear", {b.input("a", {2, 3}), xs, xz}, {}, 13);
+  ir::AttributeMap to_float;
+  to_float.setInt("to", 1);
+  b.output(b.node("Cast", {b.node("MatMulInteger", {aq, m, xz}, {}, 13)}, to_float, 13));
+  Linked l = link(b, {"dnnl", "host"});
+  expectExactWeights(l);
+  const artifact::ConstantEntry* original = l.a.findConstant(b.g.value(w).constant);
+  EXPECT_TRUE(!original || original->storage != artifact::Storage::kWeights) << "int8 original of derived weights stored";
+  bool derived_s8 = false;
+  for (const artifact::ConstUse& u : l.a.modules[0].uses)
+    if (u.kind == artifact::UseKind::kDerive && u.source == b.g.value(w).constant) {
+      const artifact::ConstantEntry* d = l.a.findConstant(u.id);
+      ASSERT_NE(d, nullptr);
+      EXPECT_EQ(d->layout.rfind("dnnl:s8:", 0), 0u) << d->layout;
+      EXPECT_EQ(d->dtype, ir::DType::kInt8);
+      derived_s8 = true;
+    }
+  EXPECT_TRUE(derived_s8);
+  const artifact::ConstantEntry* host_int8 = l.a.findConstant(b.g.value(m).constant);
+  ASSERT_NE(host_int8, nullptr);
+  EXPECT_EQ(host_int8->storage, artifact::Storage::kWeights);
+  EXPECT_EQ(host_int8->nbytes, 6u);
+  // The int8 convolution rounds x / x_scale as x * (1 / x_scale): one output step apart at most.
+  expectSameResultsAsHost(l, b, 0.0201);
+}
+
 // Recurrent weights: an LSTM on oneDNN derives W, R (in the layout oneDNN chose) and
 // the summed bias in oneDNN's gate order; a second LSTM with clip (host only) reads the same W, R and B plain.
 // Each is stored plain once for the host and once derived; without the host LSTM the

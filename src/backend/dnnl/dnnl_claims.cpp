@@ -2,6 +2,7 @@
 
 #include "backend/dnnl/dnnl_decode.h"
 #include "backend/dnnl/dnnl_decode_util.h"
+#include "backend/dnnl/dnnl_function_lowering.h"
 #include "backend/dnnl/dnnl_patterns.h"
 
 namespace partita::dnnl_backend {
@@ -11,6 +12,8 @@ OpClass classify(const ir::Node& n) {
   if (!n.domain.empty() && n.domain != "ai.onnx") return OpClass::kNone;
   const std::string& op = n.op_type;
   if (op == "Conv" || op == "ConvTranspose") return OpClass::kConv;
+  if (op == "QLinearConv") return OpClass::kQConv;
+  if (op == "DynamicQuantizeLinear") return OpClass::kDynamicQuantize;
   if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool")
     return OpClass::kPool;
   if (op == "MatMul" || op == "Gemm") return OpClass::kMatMul;
@@ -31,7 +34,7 @@ OpClass classify(const ir::Node& n) {
     return OpClass::kView;
   if (op == "LSTM" || op == "GRU" || op == "RNN") return OpClass::kRecurrent;
   if (op == "Erf") return OpClass::kEltwise;  // only inside a Gelu (matchGelu)
-  // only as a quantize-dequantize pair (matchFakeQuant)
+  // a quantize-dequantize pair (matchFakeQuant), or alone between int8 and float32
   if (op == "QuantizeLinear" || op == "DequantizeLinear") return OpClass::kEltwise;
   static const char* const kEltwise[] = {"Relu",      "LeakyRelu", "Elu",   "Selu", "Sigmoid", "HardSigmoid",
                                          "HardSwish", "Tanh",      "Abs",   "Sqrt", "Exp",     "Softplus",
@@ -55,6 +58,12 @@ bool supportsAt(const ir::Graph& g, const ir::Node& n, std::string* why, int dep
       return noBool(why, "op not handled by the dnnl backend");
     case OpClass::kConv:
       return decodeConv(g, n, why).has_value();
+    case OpClass::kDynamicQuantize:
+      return matchDynamicQuantize(g, ir::NodeId(&n - g.nodes.data()), why).has_value();
+    case OpClass::kQConv: {
+      std::optional<QConvSpec> q = decodeQLinearConv(g, n, why);
+      return q && qconvImplemented(*q, why);
+    }
     case OpClass::kPool:
       return decodePool(g, n, why).has_value();
     case OpClass::kMatMul:
@@ -63,9 +72,16 @@ bool supportsAt(const ir::Graph& g, const ir::Node& n, std::string* why, int dep
       if (n.op_type == "DequantizeLinear") {
         ir::NodeId q = n.hasInput(0) ? g.value(n.inputs[0]).producer : ir::kNoNode;
         std::optional<FakeQuantMatch> m = q == ir::kNoNode ? std::nullopt : matchFakeQuant(g, q);
-        if (!m || &g.nodes[size_t(m->dequantize)] != &n)
-          return noBool(why, "DequantizeLinear outside a quantize-dequantize pair");
-        return true;
+        if (m && &g.nodes[size_t(m->dequantize)] == &n) return true;
+        if (q != ir::kNoNode && g.nodes[size_t(q)].op_type == "DynamicQuantizeLinear") {
+          std::optional<DynamicQuantizeMatch> d = matchDynamicQuantize(g, q, why);
+          return d && &g.nodes[size_t(d->dequantize)] == &n;
+        }
+        return decodeQuantize(g, n, why).has_value();
+      }
+      if (n.op_type == "QuantizeLinear") {
+        if (n.hasInput(0) && decodeEltwise(g, n, nullptr)) return true;  // the pair
+        return decodeQuantize(g, n, why).has_value();
       }
       if (n.op_type != "Erf") return decodeEltwise(g, n, why).has_value();
       ir::NodeId div = n.inputs.empty() ? ir::kNoNode : g.value(n.inputs[0]).producer;
@@ -117,6 +133,19 @@ bool supportsNode(const ir::Graph& g, const ir::Node& n, std::string* why) {
 bool supportsPolymorphicNode(const ir::Graph& g, const ir::Graph& rep, ir::NodeId node, std::string* why) {
   const ir::Node& n = g.nodes[size_t(node)];
   if (!n.hasInput(0)) return noBool(why, "input 0 missing");
+  // int8 steps are lowered for fixed shapes only.
+  // int8 values are lowered for fixed shapes only (a quantize-dequantize pair is float).
+  const ir::DType in = g.typeOf(n.inputs[0]).dtype;
+  const bool standalone_quantize = n.op_type == "QuantizeLinear" && !decodeEltwise(rep, rep.nodes[size_t(node)], nullptr);
+  bool paired_dequantize = false;
+  if (n.op_type == "DequantizeLinear" && g.value(n.inputs[0]).producer != ir::kNoNode) {
+    const ir::NodeId producer = rep.value(n.inputs[0]).producer;
+    std::optional<FakeQuantMatch> m = matchFakeQuant(rep, producer);
+    std::optional<DynamicQuantizeMatch> d = matchDynamicQuantize(rep, producer, nullptr);
+    paired_dequantize = (m && m->dequantize == node) || (d && d->dequantize == node);
+  }
+  if (((in == ir::DType::kUInt8 || in == ir::DType::kInt8) && !paired_dequantize) || standalone_quantize)
+    return noBool(why, "int8 values are taken at fixed shapes only");
   for (const auto& [name, a] : n.attrs.all())
     if (a.kind == ir::Attribute::Kind::kTensor) return noBool(why, "a tensor attribute with symbolic dims");
   // Channels, reduction and normalized dims need not be known here: the constant

@@ -27,6 +27,8 @@ enum class OpClass {
   kResample,   // Resize, Upsample (nearest and linear, where oneDNN's resampling is exact)
   kReduce,     // ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare
   kRecurrent,  // LSTM, GRU, RNN (one direction, default activations)
+  kQConv,      // QLinearConv (oneDNN's int8 convolution)
+  kDynamicQuantize,  // DynamicQuantizeLinear with its DequantizeLinear(y, 1, zero point)
 };
 OpClass classify(const ir::Node& n);
 

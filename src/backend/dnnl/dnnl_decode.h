@@ -83,11 +83,47 @@ struct RnnSpec {
   int64_t bias_gates = 1;  // lbr_gru: 4 (the candidate's recurrent bias apart)
 };
 
+// QLinearConv on oneDNN's int8 convolution: u8/s8 source with a zero point, s8
+// weights (zero point 0) with one scale or one per output channel, int32 bias, u8/s8
+// destination with a zero point. output_scales = x_scale * w_scale[c] / y_scale.
+struct QConvSpec {
+  ConvSpec conv;
+  dnnl::memory::data_type src_type, dst_type;
+  int32_t src_zero_point = 0, dst_zero_point = 0;
+  float x_scale = 1, y_scale = 1;
+  std::vector<float> w_scales;  // one, or one per output channel
+  ir::ValueId weights = ir::kNoValue, bias = ir::kNoValue;
+};
+
+// A standalone QuantizeLinear (float32 -> u8/s8) or DequantizeLinear (u8/s8 ->
+// float32) of a computed value, per tensor with constant scale and zero point: one
+// reorder with an output scale and a zero point.
+struct QuantizeSpec {
+  bool quantize = true;
+  float scale = 1;  // what the reorder multiplies by: 1 / y_scale, or x_scale
+  int32_t zero_point = 0;
+  dnnl::memory::data_type int_type;
+};
+
 // QuantizeLinear: the ops of its quantize-dequantize pair (dnnl_patterns.h), which
 // computes the DequantizeLinear too.
 std::optional<std::vector<EltwiseOp>> decodeEltwise(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<dnnl::algorithm> decodeBinary(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::string* why);
+// The window of a (Q)Conv over input `x`, constant `weights` and `bias` (or kNoValue),
+// output 0; types are the caller's to check.
+std::optional<ConvSpec> decodeConvWindow(const ir::Graph& g, const ir::Node& n, ir::ValueId x, ir::ValueId weights,
+                                         ir::ValueId bias, std::string* why);
+// DynamicQuantizeLinear(x) whose quantized output and zero point are read only by one
+// DequantizeLinear(y, 1, zero point) (passes::lowerIntegerCompute writes it before a
+// float MatMul/Conv): together, x's integers centred on the zero point,
+// clip(round(x / scale), -zero, 255 - zero), and the scale.
+struct DynamicQuantizeMatch {
+  ir::NodeId dynamic_quantize = ir::kNoNode, dequantize = ir::kNoNode;
+};
+std::optional<DynamicQuantizeMatch> matchDynamicQuantize(const ir::Graph& g, ir::NodeId node, std::string* why);
+std::optional<QConvSpec> decodeQLinearConv(const ir::Graph& g, const ir::Node& n, std::string* why);
+std::optional<QuantizeSpec> decodeQuantize(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<PoolSpec> decodePool(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<MatMulSpec> decodeMatMul(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<SoftmaxSpec> decodeSoftmax(const ir::Graph& g, const ir::Node& n, std::string* why);

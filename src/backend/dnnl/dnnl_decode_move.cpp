@@ -30,7 +30,16 @@ std::optional<int64_t> decodeConcat(const ir::Graph& g, const ir::Node& n, std::
 }
 
 bool decodeView(const ir::Graph& g, const ir::Node& n, std::string* why) {
-  if (!unaryShape(g, n, why)) return false;
+  // float32, or uint8/int8 kept as they are (an int8 Gemm's operand viewed as a 1x1
+  // convolution's, passes::fuseQuantizedOps)
+  const auto int8 = [&](ir::ValueId v) {
+    const ir::TensorType& t = g.typeOf(v);
+    return (t.dtype == ir::DType::kUInt8 || t.dtype == ir::DType::kInt8) && t.isStatic() && t.numel() > 0 &&
+           t.rank() <= kMaxRank;
+  };
+  const bool int8_view = n.hasInput(0) && onlyFirstOutput(n, nullptr) && int8(n.inputs[0]) && int8(n.outputs[0]) &&
+                         g.typeOf(n.inputs[0]).dtype == g.typeOf(n.outputs[0]).dtype;
+  if (!int8_view && !unaryShape(g, n, why)) return false;
   if (ir::shapeNumel(shapeOf(g, n.inputs[0])) != ir::shapeNumel(shapeOf(g, n.outputs[0])))
     return noBool(why, "element count changes");
   const std::string& op = n.op_type;

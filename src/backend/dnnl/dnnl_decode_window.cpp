@@ -51,20 +51,25 @@ std::vector<int64_t> dnnlDilates(const std::vector<int64_t>& d) {
 }  // namespace
 
 std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::string* why) {
-  ConvSpec s;
-  s.transposed = n.op_type == "ConvTranspose";
   if (!onlyFirstOutput(n, why) || !n.hasInput(0) || !n.hasInput(1) || n.inputs.size() > 3)
     return no(why, "bad inputs");
   if (!isDenseF32(g, n.inputs[0], why, "input") || !isDenseF32(g, n.outputs[0], why, "output"))
     return std::nullopt;
   if (!isConstant(g, n.inputs[1]) || !isDenseF32(g, n.inputs[1], why, "weights"))
     return no(why, "weights are not a float32 constant");
-  s.has_bias = n.hasInput(2);
-  if (s.has_bias && (!isConstant(g, n.inputs[2]) || !isDenseF32(g, n.inputs[2], why, "bias")))
+  if (n.hasInput(2) && (!isConstant(g, n.inputs[2]) || !isDenseF32(g, n.inputs[2], why, "bias")))
     return no(why, "bias is not a float32 constant");
-  if (!constantOf(g, n.inputs[1]).layout.empty()) return no(why, "weights have a packed layout");
-  s.in_shape = shapeOf(g, n.inputs[0]);
-  s.weight_shape = shapeOf(g, n.inputs[1]);
+  return decodeConvWindow(g, n, n.inputs[0], n.inputs[1], n.hasInput(2) ? n.inputs[2] : ir::kNoValue, why);
+}
+
+std::optional<ConvSpec> decodeConvWindow(const ir::Graph& g, const ir::Node& n, ir::ValueId x, ir::ValueId weights,
+                                         ir::ValueId bias, std::string* why) {
+  ConvSpec s;
+  s.transposed = n.op_type == "ConvTranspose";
+  s.has_bias = bias != ir::kNoValue;
+  if (!constantOf(g, weights).layout.empty()) return no(why, "weights have a packed layout");
+  s.in_shape = shapeOf(g, x);
+  s.weight_shape = shapeOf(g, weights);
   s.out_shape = shapeOf(g, n.outputs[0]);
   const size_t rank = s.in_shape.size();
   if (rank < 3 || rank > 5) return no(why, "only 1-D, 2-D and 3-D convolutions");
@@ -85,7 +90,7 @@ std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::s
     if (c_in % s.groups || s.weight_shape[0] != c_in || s.weight_shape[1] * s.groups != c_out)
       return no(why, "channel counts do not match the weights and groups");
   }
-  if (s.has_bias && shapeOf(g, n.inputs[2]) != std::vector<int64_t>{c_out}) return no(why, "bias shape");
+  if (s.has_bias && shapeOf(g, bias) != std::vector<int64_t>{c_out}) return no(why, "bias shape");
   std::vector<int64_t> in(s.in_shape.begin() + 2, s.in_shape.end()),
       out(s.out_shape.begin() + 2, s.out_shape.end());
   s.strides = w->strides;
@@ -116,7 +121,16 @@ std::optional<ConvSpec> decodeConv(const ir::Graph& g, const ir::Node& n, std::s
 }
 
 std::optional<PoolSpec> decodePool(const ir::Graph& g, const ir::Node& n, std::string* why) {
-  if (!unaryShape(g, n, why)) return std::nullopt;
+  // The maximum of uint8/int8 values (a QDQ model's MaxPool, passes::fuseQuantizedOps) is exact too.
+  const auto int8 = [&](ir::ValueId v) {
+    const ir::TensorType& t = g.typeOf(v);
+    return (t.dtype == ir::DType::kUInt8 || t.dtype == ir::DType::kInt8) && t.isStatic() && t.numel() > 0 &&
+           t.rank() <= kMaxRank;
+  };
+  const bool int8_max = (n.op_type == "MaxPool" || n.op_type == "GlobalMaxPool") && n.hasInput(0) &&
+                        onlyFirstOutput(n, nullptr) && int8(n.inputs[0]) &&
+                        g.typeOf(n.outputs[0]).dtype == g.typeOf(n.inputs[0]).dtype && int8(n.outputs[0]);
+  if (!int8_max && !unaryShape(g, n, why)) return std::nullopt;
   std::vector<int64_t> x = shapeOf(g, n.inputs[0]), y = shapeOf(g, n.outputs[0]);
   if (x.size() < 3 || x.size() > 5 || y.size() != x.size()) return no(why, "only 1-D, 2-D and 3-D pooling");
   const size_t sp = x.size() - 2;

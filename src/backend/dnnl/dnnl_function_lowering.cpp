@@ -30,9 +30,10 @@ Function FunctionLowering::run() {
   fn_.num_outputs = uint32_t(r_.outputs.size());
   for (size_t i = 0; i < r_.inputs.size(); ++i) {
     ValueId v = r_.inputs[i];
-    if (g_.typeOf(v).dtype != ir::DType::kFloat32 || !g_.typeOf(v).isStatic())
-      internal("region input '" + g_.value(v).name + "' is not a statically shaped float32 tensor");
-    memory::desc md = plainDesc(shapeOf(v));
+    const ir::DType t = g_.typeOf(v).dtype;
+    if ((t != ir::DType::kFloat32 && t != ir::DType::kUInt8 && t != ir::DType::kInt8) || !g_.typeOf(v).isStatic())
+      internal("region input '" + g_.value(v).name + "' is not a statically shaped float32, uint8 or int8 tensor");
+    memory::desc md = withDataType(plainDesc(shapeOf(v)), elementType(v));
     fn_.buffers.push_back(Buffer{BufferKind::kInput, uint32_t(i), md.get_size(), false});
     buffer_values_.emplace_back();
     place(v, Loc{uint32_t(fn_.buffers.size() - 1), md});
@@ -92,6 +93,12 @@ void FunctionLowering::lowerNode(size_t pos) {
     case OpClass::kRecurrent:
       lowerRecurrent(pos);
       break;
+    case OpClass::kQConv:
+      lowerQConv(pos);
+      break;
+    case OpClass::kDynamicQuantize:
+      lowerDynamicQuantize(pos);
+      break;
     case OpClass::kNone:
       internal("node '" + node.name + "' (" + node.op_type + ") is not supported");
   }
@@ -108,7 +115,20 @@ void FunctionLowering::place(ValueId v, const Loc& loc) {
   buffer_values_[loc.buffer].push_back(v);
 }
 
-const Loc& FunctionLowering::primary(ValueId v) const {
+std::vector<Loc>& FunctionLowering::locsOf(ValueId v) {
+  auto d = deferred_.find(v);
+  if (d != deferred_.end()) {
+    const size_t pos = d->second;
+    deferred_.erase(d);
+    emitQuantize(pos);
+  }
+  auto it = locs_.find(v);
+  if (it == locs_.end()) internal("value '" + g_.value(v).name + "' used before it is computed");
+  return it->second;
+}
+
+const Loc& FunctionLowering::primary(ValueId v) {
+  locsOf(v);
   auto it = locs_.find(v);
   if (it == locs_.end() || it->second.empty())
     internal("value '" + g_.value(v).name + "' used before it is computed");
@@ -147,7 +167,7 @@ Loc FunctionLowering::emitReorder(const Loc& src, const memory::desc& dst_md, co
 
 // `v` in layout `want`, reordering (once) when it is not there yet.
 Loc FunctionLowering::get(ValueId v, const memory::desc& want) {
-  for (const Loc& l : locs_.at(v))
+  for (const Loc& l : locsOf(v))
     if (sameDesc(l.md, want)) return l;
   Loc l = emitReorder(primary(v), want, "to " + formatTag(want) + ": " + g_.value(v).name);
   place(v, l);
@@ -156,10 +176,10 @@ Loc FunctionLowering::get(ValueId v, const memory::desc& want) {
 
 // `v` in row-major order (the returned md has the dims of whichever layout it came from).
 Loc FunctionLowering::plain(ValueId v) {
-  for (const Loc& l : locs_.at(v))
+  for (const Loc& l : locsOf(v))
     if (isPlainDense(l.md)) return l;
   const Loc& p = primary(v);
-  Loc l = emitReorder(p, plainDesc(dimsOf(p.md)), "to row-major: " + g_.value(v).name);
+  Loc l = emitReorder(p, withDataType(plainDesc(dimsOf(p.md)), elementType(v)), "to row-major: " + g_.value(v).name);
   place(v, l);
   return l;
 }
@@ -195,10 +215,10 @@ void FunctionLowering::bindOutputs() {
   std::vector<bool> taken(fn_.buffers.size(), false);
   for (size_t i = 0; i < r_.outputs.size(); ++i) {
     ValueId v = r_.outputs[i];
-    if (!locs_.count(v)) internal("region output '" + g_.value(v).name + "' was never computed");
+    if (!locs_.count(v) && !deferred_.count(v)) internal("region output '" + g_.value(v).name + "' was never computed");
     const int64_t numel = ir::shapeNumel(shapeOf(v));
     bool bound = false;
-    for (const Loc& l : locs_.at(v)) {
+    for (const Loc& l : locsOf(v)) {
       Buffer& b = fn_.buffers[l.buffer];
       if (b.kind != BufferKind::kTemp || taken[l.buffer] || !isPlainDense(l.md) || numElements(l.md) != numel)
         continue;
@@ -210,7 +230,7 @@ void FunctionLowering::bindOutputs() {
     }
     if (bound) continue;
     const Loc& p = primary(v);
-    Loc l = emitReorder(p, plainDesc(dimsOf(p.md)), "output: " + g_.value(v).name);
+    Loc l = emitReorder(p, withDataType(plainDesc(dimsOf(p.md)), elementType(v)), "output: " + g_.value(v).name);
     fn_.buffers[l.buffer].kind = BufferKind::kOutput;
     fn_.buffers[l.buffer].index = uint32_t(i);
     taken.resize(fn_.buffers.size(), false);

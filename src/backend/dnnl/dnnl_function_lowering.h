@@ -52,6 +52,18 @@ struct ChainItem {
   float operand_scale = 1;  // Gemm's beta on C
 };
 
+// A (Q)Conv's weights as oneDNN sees them: its dims ([G,] O, I, spatial) and the
+// ONNX bytes described over them (float32; withDataType for int8).
+struct ConvWeights {
+  std::vector<int64_t> dims;
+  memory::desc onnx;
+};
+ConvWeights convWeights(const ConvSpec& spec);
+// QLinearConv's int8 convolution step (its layouts still oneDNN's to choose), and
+// whether oneDNN has a fast implementation of it (the claim asks: not `ref`).
+Step qconvStep(const QConvSpec& q);
+bool qconvImplemented(const QConvSpec& q, std::string* why);
+
 class FunctionLowering {
  public:
   // Lowers region `r` of `g` (whose region values must have static shapes).
@@ -74,7 +86,7 @@ class FunctionLowering {
   const float* constData(ValueId v) const {
     return reinterpret_cast<const float*>(g_.constants.get(constOf(v)).bytes.data);
   }
-  bool available(ValueId v) const { return isConstant(v) || locs_.count(v) != 0; }
+  bool available(ValueId v) const { return isConstant(v) || locs_.count(v) != 0 || deferred_.count(v) != 0; }
 
   // The spec of the node at `pos`, which the claim accepted: its decoder refusing it
   // now is the lowering's bug, Error(kInternal).
@@ -88,7 +100,9 @@ class FunctionLowering {
   void lowerNode(size_t pos);
   uint32_t newBuffer(const memory::desc& md);
   void place(ValueId v, const Loc& loc);
-  const Loc& primary(ValueId v) const;
+  const Loc& primary(ValueId v);
+  // Where `v` is (computing a deferred DequantizeLinear of it first).
+  std::vector<Loc>& locsOf(ValueId v);
   bool bufferDead(uint32_t b) const;
   void consume(size_t pos);
   void consumeItem(const ChainItem& c);
@@ -146,6 +160,16 @@ class FunctionLowering {
   void lowerMove(size_t pos);
   bool lowerShuffle(size_t pos);
   void lowerRecurrent(size_t pos);
+  // int8 (dnnl_lower_quant.cpp)
+  void lowerQConv(size_t pos);
+  struct QResidual;
+  std::optional<QResidual> qResidualAfter(size_t pos, const QConvSpec& q) const;
+  void emitQResidual(const QResidual& r, ValueId y, const QConvSpec& q);
+  void lowerQuantize(size_t pos);
+  void lowerDynamicQuantize(size_t pos);
+  void emitQuantize(size_t pos);
+  // oneDNN's element type of a float32, uint8 or int8 value.
+  memory::data_type elementType(ValueId v) const;
 
   ConstantArgs& mb_;
   const ir::Graph& g_;
@@ -159,6 +183,10 @@ class FunctionLowering {
   std::vector<std::vector<ValueId>> buffer_values_;     // every value that lived in each buffer
   std::unordered_map<ValueId, std::vector<size_t>> consumers_;
   std::unordered_map<ir::NodeId, size_t> pos_of_;  // region position of each node
+  // DequantizeLinear outputs not computed yet (by region position of the node): an
+  // int8 residual fused into a convolution reads the int8 value instead, so the float
+  // one is made only when something asks for it.
+  std::unordered_map<ValueId, size_t> deferred_;
 };
 
 }  // namespace partita::dnnl_backend

@@ -279,7 +279,7 @@ void FunctionLowering::finishAnchor(Step& step, size_t pos, std::vector<ChainIte
              (isPlainDense(md) && isPlainDense(dst_md) && numElements(md) == numElements(dst_md));
     };
     bool in_place = false;
-    for (const Loc& l : locs_.at(addend))
+    for (const Loc& l : locsOf(addend))
       if (fits(l.md) && bufferDead(l.buffer) && !reads.count(l.buffer)) {
         dst_buffer = l.buffer;
         in_place = true;
@@ -288,7 +288,7 @@ void FunctionLowering::finishAnchor(Step& step, size_t pos, std::vector<ChainIte
     if (!in_place) {
       Loc from = primary(addend);
       if (isPlainDense(from.md) && isPlainDense(dst_md) && numElements(from.md) == numElements(dst_md))
-        from.md = plainDesc(dimsOf(dst_md));
+        from.md = withDataType(plainDesc(dimsOf(dst_md)), memory::data_type(from.md.data.data_type));
       dst_buffer = emitReorder(from, dst_md, "residual copy: " + g_.value(addend).name).buffer;
     }
   } else {

@@ -17,6 +17,10 @@ using ir::ValueId;
 void FunctionLowering::lowerEltwise(size_t pos) {
   const ir::Node& node = nodeAt(pos);
   std::optional<std::vector<EltwiseOp>> ops = decodeEltwise(g_, node, nullptr);
+  // QuantizeLinear / DequantizeLinear between int8 and float32 values (not a pair)
+  if (!ops && (node.op_type == "QuantizeLinear" || node.op_type == "DequantizeLinear") &&
+      decodeQuantize(g_, node, nullptr))
+    return lowerQuantize(pos);
   if (!ops && node.op_type == "Erf")
     throw Error(ErrorCode::kUnsupported,
                 "dnnl backend: Erf '" + node.name +
@@ -111,6 +115,9 @@ void FunctionLowering::lowerBinary(size_t pos) {
   try {
     build(false, step);
     k = fitChain(step, chain, 0, pd);
+    // A blocked first operand with a broadcast second one can leave oneDNN only its
+    // reference loops (a 1x64x24x32 aBcd16b tensor times a scalar): row-major then.
+    if (implementationName(pd).rfind("ref", 0) == 0) throw dnnl::error(dnnl_unimplemented, "reference binary");
   } catch (const dnnl::error&) {
     build(true, step);
     k = fitChain(step, chain, 0, pd);

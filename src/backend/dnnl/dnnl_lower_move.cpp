@@ -74,7 +74,7 @@ void FunctionLowering::lowerView(size_t pos) {
   const ir::Node& node = nodeAt(pos);
   const ValueId x = node.inputs[0], out = node.outputs[0];
   if (node.op_type == "Identity" || node.op_type == "Dropout") {
-    std::vector<Loc> same = locs_.at(x);
+    std::vector<Loc> same = locsOf(x);
     consume(pos);
     for (const Loc& l : same) place(out, l);
     return;
@@ -82,7 +82,7 @@ void FunctionLowering::lowerView(size_t pos) {
   if (lowerShuffle(pos)) return;
   const Loc src = plain(x);
   consume(pos);
-  place(out, Loc{src.buffer, plainDesc(shapeOf(out))});
+  place(out, Loc{src.buffer, withDataType(plainDesc(shapeOf(out)), elementType(out))});
 }
 
 Loc FunctionLowering::unblocked(ValueId v) {

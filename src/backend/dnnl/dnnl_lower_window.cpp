@@ -152,26 +152,16 @@ bool FunctionLowering::channelsLastConv(Step& step, const ConvSpec& spec, bool e
   return true;
 }
 
-void FunctionLowering::lowerConv(size_t pos) {
-  const ir::Node& node = nodeAt(pos);
-  const ConvSpec spec = decoded(decodeConv(g_, node, nullptr), pos);
-  if (lowerUpsamplingDeconv(pos, spec)) return;
-  const ValueId x = node.inputs[0], out = node.outputs[0];
-  const ir::ConstId w_id = constOf(node.inputs[1]);
-  const int64_t G = spec.groups;
+ConvWeights convWeights(const ConvSpec& spec) {
+  const int64_t G = spec.groups, c_in = spec.in_shape[1], c_out = spec.out_shape[1];
   std::vector<int64_t> kernel(spec.weight_shape.begin() + 2, spec.weight_shape.end());
   const int64_t K = ir::shapeNumel(kernel);
-  int64_t c_in = spec.in_shape[1], c_out = spec.out_shape[1];
-
   // oneDNN's weight dims ([G,] O, I, spatial) and the ONNX layout as strides over them.
-  std::vector<int64_t> w_dims, w_strides;
-  if (!spec.transposed) {
-    w_dims = {c_out / G, c_in / G};
+  std::vector<int64_t> w_dims = {c_out / G, c_in / G}, w_strides;
+  if (!spec.transposed)
     w_strides = {(c_in / G) * K, K};
-  } else {  // ONNX: [C_in, C_out / G, k...] = [G, C_in / G, C_out / G, k...]
-    w_dims = {c_out / G, c_in / G};
+  else  // ONNX: [C_in, C_out / G, k...] = [G, C_in / G, C_out / G, k...]
     w_strides = {K, (c_out / G) * K};
-  }
   if (G > 1) {
     w_dims.insert(w_dims.begin(), G);
     w_strides.insert(w_strides.begin(), (c_in / G) * (c_out / G) * K);
@@ -179,7 +169,19 @@ void FunctionLowering::lowerConv(size_t pos) {
   const std::vector<int64_t> kstr = kernels::stridesOf(kernel);
   w_dims.insert(w_dims.end(), kernel.begin(), kernel.end());
   w_strides.insert(w_strides.end(), kstr.begin(), kstr.end());
-  const memory::desc w_from = withStrides(w_dims, w_strides);
+  return {w_dims, withStrides(w_dims, w_strides)};
+}
+
+void FunctionLowering::lowerConv(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const ConvSpec spec = decoded(decodeConv(g_, node, nullptr), pos);
+  if (lowerUpsamplingDeconv(pos, spec)) return;
+  const ValueId x = node.inputs[0], out = node.outputs[0];
+  const ir::ConstId w_id = constOf(node.inputs[1]);
+  int64_t c_out = spec.out_shape[1];
+  const ConvWeights weights = convWeights(spec);
+  const std::vector<int64_t>& w_dims = weights.dims;
+  const memory::desc& w_from = weights.onnx;
 
   // Inference BatchNormalization right after a Conv folds into its weights and bias.
   std::vector<float> folded_w, folded_b;
@@ -287,7 +289,7 @@ void FunctionLowering::emitWindowStep(Step step, size_t pos, ValueId x, ValueId 
                                       const std::vector<int64_t>& dst_dims) {
   Loc src = primary(x);
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
-  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(dst_dims), true});
+  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, withDataType(anyDesc(dst_dims), elementType(out)), true});
   dnnl::primitive_desc_base pd;
   try {
     pd = makePrimitiveDesc(step, cpuEngine());

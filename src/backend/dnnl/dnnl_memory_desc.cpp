@@ -192,13 +192,18 @@ std::string layoutString(const memory::desc& md) {
   return s;
 }
 
+// Set in the encoded format kind when the extra data of an int8 weights descriptor
+// (oneDNN's compensation flags and masks) follows the blocking.
+constexpr int32_t kExtraFollows = 0x10000;
+
 void writeDesc(BlobWriter& w, const memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
-  if (d.extra.flags != 0 || (d.format_kind != dnnl_blocked && d.format_kind != dnnl_format_kind_any))
+  if ((d.extra.flags != 0 && d.format_kind != dnnl_blocked) ||
+      (d.format_kind != dnnl_blocked && d.format_kind != dnnl_format_kind_any))
     throw Error(ErrorCode::kInternal, "dnnl backend: cannot encode memory descriptor " + layoutString(md));
   w.i32(d.ndims);
   w.i32(int32_t(d.data_type));
-  w.i32(int32_t(d.format_kind));
+  w.i32(int32_t(d.format_kind) | (d.extra.flags != 0 ? kExtraFollows : 0));
   for (int i = 0; i < d.ndims; ++i) w.i64(d.dims[i]);
   if (d.format_kind == dnnl_format_kind_any) return;
   const dnnl_blocking_desc_t& b = d.format_desc.blocking;
@@ -209,6 +214,11 @@ void writeDesc(BlobWriter& w, const memory::desc& md) {
   w.i32(b.inner_nblks);
   for (int k = 0; k < b.inner_nblks; ++k) w.i64(b.inner_blks[k]);
   for (int k = 0; k < b.inner_nblks; ++k) w.i64(b.inner_idxs[k]);
+  if (d.extra.flags == 0) return;
+  w.u64(d.extra.flags);
+  w.i32(d.extra.compensation_mask);
+  w.f32(d.extra.scale_adjust);
+  w.i32(d.extra.asymm_compensation_mask);
 }
 
 memory::desc readDesc(BlobReader& r) {
@@ -216,8 +226,12 @@ memory::desc readDesc(BlobReader& r) {
   int32_t ndims = r.i32();
   if (ndims < 1 || ndims > DNNL_MAX_NDIMS) r.fail(what + "rank " + std::to_string(ndims) + " out of range");
   int32_t dt = r.i32();
-  if (dt != dnnl_f32 && dt != dnnl_s32 && dt != dnnl_bf16) r.fail(what + "unsupported data type " + std::to_string(dt));
+  if (dt != dnnl_f32 && dt != dnnl_s32 && dt != dnnl_bf16 && dt != dnnl_s8 && dt != dnnl_u8)
+    r.fail(what + "unsupported data type " + std::to_string(dt));
   int32_t kind = r.i32();
+  const bool extra = (kind & kExtraFollows) != 0;
+  kind &= ~kExtraFollows;
+  if (extra && kind != dnnl_blocked) r.fail(what + "extra data on a non-blocked descriptor");
   if (kind != dnnl_blocked && kind != dnnl_format_kind_any)
     r.fail(what + "unsupported format kind " + std::to_string(kind));
   memory::dims dims(size_t(ndims), 0);
@@ -257,6 +271,17 @@ memory::desc readDesc(BlobReader& r) {
   for (int k = 0; k < b.inner_nblks; ++k) {
     b.inner_idxs[k] = r.i64();
     if (b.inner_idxs[k] < 0 || b.inner_idxs[k] >= ndims) r.fail(what + "bad inner block dimension");
+  }
+  if (extra) {  // int8 weights: the compensation oneDNN keeps after them
+    d.extra.flags = r.u64();
+    const uint64_t known = dnnl_memory_extra_flag_compensation_conv_s8s8 | dnnl_memory_extra_flag_scale_adjust |
+                           dnnl_memory_extra_flag_rnn_u8s8_compensation |
+                           dnnl_memory_extra_flag_compensation_conv_asymmetric_src;
+    if ((d.extra.flags & ~known) != 0) r.fail(what + "unknown extra flags " + std::to_string(d.extra.flags));
+    d.extra.compensation_mask = r.i32();
+    d.extra.scale_adjust = r.f32();
+    d.extra.asymm_compensation_mask = r.i32();
+    if (d.data_type != dnnl_s8) r.fail(what + "compensation on a descriptor that is not s8");
   }
   return memory::desc(d);
 }

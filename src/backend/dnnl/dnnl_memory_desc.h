@@ -15,7 +15,7 @@ namespace partita::dnnl_backend {
 
 using dnnl::memory;
 
-// Row-major f32 descriptor; a rank-0 shape becomes {1} (oneDNN has no scalars).
+// Row-major f32 descriptor (withDataType for another element type); a rank-0 shape becomes {1} (oneDNN has no scalars).
 memory::desc plainDesc(const std::vector<int64_t>& shape);
 // An f32 descriptor over `dims` with explicit strides (in elements): a transposed or
 // windowed view of row-major bytes.
@@ -64,9 +64,9 @@ std::string layoutString(const memory::desc& md);
 // descriptor; the loader checks the tag and the byte count against it.
 std::string layoutTag(const memory::desc& md);
 
-// Encoding used in module blobs. Only blocked or `any` descriptors without extra
-// flags are written (anything else throws Error(kInternal)); reading validates ranks,
-// data types and block counts.
+// Encoding used in module blobs. Only blocked or `any` descriptors are written, extra
+// data (the compensation of s8 weights) only for blocked ones (anything else throws
+// Error(kInternal)); reading validates ranks, data types, block counts and flags.
 void writeDesc(BlobWriter& w, const memory::desc& md);
 memory::desc readDesc(BlobReader& r);
 

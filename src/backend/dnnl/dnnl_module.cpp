@@ -95,7 +95,14 @@ void checkConstant(const runtime::ConstStore& store,
   const ir::Tensor& t = store.get(id);
   const std::string& layout = store.layout(id);
   size_t bytes = store.bytes(id).size;
-  if (t.dtype != ir::DType::kFloat32) invalid(where + ": constant " + std::to_string(id) + " is not float32");
+  // float32 (bfloat16 layouts in a float32 container); int8 weights (derived s8 layouts,
+  // in an int8 container) and their int32 bias
+  const ir::DType want = md.data.data_type == dnnl_s8 || md.data.data_type == dnnl_u8 ? ir::DType::kInt8
+                         : md.data.data_type == dnnl_s32                             ? ir::DType::kInt32
+                                                                                     : ir::DType::kFloat32;
+  if (t.dtype != want)
+    invalid(where + ": constant " + std::to_string(id) + " is " + std::string(ir::dtypeName(t.dtype)) + ", not " +
+            std::string(ir::dtypeName(want)));
   if (md.data.offset0 != 0 || bytes != md.get_size())
     invalid(where + ": constant " + std::to_string(id) + " has " + std::to_string(bytes) +
             " bytes, the primitive reads " + std::to_string(extentBytes(md)) + " from its start");
@@ -479,10 +486,12 @@ void DnnlModule::runWith(uint32_t fn, const std::vector<ir::Tensor>& inputs, con
   for (const Buffer& b : lf.buffers) {
     if (b.kind == BufferKind::kTemp) continue;
     const ir::Tensor& t = b.kind == BufferKind::kInput ? inputs[b.index] : outputs[b.index];
-    if (t.dtype != ir::DType::kFloat32 || t.nbytes() != b.bytes)
+    // float32, or int8 values between int8 primitives (QLinearConv's input and output)
+    const bool typed = t.dtype == ir::DType::kFloat32 || t.dtype == ir::DType::kUInt8 || t.dtype == ir::DType::kInt8;
+    if (!typed || t.nbytes() != b.bytes)
       throw Error(ErrorCode::kInternal, "dnnl module: function " + std::to_string(fn) + " " +
                                             (b.kind == BufferKind::kInput ? "input " : "output ") +
-                                            std::to_string(b.index) + " must be float32 of " +
+                                            std::to_string(b.index) + " must be float32, uint8 or int8 of " +
                                             std::to_string(b.bytes) + " bytes, got " +
                                             std::string(ir::dtypeName(t.dtype)) + ir::shapeStr(t.shape));
   }

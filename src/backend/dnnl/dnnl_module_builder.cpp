@@ -54,14 +54,17 @@ ir::ConstId ModuleBuilder::derive(ir::ConstId local_source, const memory::desc& 
     dnnl::stream stream(eng);
     dnnl::reorder(src, dst).execute(stream, src, dst);
     stream.wait();
-    // The shape of a derived constant is the padded shape of its layout: numel * 4 == bytes.
+    // The shape of a derived constant is the padded shape of its layout: numel * 4 == bytes
+    // (int8 weights: numel == bytes, with oneDNN's compensation after them).
+    const ir::DType container = (to.data.data_type == dnnl_s8 || to.data.data_type == dnnl_u8)
+                                    ? ir::DType::kInt8 : ir::DType::kFloat32;
+    const size_t element = container == ir::DType::kInt8 ? 1 : sizeof(float);
     std::vector<int64_t> shape(to.data.padded_dims, to.data.padded_dims + to.data.ndims);
-    if (size_t(ir::shapeNumel(shape)) * sizeof(float) != bytes.size())
-      shape = {int64_t(bytes.size() / sizeof(float))};
+    if (size_t(ir::shapeNumel(shape)) * element != bytes.size()) shape = {int64_t(bytes.size() / element)};
     // The source's name: the manifest's string table then stores it once, and the
     // layout column tells the two apart.
     std::string name = module_graph_.constants.get(source).name;
-    id = uses_.derive(source, std::move(name), ir::DType::kFloat32, std::move(shape),
+    id = uses_.derive(source, std::move(name), container, std::move(shape),
                       Bytes::fromVector(std::move(bytes)), layout);
     if (same_values_as_source) derived_[key] = id;
   }

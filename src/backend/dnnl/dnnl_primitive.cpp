@@ -31,6 +31,15 @@ memory::desc required(const Step& s, int key) {
 dnnl::primitive_attr attributes(const Step& s) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  // int8: fixed output scales (oneDNN 2.6's int8 convolutions take no run-time ones)
+  // and zero points, set only where nonzero (a source zero point rules out brgconv).
+  if (s.quant.scale_dim == kSourceScales && s.quant.output_scales.size() == 2) {
+    attr.set_scales(DNNL_ARG_SRC_0, 0, {s.quant.output_scales[0]});
+    attr.set_scales(DNNL_ARG_SRC_1, 0, {s.quant.output_scales[1]});
+  } else if (!s.quant.output_scales.empty())
+    attr.set_output_scales(s.quant.output_scales.size() > 1 ? 1 << s.quant.scale_dim : 0, s.quant.output_scales);
+  if (s.quant.src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {s.quant.src_zero_point});
+  if (s.quant.dst_zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {s.quant.dst_zero_point});
   if (s.post_ops.empty()) return attr;
   dnnl::post_ops ops;
   for (size_t i = 0; i < s.post_ops.size(); ++i) {
@@ -40,7 +49,10 @@ dnnl::primitive_attr attributes(const Step& s) {
         ops.append_eltwise(p.scale, algorithm(p.alg), p.alpha, p.beta);
         break;
       case PostOp::Kind::kSum:
-        ops.append_sum(p.scale);
+        if (p.beta != 0)
+          ops.append_sum(p.scale, int32_t(p.beta), memory::data_type::undef);
+        else
+          ops.append_sum(p.scale);
         break;
       case PostOp::Kind::kBinary:
         ops.append_binary(algorithm(p.alg),

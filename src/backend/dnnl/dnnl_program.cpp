@@ -75,7 +75,7 @@ void writeStep(BlobWriter& w, const Step& s) {
   w.f32(s.beta);
   w.f32(s.epsilon);
   w.i64(s.axis);
-  w.u32(s.flags);
+  w.u32(s.flags | (s.quant.empty() ? 0 : kQuantizedFlag));
   w.u32(uint32_t(s.args.size()));
   for (const Arg& a : s.args) {
     w.i32(a.key);
@@ -92,6 +92,12 @@ void writeStep(BlobWriter& w, const Step& s) {
     w.f32(p.beta);
     w.f32(p.scale);
   }
+  if (s.quant.empty()) return;
+  w.u32(uint32_t(s.quant.output_scales.size()));
+  for (float x : s.quant.output_scales) w.f32(x);
+  w.i32(s.quant.scale_dim);
+  w.i32(s.quant.src_zero_point);
+  w.i32(s.quant.dst_zero_point);
 }
 
 Step readStep(BlobReader& r) {
@@ -137,6 +143,18 @@ Step readStep(BlobReader& r) {
     p.beta = r.f32();
     p.scale = r.f32();
     s.post_ops.push_back(p);
+  }
+  if (s.flags & kQuantizedFlag) {
+    s.flags &= ~kQuantizedFlag;
+    const uint32_t n = r.count(4, "output scale count");
+    for (uint32_t i = 0; i < n; ++i) s.quant.output_scales.push_back(r.f32());
+    s.quant.scale_dim = r.i32();
+    if (s.quant.scale_dim < kSourceScales || s.quant.scale_dim >= DNNL_MAX_NDIMS)
+      r.fail("output scale dimension out of range");
+    if (s.quant.scale_dim == kSourceScales && (s.kind != StepKind::kBinary || s.quant.output_scales.size() != 2))
+      r.fail("source scales on a step that is not a binary one");
+    s.quant.src_zero_point = r.i32();
+    s.quant.dst_zero_point = r.i32();
   }
   return s;
 }

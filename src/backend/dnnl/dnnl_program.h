@@ -80,9 +80,24 @@ struct PostOp {
   enum class Kind : uint8_t { kEltwise = 1, kSum = 2, kBinary = 3 };
   Kind kind = Kind::kEltwise;
   int32_t alg = 0;  // dnnl_alg_kind_t (eltwise, binary)
-  float alpha = 0, beta = 0;
-  float scale = 1;  // eltwise output scale; sum scale
+  float alpha = 0, beta = 0;  // a sum's beta: the zero point of the int8 value it adds
+  float scale = 1;            // eltwise output scale; sum scale
 };
+
+// The int8 attributes of a step (oneDNN's output scales and zero points), fixed when
+// its primitive is created. A step that has them carries kQuantizedFlag in `flags`
+// and this record after its post-ops in the blob (blobs without int8 steps are
+// unchanged).
+struct QuantAttrs {
+  // One, or one per output channel (dst dim `scale_dim`); scale_dim kSourceScales: a
+  // binary step's two source scales (SRC_0, SRC_1) instead.
+  std::vector<float> output_scales;
+  int32_t scale_dim = 1;
+  int32_t src_zero_point = 0, dst_zero_point = 0;
+  bool empty() const { return output_scales.empty() && src_zero_point == 0 && dst_zero_point == 0; }
+};
+inline constexpr uint32_t kQuantizedFlag = 0x80000000u;
+inline constexpr int32_t kSourceScales = -1;
 
 struct Step {
   StepKind kind = StepKind::kReorder;
@@ -94,6 +109,7 @@ struct Step {
   uint32_t flags = 0;  // dnnl_normalization_flags_t
   std::vector<Arg> args;
   std::vector<PostOp> post_ops;
+  QuantAttrs quant;
 
   const Arg* find(int key) const;
   Arg* find(int key);

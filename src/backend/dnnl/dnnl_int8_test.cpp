@@ -1,0 +1,218 @@
+// The dnnl backend's int8 path: QLinearConv on oneDNN's int8 convolution (source and
+// destination zero points, per-channel weight scales, int32 bias, s8 weights derived
+// once), standalone QuantizeLinear / DequantizeLinear as reorders, MaxPool over uint8,
+// and a static QDQ residual block (passes::fuseQuantizedOps, then the sum post-op)
+// against the host's exact computation: within one step of the output scale.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/dnnl/dnnl_backend.h"
+#include "backend/dnnl/dnnl_module.h"
+#include "backend/dnnl/dnnl_testing.h"
+#include "passes/passes.h"
+
+namespace partita::dnnl_backend {
+namespace {
+
+using testing::Compiled;
+using testing::GraphBuilder;
+
+template <typename T>
+ir::ValueId typedConstant(GraphBuilder& b, const std::string& name, ir::DType dtype, std::vector<int64_t> shape,
+                          const std::vector<T>& data) {
+  ir::ConstId c = b.g.constants.add(name, dtype, std::move(shape), Bytes::copyOf(data.data(), data.size() * sizeof(T)));
+  return b.g.addConstantValue(name, c);
+}
+
+ir::ValueId scalarF(GraphBuilder& b, const std::string& name, float v) {
+  return typedConstant<float>(b, name, ir::DType::kFloat32, {}, {v});
+}
+ir::ValueId scalarU8(GraphBuilder& b, const std::string& name, uint8_t v) {
+  return typedConstant<uint8_t>(b, name, ir::DType::kUInt8, {}, {v});
+}
+
+// Deterministic int8 weights in [-127, 127] and int32 biases.
+std::vector<int8_t> int8Weights(size_t n, uint64_t seed) {
+  std::vector<float> r = testing::randomFloats(n, seed);
+  std::vector<int8_t> w(n);
+  for (size_t i = 0; i < n; ++i) w[i] = int8_t(std::lround(r[i] * 127));
+  return w;
+}
+
+ir::AttributeMap axis0() {
+  ir::AttributeMap a;
+  a.setInt("axis", 0);
+  return a;
+}
+
+struct QConvOperands {
+  ir::ValueId w, w_scale, w_zero, bias;
+};
+
+QConvOperands qconvOperands(GraphBuilder& b, const std::string& p, int64_t co, int64_t ci, int64_t k, uint64_t seed) {
+  std::vector<float> scales(static_cast<size_t>(co));
+  for (int64_t c = 0; c < co; ++c) scales[size_t(c)] = 0.002f + 0.0005f * float(c % 5);
+  std::vector<int32_t> bias(static_cast<size_t>(co));
+  for (int64_t c = 0; c < co; ++c) bias[size_t(c)] = int32_t((c * 37) % 200) - 100;
+  return {typedConstant<int8_t>(b, p + "w", ir::DType::kInt8, {co, ci, k, k}, int8Weights(size_t(co * ci * k * k), seed)),
+          typedConstant<float>(b, p + "ws", ir::DType::kFloat32, {co}, scales),
+          typedConstant<int8_t>(b, p + "wz", ir::DType::kInt8, {co}, std::vector<int8_t>(size_t(co), 0)),
+          typedConstant<int32_t>(b, p + "b", ir::DType::kInt32, {co}, bias)};
+}
+
+// Fraction of elements of `a` more than `step` (plus rounding slack) away from `e`.
+double offByMoreThanAStep(const ir::OwnedTensor& a, const ir::OwnedTensor& e, double step) {
+  EXPECT_EQ(a.shape(), e.shape());
+  int64_t bad = 0;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    bad += std::fabs(double(a.as<float>()[i]) - double(e.as<float>()[i])) > step * 1.001;
+  return double(bad) / double(std::max<int64_t>(a.numel(), 1));
+}
+
+// A convolution step on one of oneDNN's int8 kernels (VNNI here), none on `ref`.
+bool hasInt8Convolution(const Compiled& c) {
+  bool int8 = false;
+  for (const auto& m : c.modules)
+    if (auto* d = dynamic_cast<const DnnlModule*>(m.get()))
+      for (uint32_t fn = 0; fn < d->numFunctions(); ++fn)
+        for (const DnnlModule::StepInfo& s : d->steps(fn)) {
+          EXPECT_NE(s.implementation.rfind("ref", 0), 0u) << s.label << ": " << s.implementation;
+          if (s.kind == StepKind::kConvolution && (s.implementation.find("int8") != std::string::npos ||
+                                                   s.implementation.find("vnni") != std::string::npos))
+            int8 = true;
+        }
+  return int8;
+}
+
+TEST(DnnlInt8, QLinearConvMaxPoolAndQuantizeMatchHostWithinAStep) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 8, 12, 12});
+  // Source zero point 128 (asymmetric input), destination zero point 3.
+  ir::ValueId xs = scalarF(b, "xs", 0.01f), xz = scalarU8(b, "xz", 128);
+  ir::ValueId ys = scalarF(b, "ys", 0.02f), yz = scalarU8(b, "yz", 3);
+  ir::ValueId xq = b.node("QuantizeLinear", {x, xs, xz}, {}, 13);
+  QConvOperands w = qconvOperands(b, "c", 16, 8, 3, 5);
+  ir::AttributeMap conv;
+  conv.setInts("pads", {1, 1, 1, 1});
+  ir::ValueId yq = b.node("QLinearConv", {xq, xs, xz, w.w, w.w_scale, w.w_zero, ys, yz, w.bias}, conv, 13);
+  ir::AttributeMap pool;
+  pool.setInts("kernel_shape", {2, 2});
+  pool.setInts("strides", {2, 2});
+  ir::ValueId pq = b.node("MaxPool", {yq}, pool, 13);
+  b.g.outputs.push_back(b.node("DequantizeLinear", {pq, ys, yz}, {}, 13));
+
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  EXPECT_EQ(testing::dnnlRegions(dnnl), 1u);
+  EXPECT_EQ(testing::dnnlOps(dnnl).size(), 4u) << "Q, QLinearConv, MaxPool and DQ all on oneDNN";
+  EXPECT_TRUE(hasInt8Convolution(dnnl));
+  // The int8 weights are derived (s8, oneDNN's layout, with its compensation); the
+  // int32 bias is borrowed.
+  size_t derived = 0, borrowed = 0;
+  for (const auto& u : dnnl.parts.modules.at(0).uses) {
+    derived += u.kind == runtime::ConstUseKind::kDerive;
+    borrowed += u.kind == runtime::ConstUseKind::kBorrow;
+  }
+  EXPECT_EQ(derived, 1u);
+  EXPECT_EQ(borrowed, 1u);
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 3);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(offByMoreThanAStep(got[0], want[0], 0.02), 0.0);
+}
+
+// relu(conv2(relu(conv1(x))) + x) written as a static quantizer writes it (every
+// activation through a QuantizeLinear -> DequantizeLinear pair, int8 weights behind
+// DequantizeLinear): fused into QLinearConvs, the residual into the second one. The
+// fused step skips the roundings of y and of the sum (docs/precision.md).
+TEST(DnnlInt8, QdqResidualBlockFusesIntoInt8Convolutions) {
+  GraphBuilder b;
+  const int64_t C = 16;
+  ir::ValueId x = b.input("x", {1, C, 10, 10});
+  auto qdq = [&](ir::ValueId v, const std::string& p, float s, uint8_t z) {
+    ir::ValueId sc = scalarF(b, p + "_s", s), zp = scalarU8(b, p + "_z", z);
+    return b.node("DequantizeLinear", {b.node("QuantizeLinear", {v, sc, zp}, {}, 13, p + "_q"), sc, zp}, {}, 13,
+                  p + "_dq");
+  };
+  auto conv = [&](ir::ValueId in, const std::string& p, float x_scale, uint64_t seed) {
+    QConvOperands w = qconvOperands(b, p, C, C, 3, seed);
+    ir::ValueId wf = b.node("DequantizeLinear", {w.w, w.w_scale, w.w_zero}, axis0(), 13);
+    std::vector<float> bias_scale(static_cast<size_t>(C));
+    const float* ws = reinterpret_cast<const float*>(b.g.constants.get(b.g.value(w.w_scale).constant).bytes.data);
+    for (int64_t c = 0; c < C; ++c) bias_scale[size_t(c)] = x_scale * ws[c];
+    ir::ValueId bs = typedConstant<float>(b, p + "bs", ir::DType::kFloat32, {C}, bias_scale);
+    ir::ValueId bf = b.node("DequantizeLinear", {w.bias, bs}, axis0(), 13);
+    ir::AttributeMap a;
+    a.setInts("pads", {1, 1, 1, 1});
+    return b.node("Conv", {in, wf, bf}, a, 13, p);
+  };
+  ir::ValueId xd = qdq(x, "x", 0.01f, 128);
+  ir::ValueId h = qdq(b.node("Relu", {conv(xd, "c1", 0.01f, 1)}, {}, 13), "h", 0.01f, 0);
+  ir::ValueId y = qdq(conv(h, "c2", 0.01f, 2), "y", 0.02f, 120);
+  ir::ValueId sum = qdq(b.node("Add", {y, xd}, {}, 13), "sum", 0.03f, 110);
+  ir::ValueId out = qdq(b.node("Relu", {sum}, {}, 13), "out", 0.015f, 0);
+  b.g.outputs.push_back(out);
+
+  Compiled host = testing::compile(b.g, {"host"});
+  ir::Graph fused = b.g;
+  EXPECT_EQ(passes::fuseQuantizedOps(fused), 2u);
+  size_t qconvs = 0;
+  for (const ir::Node& n : fused.nodes) qconvs += n.op_type == "QLinearConv";
+  EXPECT_EQ(qconvs, 2u);
+  Compiled dnnl = testing::compile(fused, {"dnnl", "host"});
+  EXPECT_EQ(testing::dnnlRegions(dnnl), 1u);
+  EXPECT_TRUE(hasInt8Convolution(dnnl));
+  // The residual tail (dequantizations, Add, its pair, Relu, quantization) is one
+  // int8 binary step.
+  bool residual = false;
+  for (const DnnlModule::StepInfo& s : dynamic_cast<const DnnlModule&>(*dnnl.modules.at(0)).steps(0))
+    if (s.kind == StepKind::kBinary && s.label.find("Add") != std::string::npos) residual = true;
+  EXPECT_TRUE(residual);
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 11);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 1u);
+  // The residual step skips the sum's rounding (step 0.03): at most half of it on top
+  // of the output's one step.
+  EXPECT_EQ(offByMoreThanAStep(got[0], want[0], 0.015 + 0.015), 0.0);
+  EXPECT_LE(offByMoreThanAStep(got[0], want[0], 0.015), 0.05);
+}
+
+// DynamicQuantizeLinear with DequantizeLinear(y, 1, zero point) (what
+// passes::lowerIntegerCompute leaves before a float Conv/MatMul) on oneDNN steps: the
+// centred integers and the scale are those of the host, bit for bit.
+TEST(DnnlInt8, DynamicQuantizeWithItsDequantizeMatchesHost) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {2, 3, 5, 7});
+  ir::Node dql;
+  dql.op_type = "DynamicQuantizeLinear";
+  dql.opset = 13;
+  dql.name = "dql";
+  dql.inputs = {b.node("Relu", {x}, {}, 13)};  // a computed input, non-negative (min 0)
+  ir::ValueId y = b.g.addValue("y"), scale = b.g.addValue("scale"), zero = b.g.addValue("zero");
+  dql.outputs = {y, scale, zero};
+  b.g.addNode(dql);
+  ir::Node dql2 = dql;  // and one with a negative minimum
+  dql2.name = "dql2";
+  ir::ValueId y2 = b.g.addValue("y2"), scale2 = b.g.addValue("scale2"), zero2 = b.g.addValue("zero2");
+  dql2.inputs = {b.node("Add", {x, b.constant("shift", {}, {0.25f})}, {}, 13)};
+  dql2.outputs = {y2, scale2, zero2};
+  b.g.addNode(dql2);
+  ir::ValueId one = b.constant("one", {}, {1.0f});
+  b.g.outputs.push_back(b.node("DequantizeLinear", {y, one, zero}, {}, 13));
+  b.g.outputs.push_back(b.node("Mul", {scale, b.constant("two", {}, {2.0f})}, {}, 13));
+  b.g.outputs.push_back(b.node("DequantizeLinear", {y2, one, zero2}, {}, 13));
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  std::vector<std::string> ops = testing::dnnlOps(dnnl);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "DynamicQuantizeLinear"), 2);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "DequantizeLinear"), 2);
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 5);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(testing::closeness(got[i], want[i], 0, 0), 1.0) << "output " << i;
+}
+
+}  // namespace
+}  // namespace partita::dnnl_backend

@@ -1,0 +1,352 @@
+// Lowering of the int8 ops: QLinearConv on oneDNN's int8 convolution (u8/s8 source
+// with its zero point, s8 weights derived once into the layout oneDNN chooses, int32
+// bias, output scales x_scale * w_scale[c] / y_scale, u8/s8 destination with its zero
+// point), and QuantizeLinear / DequantizeLinear between int8 and float32 values as
+// reorders with an output scale and a zero point. Activations stay int8 between int8
+// steps (in whatever layout the producer wrote them).
+#include "backend/dnnl/dnnl_function_lowering.h"
+
+#include <cfloat>
+#include <cmath>
+
+#include "backend/dnnl/dnnl_decode_util.h"
+#include "backend/dnnl/dnnl_patterns.h"
+
+#include "backend/dnnl/dnnl_module.h"
+#include "backend/dnnl/dnnl_primitive.h"
+
+namespace partita::dnnl_backend {
+
+using ir::ValueId;
+using dt = memory::data_type;
+
+memory::data_type FunctionLowering::elementType(ValueId v) const {
+  switch (g_.typeOf(v).dtype) {
+    case ir::DType::kUInt8:
+      return dt::u8;
+    case ir::DType::kInt8:
+      return dt::s8;
+    default:
+      return dt::f32;
+  }
+}
+
+// A QDQ residual block's tail after a QLinearConv y (what a static quantizer writes
+// for ResNet's `relu(conv2(h) + skip)`):
+//   DequantizeLinear(y) + DequantizeLinear(skip_q) -> [Q -> DQ pair] -> [Relu] ->
+//   QuantizeLinear -> out
+// computed as one int8 binary step (emitQResidual). (A sum post-op of the convolution
+// would save that step, but oneDNN 2.6's int8 convolutions then lose y's saturation:
+// a clip post-op before the sum comes out after it.)
+struct FunctionLowering::QResidual {
+  std::vector<ChainItem> chain;
+  ValueId skip = ir::kNoValue, skip_float = ir::kNoValue;  // skip_q and its DequantizeLinear
+  size_t skip_dq = 0;
+  float skip_scale = 1, out_scale_inv = 1;
+  int32_t skip_zero_point = 0, out_zero_point = 0;
+  memory::data_type out_type = memory::data_type::u8;
+  bool relu = false;
+  // The ranges y and the sum saturate to (real values; the sum's: none without a pair).
+  float y_lo = 0, y_hi = 0, sum_lo = -INFINITY, sum_hi = INFINITY;
+};
+
+std::optional<FunctionLowering::QResidual> FunctionLowering::qResidualAfter(size_t pos, const QConvSpec& q) const {
+  auto standalone = [&](std::optional<size_t> p, bool quantize) -> std::optional<QuantizeSpec> {
+    if (!p) return std::nullopt;
+    const ir::Node& n = nodeAt(*p);
+    if (n.op_type != (quantize ? "QuantizeLinear" : "DequantizeLinear") || !n.domain.empty()) return std::nullopt;
+    if (quantize && decodeEltwise(g_, n, nullptr)) return std::nullopt;  // a pair
+    std::optional<QuantizeSpec> s = decodeQuantize(g_, n, nullptr);
+    if (!s || s->quantize != quantize) return std::nullopt;
+    return s;
+  };
+  const ValueId y = nodeAt(pos).outputs[0];
+  const std::optional<size_t> dq_pos = soleConsumer(y);
+  const std::optional<QuantizeSpec> dq = standalone(dq_pos, false);
+  // The DequantizeLinear must read y with the scale and zero point it was written with.
+  if (!dq || dq->scale != q.y_scale || dq->zero_point != q.dst_zero_point) return std::nullopt;
+  const ValueId y_float = nodeAt(*dq_pos).outputs[0];
+  const std::optional<size_t> add_pos = soleConsumer(y_float);
+  if (!add_pos) return std::nullopt;
+  const ir::Node& add = nodeAt(*add_pos);
+  if (add.op_type != "Add" || !add.domain.empty() || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1])
+    return std::nullopt;
+  const ValueId other = add.inputs[0] == y_float ? add.inputs[1] : add.inputs[0];
+  if (isConstant(other) || shapeOf(other) != shapeOf(y_float) || shapeOf(add.outputs[0]) != shapeOf(y_float))
+    return std::nullopt;
+  const ir::NodeId skip_dq = g_.value(other).producer;
+  auto skip_it = skip_dq == ir::kNoNode ? pos_of_.end() : pos_of_.find(skip_dq);
+  if (skip_it == pos_of_.end()) return std::nullopt;
+  const std::optional<QuantizeSpec> skip = standalone(skip_it->second, false);
+  const ValueId skip_q = g_.nodes[size_t(skip_dq)].inputs[0];
+  if (!skip || !available(skip_q) || isConstant(skip_q)) return std::nullopt;
+
+  QResidual r;
+  const float qmin = q.dst_type == memory::data_type::u8 ? 0.0f : -128.0f;
+  r.y_lo = q.y_scale * (qmin - float(q.dst_zero_point));
+  r.y_hi = q.y_scale * (qmin + 255.0f - float(q.dst_zero_point));
+  r.skip = skip_q;
+  r.skip_float = other;
+  r.skip_dq = skip_it->second;
+  r.skip_scale = skip->scale;
+  r.skip_zero_point = skip->zero_point;
+  ChainItem sum;
+  sum.pos = *add_pos;
+  sum.extra = {*dq_pos};
+  sum.sum_addend = skip_q;
+  r.chain.push_back(sum);
+  ValueId cur = add.outputs[0];
+  std::optional<size_t> next = soleConsumer(cur);
+  if (next && nodeAt(*next).op_type == "QuantizeLinear" && decodeEltwise(g_, nodeAt(*next), nullptr)) {
+    std::optional<FakeQuantMatch> m = matchFakeQuant(g_, r_.nodes[*next]);
+    auto it = m ? pos_of_.find(m->dequantize) : pos_of_.end();
+    if (it == pos_of_.end() || done_[it->second]) return std::nullopt;
+    r.sum_lo = m->scale * m->lo;
+    r.sum_hi = m->scale * m->hi;
+    ChainItem pair;
+    pair.pos = it->second;
+    pair.extra = {*next};
+    r.chain.push_back(pair);
+    cur = nodeAt(it->second).outputs[0];
+    next = soleConsumer(cur);
+  }
+  if (next && nodeAt(*next).op_type == "Relu" && nodeAt(*next).domain.empty()) {
+    ChainItem relu;
+    relu.pos = *next;
+    r.chain.push_back(relu);
+    r.relu = true;
+    cur = nodeAt(*next).outputs[0];
+    next = soleConsumer(cur);
+  }
+  // The final QuantizeLinear may start a pair (its DequantizeLinear then reads the
+  // convolution's int8 output as a reorder of its own).
+  std::optional<QuantizeSpec> out;
+  if (next && nodeAt(*next).op_type == "QuantizeLinear" && nodeAt(*next).domain.empty())
+    out = decodeQuantize(g_, nodeAt(*next), nullptr);
+  if (!out || !out->quantize) return std::nullopt;
+  ChainItem quantize;
+  quantize.pos = *next;
+  r.chain.push_back(quantize);
+  r.out_scale_inv = out->scale;
+  r.out_zero_point = out->zero_point;
+  r.out_type = out->int_type;
+  return r;
+}
+
+Step qconvStep(const QConvSpec& q) {
+  const ConvSpec& spec = q.conv;
+  Step step;
+  step.kind = StepKind::kConvolution;
+  step.strides = spec.strides;
+  step.dilates = spec.dilates;
+  step.pad_l = spec.pad_l;
+  step.pad_r = spec.pad_r;
+  step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, withDataType(anyDesc(spec.in_shape), q.src_type), true});
+  step.args.push_back(
+      Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, withDataType(anyDesc(convWeights(spec).dims), dt::s8), true});
+  if (q.bias != ir::kNoValue)
+    step.args.push_back(
+        Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, withDataType(plainDesc({spec.out_shape[1]}), dt::s32), false});
+  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, withDataType(anyDesc(spec.out_shape), q.dst_type), true});
+  // int8 accumulators (plus the int32 bias) times x_scale * w_scale[c] / y_scale.
+  for (float ws : q.w_scales) step.quant.output_scales.push_back(q.x_scale * ws / q.y_scale);
+  step.quant.scale_dim = 1;
+  step.quant.src_zero_point = q.src_zero_point;
+  step.quant.dst_zero_point = q.dst_zero_point;
+  return step;
+}
+
+bool qconvImplemented(const QConvSpec& q, std::string* why) {
+  try {
+    if (implementationName(makePrimitiveDesc(qconvStep(q), cpuEngine())).rfind("ref", 0) == 0)
+      return noBool(why, "oneDNN has only its reference int8 convolution for it");
+    return true;
+  } catch (const dnnl::error&) {
+    return noBool(why, "oneDNN has no int8 convolution for it");
+  }
+}
+
+void FunctionLowering::lowerQConv(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const QConvSpec q = decoded(decodeQLinearConv(g_, node, nullptr), pos);
+  const ConvSpec& spec = q.conv;
+  const ValueId x = node.inputs[0], out = node.outputs[0];
+  const ir::ConstId w_id = constOf(q.weights);
+  const memory::desc w_from = withDataType(convWeights(spec).onnx, dt::s8);
+  const memory::desc bias_md = withDataType(plainDesc({spec.out_shape[1]}), dt::s32);
+  Step step = qconvStep(q);
+  std::vector<ChainItem> chain;
+  dnnl::primitive_desc_base pd = makePrimitiveDesc(step, cpuEngine());
+  recordChosenLayouts(step, pd);
+
+  Arg* src = step.find(DNNL_ARG_SRC);
+  src->index = get(x, src->md).buffer;
+  Arg* w = step.find(DNNL_ARG_WEIGHTS);
+  w->index = mb_.derive(w_id, w_from, g_.constants.get(w_id).bytes.data, w->md, true);
+  if (q.bias != ir::kNoValue) *step.find(DNNL_ARG_BIAS) = mb_.borrow(DNNL_ARG_BIAS, constOf(q.bias), bias_md);
+  const std::optional<QResidual> res = qResidualAfter(pos, q);
+  finishAnchor(step, pos, chain, out);
+  if (res) emitQResidual(*res, out, q);
+}
+
+// The residual tail as one int8 binary step over y and the skip, both int8 in y's
+// layout: a * (y - y_zero) + b * (skip - skip_zero) in units of the output step (a, b:
+// the source scales), saturated to the sum's range, Relu, the output zero point,
+// rounded once and saturated into the output's type. Only the sum's rounding is
+// skipped (half a step of the sum's scale).
+void FunctionLowering::emitQResidual(const QResidual& r, ValueId y, const QConvSpec& q) {
+  const float a = q.y_scale * r.out_scale_inv, b = r.skip_scale * r.out_scale_inv;
+  const float shift = -(a * float(q.dst_zero_point) + b * float(r.skip_zero_point));
+  Step step;
+  step.kind = StepKind::kBinary;
+  step.alg = int32_t(dnnl::algorithm::binary_add);
+  step.quant.output_scales = {a, b};
+  step.quant.scale_dim = kSourceScales;
+  const int32_t linear = int32_t(dnnl::algorithm::eltwise_linear);
+  const bool relu_then_zero = r.relu && r.out_zero_point != 0;  // two linear post-ops: not fused
+  if (relu_then_zero) return;
+  step.post_ops.push_back(
+      PostOp{PostOp::Kind::kEltwise, linear, 1.0f, shift + (r.relu ? 0.0f : float(r.out_zero_point)), 1.0f});
+  if (std::isfinite(r.sum_lo)) {
+    const float z = r.relu ? 0.0f : float(r.out_zero_point);
+    step.post_ops.push_back(PostOp{PostOp::Kind::kEltwise, int32_t(dnnl::algorithm::eltwise_clip),
+                                   r.sum_lo * r.out_scale_inv + z, r.sum_hi * r.out_scale_inv + z, 1.0f});
+  }
+  if (r.relu) step.post_ops.push_back(PostOp{PostOp::Kind::kEltwise, int32_t(dnnl::algorithm::eltwise_relu), 0, 0, 1.0f});
+  const Loc src0 = primary(y);
+  const Loc src1 = get(r.skip, withDataType(src0.md, elementType(r.skip)));
+  const memory::desc dst_md = withDataType(src0.md, r.out_type);
+  step.args.push_back(bufferArg(DNNL_ARG_SRC_0, src0.buffer, src0.md));
+  step.args.push_back(bufferArg(DNNL_ARG_SRC_1, src1.buffer, src1.md));
+  step.args.push_back(bufferArg(DNNL_ARG_DST, 0, dst_md));
+  try {
+    if (implementationName(makePrimitiveDesc(step, cpuEngine())).rfind("ref", 0) == 0) return;
+  } catch (const dnnl::error&) {
+    return;  // the tail stays as it is: DequantizeLinear, Add, ... as float steps
+  }
+  step.label = labelOf(r.chain.front().pos, r.chain);
+  for (const ChainItem& c : r.chain) consumeItem(c);
+  // The skip's float value, read only by the Add absorbed here, is never made.
+  if (deferred_.count(r.skip_float) && remaining_[r.skip_float] == 0) {
+    deferred_.erase(r.skip_float);
+    consume(r.skip_dq);
+  }
+  const uint32_t dst = newBuffer(dst_md);
+  step.find(DNNL_ARG_DST)->index = dst;
+  fn_.steps.push_back(std::move(step));
+  place(nodeAt(r.chain.back().pos).outputs[0], Loc{dst, dst_md});
+}
+
+void FunctionLowering::lowerQuantize(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  if (node.op_type == "DequantizeLinear") {  // made when something reads it (locsOf)
+    done_[pos] = true;
+    deferred_[node.outputs[0]] = pos;
+    return;
+  }
+  emitQuantize(pos);
+}
+
+void FunctionLowering::emitQuantize(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const QuantizeSpec q = decoded(decodeQuantize(g_, node, nullptr), pos);
+  const ValueId x = node.inputs[0], out = node.outputs[0];
+  // The destination in the source's layout (a blocked int8 convolution output stays
+  // blocked) with the other element type.
+  const Loc src = primary(x);
+  const memory::desc dst_md = withDataType(src.md, elementType(out));
+  Step step;
+  step.kind = StepKind::kReorder;
+  step.label = labelOf(pos, {});
+  step.quant.output_scales = {q.scale};
+  (q.quantize ? step.quant.dst_zero_point : step.quant.src_zero_point) = q.zero_point;
+  step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
+  consume(pos);
+  const uint32_t dst = newBuffer(dst_md);
+  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, dst_md));
+  makePrimitiveDesc(step, cpuEngine());
+  fn_.steps.push_back(std::move(step));
+  place(out, Loc{dst, dst_md});
+}
+
+// DynamicQuantizeLinear with its DequantizeLinear(y, 1, zero point): x's integers
+// centred on the zero point, as ONNX computes them (scale = (max(x, 0) - min(x, 0)) /
+// 255, zero point = round(clip(-min(x, 0) / scale, 0, 255)), y - zero point =
+// clip(round(x / scale), -zero point, 255 - zero point)), in float32, by steps on
+// one-element buffers for the scale and the zero point:
+//   hi = relu(max(x)), lo = relu(-min(x))            two reductions
+//   scale = max((hi + lo) / 255, FLT_MIN)            binary add, / 255, clip
+//   zero = round(clip(lo / scale, 0, 255))            binary div, clip, round
+//   -zero, 255 - zero                                 two eltwise linear steps
+//   out = min(max(round(x / scale), -zero), 255 - zero)  one binary step with post-ops
+// (an all-zero x gives scale FLT_MIN instead of ONNX Runtime's 1: its integers and the
+// products with them are 0 either way).
+void FunctionLowering::lowerDynamicQuantize(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  std::optional<DynamicQuantizeMatch> m = matchDynamicQuantize(g_, r_.nodes[pos], nullptr);
+  auto dq_it = m ? pos_of_.find(m->dequantize) : pos_of_.end();
+  if (dq_it == pos_of_.end() || done_[dq_it->second])
+    throw Error(ErrorCode::kUnsupported, "dnnl backend: DynamicQuantizeLinear '" + node.name +
+                                             "' is taken only with its DequantizeLinear; the pair was split");
+  const size_t dq_pos = dq_it->second;
+  const ValueId x = node.inputs[0];
+  const std::vector<int64_t> dims = shapeOf(x);
+  const memory::desc one = plainDesc(std::vector<int64_t>(dims.size(), 1));
+  const std::string label = labelOf(pos, {}) + "+" + nodeAt(dq_pos).name;
+  const int32_t linear = int32_t(dnnl::algorithm::eltwise_linear), relu = int32_t(dnnl::algorithm::eltwise_relu),
+                clip = int32_t(dnnl::algorithm::eltwise_clip), round = int32_t(dnnl::algorithm::eltwise_round);
+  const Loc src = plain(x);
+  const memory::desc src_md = plainDesc(dims);
+  auto scalarStep = [&](StepKind kind, int32_t alg, std::vector<Arg> args, std::vector<PostOp> post_ops,
+                        float alpha = 0, float beta = 0) {
+    Step s;
+    s.kind = kind;
+    s.label = label;
+    s.alg = alg;
+    s.alpha = alpha;
+    s.beta = beta;
+    s.args = std::move(args);
+    s.post_ops = std::move(post_ops);
+    const uint32_t dst = newBuffer(one);
+    s.args.push_back(bufferArg(DNNL_ARG_DST, dst, one));
+    makePrimitiveDesc(s, cpuEngine());
+    fn_.steps.push_back(std::move(s));
+    return dst;
+  };
+  const uint32_t hi = scalarStep(StepKind::kReduction, int32_t(dnnl::algorithm::reduction_max),
+                                 {bufferArg(DNNL_ARG_SRC, src.buffer, src_md)}, {{PostOp::Kind::kEltwise, relu, 0, 0, 1}});
+  const uint32_t lo = scalarStep(StepKind::kReduction, int32_t(dnnl::algorithm::reduction_min),
+                                 {bufferArg(DNNL_ARG_SRC, src.buffer, src_md)},
+                                 {{PostOp::Kind::kEltwise, linear, -1, 0, 1}, {PostOp::Kind::kEltwise, relu, 0, 0, 1}});
+  const float k255 = 255.0f;
+  std::vector<Arg> scale_args = {bufferArg(DNNL_ARG_SRC_0, hi, one), bufferArg(DNNL_ARG_SRC_1, lo, one),
+                                 mb_.embed(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &k255, one, {})};
+  const uint32_t scale = scalarStep(StepKind::kBinary, int32_t(dnnl::algorithm::binary_add), scale_args,
+                                    {{PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_div), 0, 0, 1},
+                                     {PostOp::Kind::kEltwise, clip, FLT_MIN, FLT_MAX, 1}});
+  const uint32_t zero = scalarStep(StepKind::kBinary, int32_t(dnnl::algorithm::binary_div),
+                                   {bufferArg(DNNL_ARG_SRC_0, lo, one), bufferArg(DNNL_ARG_SRC_1, scale, one)},
+                                   {{PostOp::Kind::kEltwise, clip, 0, 255, 1}, {PostOp::Kind::kEltwise, round, 0, 0, 1}});
+  const uint32_t low = scalarStep(StepKind::kEltwise, linear, {bufferArg(DNNL_ARG_SRC, zero, one)}, {}, -1, 0);
+  const uint32_t high = scalarStep(StepKind::kEltwise, linear, {bufferArg(DNNL_ARG_SRC, zero, one)}, {}, -1, 255);
+  Step q;
+  q.kind = StepKind::kBinary;
+  q.label = label;
+  q.alg = int32_t(dnnl::algorithm::binary_div);
+  q.post_ops = {{PostOp::Kind::kEltwise, round, 0, 0, 1},
+                {PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_max), 0, 0, 1},
+                {PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_min), 0, 0, 1}};
+  q.args = {bufferArg(DNNL_ARG_SRC_0, src.buffer, src_md), bufferArg(DNNL_ARG_SRC_1, scale, one),
+            bufferArg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, low, one),
+            bufferArg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(2) | DNNL_ARG_SRC_1, high, one)};
+  consume(pos);
+  consume(dq_pos);
+  const uint32_t out = newBuffer(src_md);
+  q.args.push_back(bufferArg(DNNL_ARG_DST, out, src_md));
+  makePrimitiveDesc(q, cpuEngine());
+  fn_.steps.push_back(std::move(q));
+  place(nodeAt(dq_pos).outputs[0], Loc{out, src_md});
+  if (node.hasOutput(1)) place(node.outputs[1], Loc{scale, plainDesc(shapeOf(node.outputs[1]))});
+}
+
+}  // namespace partita::dnnl_backend
