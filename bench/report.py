@@ -299,7 +299,13 @@ def startup_section(res, notes):
               "processes); and the first run takes about 2.5x a warm run (page faults on the mapped weights "
               "and the workspace, cold caches). Weights are neither copied nor re-laid-out at load (tested by "
               "DnnlModule.LoadExecutesNothing). Small models miss by more: their reference is a few "
-              "milliseconds, less than the process start alone."]
+              "milliseconds, less than the process start alone. Since 2026-12-04 loading maps the artifact's "
+              "pages in one call (MADV_POPULATE_READ), arenas are 2 MiB-aligned for transparent huge pages and "
+              "populated when made, and a module's primitives are created on its threads in parallel. The "
+              "ratios depend on the machine as much as on partita: on the machine of the 2026-12-04 run, page "
+              "faults and process creation were 5-13x slower than on the 2026-12-02 one (touching MobileNetV2's "
+              "artifact 0.31 -> 4.1 ms, the touch as a whole process 2.0 -> 9.4 ms) while runs were 2x faster "
+              "(MobileNetV2 7.5 -> 3.9 ms), so every ratio grew though no step of the start-up did."]
     return lines
 
 
