@@ -193,11 +193,16 @@ Arg FunctionLowering::constantArg(int key, ValueId v, const memory::desc& md) {
 // Appends `step`, whose destination is a new row-major buffer of `dst_md`, and places
 // `out` there. Throws dnnl::error when oneDNN has no implementation for the step.
 void FunctionLowering::emitToNewBuffer(Step step, const memory::desc& dst_md, ValueId out) {
-  uint32_t dst = newBuffer(dst_md);
-  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, dst_md));
+  const Loc dst = emitIntoNewBuffer(std::move(step), dst_md, dst_md);
+  place(out, Loc{dst.buffer, plainDesc(shapeOf(out))});
+}
+
+Loc FunctionLowering::emitIntoNewBuffer(Step step, const memory::desc& buffer_md, const memory::desc& dst_view) {
+  const uint32_t dst = newBuffer(buffer_md);
+  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, dst_view));
   makePrimitiveDesc(step, cpuEngine());
   fn_.steps.push_back(std::move(step));
-  place(out, Loc{dst, plainDesc(shapeOf(out))});
+  return Loc{dst, buffer_md};
 }
 
 std::string FunctionLowering::labelOf(size_t pos, const std::vector<ChainItem>& chain) const {

@@ -117,6 +117,10 @@ class FunctionLowering {
   }
   Arg constantArg(int key, ValueId v, const memory::desc& md);
   void emitToNewBuffer(Step step, const memory::desc& dst_md, ValueId out);
+  // Appends `step` writing a new buffer of `buffer_md` through its DST argument
+  // `dst_view` (the same descriptor, or a strided view of those bytes); returns the
+  // buffer with `buffer_md`. Throws dnnl::error when oneDNN has no implementation.
+  Loc emitIntoNewBuffer(Step step, const memory::desc& buffer_md, const memory::desc& dst_view);
   std::string labelOf(size_t pos, const std::vector<ChainItem>& chain) const;
   void bindOutputs();
 

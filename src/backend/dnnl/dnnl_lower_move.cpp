@@ -116,11 +116,7 @@ void FunctionLowering::lowerMove(size_t pos) {
   step.label = labelOf(pos, {});
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, view));
   consume(pos);
-  const uint32_t dst = newBuffer(dst_md);
-  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, dst_md));
-  makePrimitiveDesc(step, cpuEngine());
-  fn_.steps.push_back(std::move(step));
-  place(out, Loc{dst, dst_md});
+  place(out, emitIntoNewBuffer(std::move(step), dst_md, dst_md));
 }
 
 // Reshape splitting one axis into (g, m), Transpose swapping those two, Reshape
@@ -174,11 +170,7 @@ bool FunctionLowering::lowerShuffle(size_t pos) {
   consume(pos);
   consume(*t);
   consume(*r);
-  const uint32_t dst = newBuffer(dst_md);
-  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, withStrides(dims, dst_strides)));
-  makePrimitiveDesc(step, cpuEngine());
-  fn_.steps.push_back(std::move(step));
-  place(out, Loc{dst, dst_md});
+  place(out, emitIntoNewBuffer(std::move(step), dst_md, withStrides(dims, dst_strides)));
   return true;
 }
 

@@ -262,11 +262,7 @@ void FunctionLowering::emitQuantize(size_t pos) {
   (q.quantize ? step.quant.dst_zero_point : step.quant.src_zero_point) = q.zero_point;
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
   consume(pos);
-  const uint32_t dst = newBuffer(dst_md);
-  step.args.push_back(bufferArg(DNNL_ARG_DST, dst, dst_md));
-  makePrimitiveDesc(step, cpuEngine());
-  fn_.steps.push_back(std::move(step));
-  place(out, Loc{dst, dst_md});
+  place(out, emitIntoNewBuffer(std::move(step), dst_md, dst_md));
 }
 
 // DynamicQuantizeLinear with its DequantizeLinear(y, 1, zero point): x's integers
