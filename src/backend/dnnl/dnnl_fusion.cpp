@@ -209,7 +209,7 @@ size_t FunctionLowering::fitChain(Step& step, const std::vector<ChainItem>& chai
                                   dnnl::primitive_desc_base& pd) {
   const Step base = step;
   // Layouts chosen for the team the step will run with (stepOnOneThread, as at load).
-  OmpThreadsScope team(stepOnOneThread(base) ? 1 : omp_get_max_threads());
+  const OmpThreadsScope team(stepThreads(base, omp_get_max_threads()));
   for (size_t k = chain.size() + 1; k-- > fixed;) {
     step = base;
     for (size_t i = 0; i < k; ++i)
@@ -223,7 +223,7 @@ size_t FunctionLowering::fitChain(Step& step, const std::vector<ChainItem>& chai
       pd = makePrimitiveDesc(step, cpuEngine());
       // Post-ops only oneDNN's reference loops take (e.g. round on some kernels) are
       // not worth their cost: a shorter chain, the rest as steps of their own.
-      if (k > fixed && implementationName(pd).rfind("ref", 0) == 0) continue;
+      if (k > fixed && isReference(pd)) continue;
       return k;
     } catch (const dnnl::error&) {
       if (k == fixed) throw;

@@ -117,7 +117,7 @@ void FunctionLowering::lowerBinary(size_t pos) {
     k = fitChain(step, chain, 0, pd);
     // A blocked first operand with a broadcast second one can leave oneDNN only its
     // reference loops (a 1x64x24x32 aBcd16b tensor times a scalar): row-major then.
-    if (implementationName(pd).rfind("ref", 0) == 0) throw dnnl::error(dnnl_unimplemented, "reference binary");
+    if (isReference(pd)) throw dnnl::error(dnnl_unimplemented, "reference binary");
   } catch (const dnnl::error&) {
     build(true, step);
     k = fitChain(step, chain, 0, pd);

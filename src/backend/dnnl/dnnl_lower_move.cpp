@@ -47,7 +47,7 @@ void FunctionLowering::lowerConcat(size_t pos) {
     pd = makePrimitiveDesc(step, cpuEngine());
     // oneDNN 2.6 concatenates blocked sources whose channels are padded (58 channels
     // in blocks of 16) only with its reference code: row-major sources then.
-    if (use_primary && implementationName(pd).rfind("ref", 0) == 0) throw dnnl::error(dnnl_unimplemented, "ref");
+    if (use_primary && isReference(pd)) throw dnnl::error(dnnl_unimplemented, "ref");
   } catch (const dnnl::error&) {
     if (!use_primary) throw;
     use_primary = false;

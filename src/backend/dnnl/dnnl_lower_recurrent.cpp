@@ -178,7 +178,7 @@ void FunctionLowering::lowerRecurrent(size_t pos) {
   // Throws dnnl::error when oneDNN has no implementation.
   dnnl::primitive_desc_base pd;
   {
-    OmpThreadsScope team(stepOnOneThread(step) ? 1 : omp_get_max_threads());
+    const OmpThreadsScope team(stepThreads(step, omp_get_max_threads()));
     pd = makePrimitiveDesc(step, cpuEngine());
   }
   recordChosenLayouts(step, pd);

@@ -147,7 +147,7 @@ bool FunctionLowering::channelsLastConv(Step& step, const ConvSpec& spec, bool e
   } catch (const dnnl::error&) {
     return false;
   }
-  if (implementationName(pd).rfind("ref", 0) == 0) return false;
+  if (isReference(pd)) return false;
   step = std::move(nhwc);
   return true;
 }

@@ -237,11 +237,6 @@ std::string stepWhere(const std::string& fn_where, size_t s, const Step& step) {
   return fn_where + " step " + std::to_string(s) + " (" + stepKindName(step.kind) + " '" + step.label + "')";
 }
 
-// The team size to create `step`'s primitive with and run it on (oneDNN fixes it at
-// creation for most primitives): one for a step too small to share (stepOnOneThread,
-// the rule the compiler chose its layouts under), else the module's count.
-int stepThreads(const Step& step, int threads) { return threads > 1 && stepOnOneThread(step) ? 1 : threads; }
-
 CreatedPrimitive createPrimitive(const Step& step, const std::string& where) {
   const dnnl::engine& eng = cpuEngine();
   CreatedPrimitive c;
@@ -509,17 +504,17 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
   for (Workspace::Binding& b : ws.bindings[slot])
     b.memory.set_data_handle(b.input ? inputs[b.index].data : outputs[b.index].data);
   // Small steps run on one thread (stepThreads): oneDNN's simple primitives take the
-  // team size of the executing thread, so it is set around them.
+  // team size of the executing thread, so it is set around them, and the run's own
+  // size again when the steps are done or one fails.
   const int run_threads = omp_get_max_threads();
+  const OmpThreadsScope restore(run_threads);
   int team = run_threads;
-  auto teamOf = [&](int want) {
-    if (want != team) omp_set_num_threads(team = want);
-  };
   size_t s = 0;
   try {
     for (; s < lf.steps.size(); ++s) {
       runtime::teamWaitCheckpoint();
-      teamOf(std::min(lf.steps[s].threads, run_threads));
+      if (const int want = std::min(lf.steps[s].threads, run_threads); want != team)
+        omp_set_num_threads(team = want);
       const Workspace::StepArgs& a = ws.args[slot][s];
       if (!profile) {
         dnnl::error::wrap_c_api(dnnl_primitive_execute(lf.steps[s].primitive.get(), ws.stream.get(),
@@ -539,9 +534,7 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
       event.args(describeStep(ls.kind, ls.implementation, ls.post_ops, args));
     }
     ws.stream.wait();
-    teamOf(run_threads);
   } catch (const dnnl::error& e) {
-    teamOf(run_threads);
     throw Error(ErrorCode::kInternal,
                 "dnnl module: function " + std::to_string(fn) + " step " + std::to_string(s) + " ('" +
                     (s < lf.steps.size() ? lf.steps[s].label : "") + "') failed: " + e.what());

@@ -262,6 +262,8 @@ std::string chosenLayoutMismatch(const Step& s, const dnnl::primitive_desc_base&
 
 std::string implementationName(const dnnl::primitive_desc_base& pd) { return pd.impl_info_str(); }
 
+bool isReference(const dnnl::primitive_desc_base& pd) { return implementationName(pd).rfind("ref", 0) == 0; }
+
 bool stepOnOneThread(const Step& s) {
   auto numel = [&](int key) {
     const Arg* a = s.find(key);
@@ -295,6 +297,8 @@ bool stepOnOneThread(const Step& s) {
       return std::max(numel(DNNL_ARG_DST), numel(DNNL_ARG_SRC)) < (int64_t(1) << 14);
   }
 }
+
+int stepThreads(const Step& s, int threads) { return threads > 1 && stepOnOneThread(s) ? 1 : threads; }
 
 OmpThreadsScope::OmpThreadsScope(int threads) : saved_(omp_get_max_threads()) {
   if (threads != saved_) omp_set_num_threads(threads);

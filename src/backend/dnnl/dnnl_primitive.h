@@ -32,6 +32,8 @@ std::string chosenLayoutMismatch(const Step& step, const dnnl::primitive_desc_ba
 
 // The implementation oneDNN picked, e.g. "brgconv:avx512_core".
 std::string implementationName(const dnnl::primitive_desc_base& pd);
+// Whether that implementation is oneDNN's reference C++ loops ("ref:any", ...).
+bool isReference(const dnnl::primitive_desc_base& pd);
 // A step too small to share: made (at compile time and at load) and run for one
 // thread whatever the model's thread count, since splitting it over a team costs a
 // wake-up and a barrier (a few microseconds on an idle machine, far more when the
@@ -40,6 +42,9 @@ std::string implementationName(const dnnl::primitive_desc_base& pd);
 // hidden^2; its cell synchronises every timestep); any other step under 2^14
 // destination elements. A streaming model's frame is dozens of such steps.
 bool stepOnOneThread(const Step& s);
+// The team size to make `s` for and run it on: one for a step too small to share,
+// else `threads`.
+int stepThreads(const Step& s, int threads);
 // Sets this thread's OpenMP team size for a scope (oneDNN fixes the size of most of
 // its primitives when they are created, and takes the caller's for the simple ones).
 class OmpThreadsScope {
