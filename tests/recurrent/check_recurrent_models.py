@@ -84,6 +84,14 @@ def feed_frames(work, name, stream, runner, frames, pairs, run_frame):
         state = {pairs[i + 1]: os.path.join(out_dir, f"{pairs[i]}.npy") for i in range(0, len(pairs), 2)}
     return out_dir
 
+
+def stream_errors(out_dir, want, label, prefix):
+    """Prints how far a stream's last outputs in out_dir are from `want` (name -> array)
+    and returns a failure line, starting with `prefix`, for each one beyond TOL."""
+    errs = {n: relative(np.load(os.path.join(out_dir, f"{n}.npy")), w) for n, w in want.items()}
+    print(f"  {label}: " + ", ".join(f"{n} {e:.1e}" for n, e in errs.items()))
+    return [f"{prefix}{n} after five frames differs by {e:.2e}" for n, e in errs.items() if e > TOL]
+
 def main():
     partita, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -171,23 +179,16 @@ def main():
                 # ONNX Runtime frame by frame too, its own state fed back.
                 ort_dir = feed_frames(work, name, stream, "ort", frames, pairs,
                                       lambda inputs, out_dir: ort_outputs(onnx_path, dict(inputs, **fixed), out_dir))
-                errs = {n: relative(np.load(os.path.join(ort_dir, f"{n}.npy")), want[n]) for n in out_names}
-                print(f"  {stream}: five frames, state fed back, ONNX Runtime vs PyTorch: " +
-                      ", ".join(f"{n} {e:.1e}" for n, e in errs.items()))
-                for n, e in errs.items():
-                    if e > TOL:
-                        failures.append(f"{name} {stream}: ONNX Runtime's {n} after five frames differs by {e:.2e}")
+                failures += stream_errors(ort_dir, want, f"{stream}: five frames, state fed back, ONNX Runtime vs PyTorch",
+                                          f"{name} {stream}: ONNX Runtime's ")
             # From the artifacts (vad_if, the model as shipped ones are: from the .onnx too).
             for cname, model, extra in (configs if name == "vad_if" else configs[2:]):
                 out_dir = feed_frames(work, name, stream, cname.replace(' ', '_'), frames, pairs,
                                       lambda inputs, out_dir: partita_outputs(partita, model, dict(inputs, **fixed),
                                                                               out_dir, extra))
-                errs = {n: relative(np.load(os.path.join(out_dir, f"{n}.npy")), want[n]) for n in out_names}
-                print(f"  {stream}: five frames of {frames.shape[-1]} samples, state fed back, {cname}: " +
-                      ", ".join(f"{n} {e:.1e}" for n, e in errs.items()))
-                for n, e in errs.items():
-                    if e > TOL:
-                        failures.append(f"{name} {stream} {cname}: {n} after five frames differs by {e:.2e}")
+                failures += stream_errors(out_dir, want,
+                                          f"{stream}: five frames of {frames.shape[-1]} samples, state fed back, "
+                                          f"{cname}", f"{name} {stream} {cname}: ")
     if failures:
         print("\n".join(failures))
         sys.exit(1)
