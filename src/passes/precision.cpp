@@ -282,6 +282,7 @@ size_t lowerIntegerCompute(ir::Graph& g) {
       cast_of[n.inputs[0]] = i;
   }
   std::vector<ir::Node> out_nodes;
+  std::map<std::pair<ir::ValueId, ir::ValueId>, ir::ValueId> centred_of;
   for (size_t i = 0; i < old.size(); ++i) {
     if (drop[i]) continue;
     ir::Node& n = old[i];
@@ -318,21 +319,27 @@ size_t lowerIntegerCompute(ir::Graph& g) {
     ir::ConstId wid = g.constants.add(wname, ir::DType::kFloat32, wshape,
                                       Bytes::copyOf(wf.data(), wf.size() * sizeof(float)));
     const ir::ValueId w = g.addConstantValue(wname, wid);
-    // The activations minus their zero point: DequantizeLinear with scale 1 (exact).
-    ir::TensorType at = g.typeOf(a);
-    at.dtype = ir::DType::kFloat32;
-    const ir::ValueId af = g.addValue(g.value(a).name + ":float32", at);
-    float one = 1.0f;
-    ir::ConstId one_id = g.constants.add(n.name + ":unit_scale", ir::DType::kFloat32, {},
-                                         Bytes::copyOf(&one, sizeof one));
-    ir::Node dq;
-    dq.op_type = "DequantizeLinear";
-    dq.opset = 13;
-    dq.name = n.name + ":dequantize";
-    dq.inputs = {a, g.addConstantValue(n.name + ":unit_scale", one_id)};
-    if (az != ir::kNoValue) dq.inputs.push_back(az);
-    dq.outputs = {af};
-    out_nodes.push_back(std::move(dq));
+    // The activations minus their zero point: DequantizeLinear with scale 1 (exact),
+    // one per activation and zero point (Q, K and V projections of one quantized input
+    // share it).
+    auto [known, fresh] = centred_of.try_emplace({a, az}, ir::kNoValue);
+    ir::ValueId& af = known->second;
+    if (fresh) {
+      ir::TensorType at = g.typeOf(a);
+      at.dtype = ir::DType::kFloat32;
+      af = g.addValue(g.value(a).name + ":float32", at);
+      float one = 1.0f;
+      ir::ConstId one_id = g.constants.add(n.name + ":unit_scale", ir::DType::kFloat32, {},
+                                           Bytes::copyOf(&one, sizeof one));
+      ir::Node dq;
+      dq.op_type = "DequantizeLinear";
+      dq.opset = 13;
+      dq.name = n.name + ":dequantize";
+      dq.inputs = {a, g.addConstantValue(n.name + ":unit_scale", one_id)};
+      if (az != ir::kNoValue) dq.inputs.push_back(az);
+      dq.outputs = {af};
+      out_nodes.push_back(std::move(dq));
+    }
     // The float computation writes the Cast's output.
     ir::Node& c = old[cast->second];
     ir::Node f;

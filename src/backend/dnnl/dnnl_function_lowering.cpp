@@ -122,6 +122,7 @@ std::vector<Loc>& FunctionLowering::locsOf(ValueId v) {
     deferred_.erase(d);
     emitQuantize(pos);
   }
+  if (!locs_.count(v) && dynamic_.count(v)) emitCentred(v);
   auto it = locs_.find(v);
   if (it == locs_.end()) internal("value '" + g_.value(v).name + "' used before it is computed");
   return it->second;
@@ -220,7 +221,7 @@ void FunctionLowering::bindOutputs() {
   std::vector<bool> taken(fn_.buffers.size(), false);
   for (size_t i = 0; i < r_.outputs.size(); ++i) {
     ValueId v = r_.outputs[i];
-    if (!locs_.count(v) && !deferred_.count(v)) internal("region output '" + g_.value(v).name + "' was never computed");
+    if (!available(v)) internal("region output '" + g_.value(v).name + "' was never computed");
     const int64_t numel = ir::shapeNumel(shapeOf(v));
     bool bound = false;
     for (const Loc& l : locsOf(v)) {

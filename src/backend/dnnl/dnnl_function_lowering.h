@@ -86,7 +86,9 @@ class FunctionLowering {
   const float* constData(ValueId v) const {
     return reinterpret_cast<const float*>(g_.constants.get(constOf(v)).bytes.data);
   }
-  bool available(ValueId v) const { return isConstant(v) || locs_.count(v) != 0 || deferred_.count(v) != 0; }
+  bool available(ValueId v) const {
+    return isConstant(v) || locs_.count(v) != 0 || deferred_.count(v) != 0 || dynamic_.count(v) != 0;
+  }
 
   // The spec of the node at `pos`, which the claim accepted: its decoder refusing it
   // now is the lowering's bug, Error(kInternal).
@@ -172,6 +174,13 @@ class FunctionLowering {
   void lowerQuantize(size_t pos);
   void lowerDynamicQuantize(size_t pos);
   void emitQuantize(size_t pos);
+  // The centred integers of a DynamicQuantizeLinear (its DequantizeLinear's output `v`)
+  // as float32, computed from their uint8 form when a float reader asks (locsOf).
+  void emitCentred(ValueId v);
+  // Whether constant MatMul weights `b` hold integers in int8's range (what
+  // passes::lowerIntegerCompute made of int8 weights): an int8 matmul reads them as
+  // s8. A replay follows the layout the compiler stored.
+  bool int8Weights(ValueId b);
   // oneDNN's element type of a float32, uint8 or int8 value.
   memory::data_type elementType(ValueId v) const;
 
@@ -191,6 +200,17 @@ class FunctionLowering {
   // int8 residual fused into a convolution reads the int8 value instead, so the float
   // one is made only when something asks for it.
   std::unordered_map<ValueId, size_t> deferred_;
+  // The DequantizeLinear output of a DynamicQuantizeLinear pair, as oneDNN's int8
+  // matmul reads it: the uint8 integers and their zero point (one float32 and one
+  // int32 element). Its float32 value (integers minus zero point) is made only when a
+  // float reader asks (emitCentred).
+  struct DynamicInt8 {
+    Loc q;
+    uint32_t zero = 0, zero_s32 = 0;
+    memory::desc one;
+    std::string label;
+  };
+  std::unordered_map<ValueId, DynamicInt8> dynamic_;
 };
 
 }  // namespace partita::dnnl_backend

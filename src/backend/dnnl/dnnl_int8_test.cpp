@@ -214,5 +214,71 @@ TEST(DnnlInt8, DynamicQuantizeWithItsDequantizeMatchesHost) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(testing::closeness(got[i], want[i], 0, 0), 1.0) << "output " << i;
 }
 
+// ONNX Runtime's dynamic quantization of three MatMuls over one activation:
+// DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(scale) [-> Add(bias)].
+// After passes::lowerIntegerCompute the two with int8 weights run as oneDNN int8
+// matmuls over the uint8 activation with its run-time zero point (one quantization
+// for both); the one with uint8 weights and zero point 10 (integers up to 245, beyond
+// s8) runs in float32 over the centred integers. All three within float rounding of
+// the host's exact integer computation of the original graph.
+TEST(DnnlInt8, DynamicInt8MatMulsShareOneQuantization) {
+  GraphBuilder b;
+  const int64_t K = 64, N = 48;
+  ir::ValueId x = b.input("x", {1, 12, K});
+  ir::Node dql;
+  dql.op_type = "DynamicQuantizeLinear";
+  dql.opset = 13;
+  dql.name = "dql";
+  dql.inputs = {b.node("Add", {x, b.constant("shift", {}, {0.3f})}, {}, 13)};
+  ir::ValueId y = b.g.addValue("y"), scale = b.g.addValue("scale"), zero = b.g.addValue("zero");
+  dql.outputs = {y, scale, zero};
+  b.g.addNode(dql);
+  auto project = [&](const std::string& p, ir::ValueId w, ir::ValueId w_zero, float w_scale, bool bias) {
+    std::vector<ir::ValueId> in = {y, w, zero};
+    if (w_zero != ir::kNoValue) in.push_back(w_zero);
+    ir::ValueId acc = b.node("MatMulInteger", in, {}, 13, p + "_mm");
+    ir::AttributeMap to_float;
+    to_float.setInt("to", 1);
+    ir::ValueId f = b.node("Cast", {acc}, to_float, 13, p + "_cast");
+    ir::ValueId s = b.node("Mul", {scale, b.constant(p + "_ws", {}, {w_scale})}, {}, 13, p + "_scale");
+    ir::ValueId out = b.node("Mul", {f, s}, {}, 13, p + "_out");
+    if (bias) out = b.node("Add", {out, b.constant(p + "_bias", {N}, testing::randomFloats(size_t(N), 9))}, {}, 13);
+    b.g.outputs.push_back(out);
+  };
+  project("q", typedConstant<int8_t>(b, "wq", ir::DType::kInt8, {K, N}, int8Weights(size_t(K * N), 1)),
+          ir::kNoValue, 0.01f, true);
+  project("k", typedConstant<int8_t>(b, "wk", ir::DType::kInt8, {K, N}, int8Weights(size_t(K * N), 2)),
+          typedConstant<int8_t>(b, "wkz", ir::DType::kInt8, {}, {0}), 0.02f, false);
+  std::vector<uint8_t> wv(size_t(K * N));
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = uint8_t((i * 97) % 256);
+  project("v", typedConstant<uint8_t>(b, "wv", ir::DType::kUInt8, {K, N}, wv), scalarU8(b, "wvz", 10), 0.005f, false);
+
+  Compiled host = testing::compile(b.g, {"host"});  // MatMulInteger in exact integers
+  ir::Graph lowered = b.g;
+  passes::FoldOptions fold;
+  fold.max_growth_bytes = 0;
+  passes::inferShapes(lowered, fold);
+  EXPECT_EQ(passes::lowerIntegerCompute(lowered), 3u);
+  size_t dequantize = 0;
+  for (const ir::Node& n : lowered.nodes) dequantize += n.op_type == "DequantizeLinear";
+  EXPECT_EQ(dequantize, 1u) << "one centred activation for the three MatMuls";
+  Compiled dnnl = testing::compile(lowered, {"dnnl", "host"});
+  EXPECT_EQ(testing::dnnlRegions(dnnl), 1u);
+  size_t int8 = 0, float32 = 0;
+  for (const DnnlModule::StepInfo& s : dynamic_cast<const DnnlModule&>(*dnnl.modules.at(0)).steps(0)) {
+    EXPECT_NE(s.implementation.rfind("ref", 0), 0u) << s.label << ": " << s.implementation;
+    if (s.kind != StepKind::kMatMul) continue;
+    (s.implementation.find("vnni") != std::string::npos ? int8 : float32) += 1;
+  }
+  EXPECT_EQ(int8, 2u);
+  EXPECT_EQ(float32, 1u);
+  // The int8 weights become s8 constants in oneDNN's layout; the float32 ones that
+  // lowerIntegerCompute made of them are not stored.
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 4);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(testing::relativeError(got[i], want[i]), 1e-6) << "output " << i;
+}
+
 }  // namespace
 }  // namespace partita::dnnl_backend

@@ -44,18 +44,28 @@ void FunctionLowering::lowerMatMul(size_t pos) {
   Step step;
   step.kind = StepKind::kMatMul;
   const bool const_b = isConstant(b);
+  const bool scaled_b = spec.alpha != 1.0f;
+  // Dynamic int8 (a DynamicQuantizeLinear's centred integers times integer weights):
+  // the uint8 integers with their run-time zero point, the weights as s8, int32
+  // accumulation written as float32.
+  auto dyn = dynamic_.find(a);
+  const bool int8 = dyn != dynamic_.end() && const_b && !bf16_ && !spec.trans_a && !scaled_b && int8Weights(b);
   // bfloat16 compute (bf16_): a row-major source and constant weights in bfloat16.
   const bool bf16 = bf16_ && const_b && !spec.trans_a;
   const memory::data_type in_type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-  step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, withDataType(a_md, in_type), false});
-  const bool scaled_b = spec.alpha != 1.0f;
+  const memory::data_type a_type = int8 ? memory::data_type::u8 : in_type;
+  const memory::data_type b_type = int8 ? memory::data_type::s8 : in_type;
+  step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, withDataType(a_md, a_type), false});
+  if (int8)
+    step.args.push_back(bufferArg(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, dyn->second.zero_s32,
+                                  withDataType(dyn->second.one, memory::data_type::s32)));
   // A replay reads constant weights in the layout the compiler stored them in.
   std::optional<memory::desc> stored = const_b ? mb_.storedWeights(constOf(b), scaled_b) : std::nullopt;
   if (stored)
     step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, *stored, false});
   else
     step.args.push_back(Arg{DNNL_ARG_WEIGHTS, const_b ? ArgSource::kConstant : ArgSource::kBuffer, 0,
-                            const_b ? withDataType(anyDesc(spec.b_dims), in_type) : b_md, const_b});
+                            const_b ? withDataType(anyDesc(spec.b_dims), b_type) : b_md, const_b});
   step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, plainDesc(spec.dst_dims), false});
 
   // Gemm's C: a bias when it is a row vector, else a sum or binary post-op.
@@ -110,8 +120,11 @@ void FunctionLowering::lowerMatMul(size_t pos) {
   if (const_b) mb_.chosenWeights(constOf(b), scaled_b, step.find(DNNL_ARG_WEIGHTS)->md);
 
   // The source row-major in its own dims (the step reads the same bytes as a_md).
-  step.find(DNNL_ARG_SRC)->index =
-      bf16 ? get(a, withDataType(plainDesc(dimsOf(primary(a).md)), in_type)).buffer : plain(a).buffer;
+  if (int8)
+    step.find(DNNL_ARG_SRC)->index = dyn->second.q.buffer;
+  else
+    step.find(DNNL_ARG_SRC)->index =
+        bf16 ? get(a, withDataType(plainDesc(dimsOf(primary(a).md)), in_type)).buffer : plain(a).buffer;
   Arg* w = step.find(DNNL_ARG_WEIGHTS);
   if (const_b) {
     const ir::ConstId b_id = constOf(b);

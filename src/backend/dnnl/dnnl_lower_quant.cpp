@@ -265,18 +265,21 @@ void FunctionLowering::emitQuantize(size_t pos) {
   place(out, emitIntoNewBuffer(std::move(step), dst_md, dst_md));
 }
 
-// DynamicQuantizeLinear with its DequantizeLinear(y, 1, zero point): x's integers
-// centred on the zero point, as ONNX computes them (scale = (max(x, 0) - min(x, 0)) /
-// 255, zero point = round(clip(-min(x, 0) / scale, 0, 255)), y - zero point =
-// clip(round(x / scale), -zero point, 255 - zero point)), in float32, by steps on
+// DynamicQuantizeLinear with its DequantizeLinear(y, 1, zero point), as ONNX computes
+// it (scale = (max(x, 0) - min(x, 0)) / 255, zero point = round(clip(-min(x, 0) /
+// scale, 0, 255)), y = saturate(round(x / scale) + zero point)), by steps on
 // one-element buffers for the scale and the zero point:
-//   hi = relu(max(x)), lo = relu(-min(x))            two reductions
-//   scale = max((hi + lo) / 255, FLT_MIN)            binary add, / 255, clip
-//   zero = round(clip(lo / scale, 0, 255))            binary div, clip, round
-//   -zero, 255 - zero                                 two eltwise linear steps
-//   out = min(max(round(x / scale), -zero), 255 - zero)  one binary step with post-ops
-// (an all-zero x gives scale FLT_MIN instead of ONNX Runtime's 1: its integers and the
-// products with them are 0 either way).
+//   hi = relu(max(x)), lo = relu(-min(x))             two reductions
+//   scale = max((hi + lo) / 255, FLT_MIN)             binary add, / 255, clip
+//   zero = round(clip(lo / scale, 0, 255))             binary div, clip, round
+//   zero as int32                                      reorder
+//   y = round(x / scale) + zero, saturated to uint8    one binary step with post-ops
+// The DequantizeLinear's output, y - zero, is what int8 matmuls read as y with a
+// run-time source zero point (lowerMatMul); its float32 value is made only for a float
+// reader (emitCentred). x is seen as one row: oneDNN 2.6 reduces a [128,1,256] tensor
+// with its reference code, a flat one with its jit kernel. (An all-zero x gives scale
+// FLT_MIN instead of ONNX Runtime's 1: its integers and the products with them are 0
+// either way.)
 void FunctionLowering::lowerDynamicQuantize(size_t pos) {
   const ir::Node& node = nodeAt(pos);
   std::optional<DynamicQuantizeMatch> m = matchDynamicQuantize(g_, r_.nodes[pos], nullptr);
@@ -287,62 +290,84 @@ void FunctionLowering::lowerDynamicQuantize(size_t pos) {
   const size_t dq_pos = dq_it->second;
   const ValueId x = node.inputs[0];
   const std::vector<int64_t> dims = shapeOf(x);
-  const memory::desc one = plainDesc(std::vector<int64_t>(dims.size(), 1));
+  const memory::desc one = plainDesc({1});
   const std::string label = labelOf(pos, {}) + "+" + nodeAt(dq_pos).name;
   const int32_t linear = int32_t(dnnl::algorithm::eltwise_linear), relu = int32_t(dnnl::algorithm::eltwise_relu),
                 clip = int32_t(dnnl::algorithm::eltwise_clip), round = int32_t(dnnl::algorithm::eltwise_round);
   const Loc src = plain(x);
-  const memory::desc src_md = plainDesc(dims);
+  const memory::desc flat = plainDesc({ir::shapeNumel(dims)});
   auto scalarStep = [&](StepKind kind, int32_t alg, std::vector<Arg> args, std::vector<PostOp> post_ops,
-                        float alpha = 0, float beta = 0) {
+                        const memory::desc& dst_md) {
     Step s;
     s.kind = kind;
     s.label = label;
     s.alg = alg;
-    s.alpha = alpha;
-    s.beta = beta;
     s.args = std::move(args);
     s.post_ops = std::move(post_ops);
-    const uint32_t dst = newBuffer(one);
-    s.args.push_back(bufferArg(DNNL_ARG_DST, dst, one));
+    const uint32_t dst = newBuffer(dst_md);
+    s.args.push_back(bufferArg(DNNL_ARG_DST, dst, dst_md));
     makePrimitiveDesc(s, cpuEngine());
     fn_.steps.push_back(std::move(s));
     return dst;
   };
   const uint32_t hi = scalarStep(StepKind::kReduction, int32_t(dnnl::algorithm::reduction_max),
-                                 {bufferArg(DNNL_ARG_SRC, src.buffer, src_md)}, {{PostOp::Kind::kEltwise, relu, 0, 0, 1}});
+                                 {bufferArg(DNNL_ARG_SRC, src.buffer, flat)}, {{PostOp::Kind::kEltwise, relu, 0, 0, 1}},
+                                 one);
   const uint32_t lo = scalarStep(StepKind::kReduction, int32_t(dnnl::algorithm::reduction_min),
-                                 {bufferArg(DNNL_ARG_SRC, src.buffer, src_md)},
-                                 {{PostOp::Kind::kEltwise, linear, -1, 0, 1}, {PostOp::Kind::kEltwise, relu, 0, 0, 1}});
+                                 {bufferArg(DNNL_ARG_SRC, src.buffer, flat)},
+                                 {{PostOp::Kind::kEltwise, linear, -1, 0, 1}, {PostOp::Kind::kEltwise, relu, 0, 0, 1}},
+                                 one);
   const float k255 = 255.0f;
   std::vector<Arg> scale_args = {bufferArg(DNNL_ARG_SRC_0, hi, one), bufferArg(DNNL_ARG_SRC_1, lo, one),
                                  mb_.embed(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &k255, one, {})};
   const uint32_t scale = scalarStep(StepKind::kBinary, int32_t(dnnl::algorithm::binary_add), scale_args,
                                     {{PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_div), 0, 0, 1},
-                                     {PostOp::Kind::kEltwise, clip, FLT_MIN, FLT_MAX, 1}});
+                                     {PostOp::Kind::kEltwise, clip, FLT_MIN, FLT_MAX, 1}},
+                                    one);
   const uint32_t zero = scalarStep(StepKind::kBinary, int32_t(dnnl::algorithm::binary_div),
                                    {bufferArg(DNNL_ARG_SRC_0, lo, one), bufferArg(DNNL_ARG_SRC_1, scale, one)},
-                                   {{PostOp::Kind::kEltwise, clip, 0, 255, 1}, {PostOp::Kind::kEltwise, round, 0, 0, 1}});
-  const uint32_t low = scalarStep(StepKind::kEltwise, linear, {bufferArg(DNNL_ARG_SRC, zero, one)}, {}, -1, 0);
-  const uint32_t high = scalarStep(StepKind::kEltwise, linear, {bufferArg(DNNL_ARG_SRC, zero, one)}, {}, -1, 255);
-  Step q;
-  q.kind = StepKind::kBinary;
-  q.label = label;
-  q.alg = int32_t(dnnl::algorithm::binary_div);
-  q.post_ops = {{PostOp::Kind::kEltwise, round, 0, 0, 1},
-                {PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_max), 0, 0, 1},
-                {PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_min), 0, 0, 1}};
-  q.args = {bufferArg(DNNL_ARG_SRC_0, src.buffer, src_md), bufferArg(DNNL_ARG_SRC_1, scale, one),
-            bufferArg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, low, one),
-            bufferArg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(2) | DNNL_ARG_SRC_1, high, one)};
+                                   {{PostOp::Kind::kEltwise, clip, 0, 255, 1}, {PostOp::Kind::kEltwise, round, 0, 0, 1}},
+                                   one);
+  const memory::desc one_s32 = withDataType(one, dt::s32);
+  const uint32_t zero_s32 = scalarStep(StepKind::kReorder, 0, {bufferArg(DNNL_ARG_SRC, zero, one)}, {}, one_s32);
+  // Rounded before the zero point is added: round-half-to-even of x / scale + an odd
+  // zero point would round the other way.
+  const memory::desc q_md = withDataType(flat, dt::u8);
+  const uint32_t q = scalarStep(StepKind::kBinary, int32_t(dnnl::algorithm::binary_div),
+                                {bufferArg(DNNL_ARG_SRC_0, src.buffer, flat), bufferArg(DNNL_ARG_SRC_1, scale, one),
+                                 bufferArg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, zero, one)},
+                                {{PostOp::Kind::kEltwise, round, 0, 0, 1},
+                                 {PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_add), 0, 0, 1}},
+                                q_md);
   consume(pos);
   consume(dq_pos);
-  const uint32_t out = newBuffer(src_md);
-  q.args.push_back(bufferArg(DNNL_ARG_DST, out, src_md));
-  makePrimitiveDesc(q, cpuEngine());
-  fn_.steps.push_back(std::move(q));
-  place(nodeAt(dq_pos).outputs[0], Loc{out, src_md});
+  const ValueId centred = nodeAt(dq_pos).outputs[0];
+  dynamic_[centred] = DynamicInt8{Loc{q, withDataType(plainDesc(dims), dt::u8)}, zero, zero_s32, one, label};
   if (node.hasOutput(1)) place(node.outputs[1], Loc{scale, plainDesc(shapeOf(node.outputs[1]))});
+}
+
+// y - zero point in float32 (exact: integers below 2^8), for a reader that is not an
+// int8 matmul: a reorder with the run-time source zero point.
+void FunctionLowering::emitCentred(ValueId v) {
+  const DynamicInt8& d = dynamic_.at(v);
+  const memory::desc f32 = withDataType(d.q.md, dt::f32);
+  Step step;
+  step.kind = StepKind::kReorder;
+  step.label = d.label;
+  step.args = {bufferArg(DNNL_ARG_SRC, d.q.buffer, d.q.md),
+               bufferArg(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, d.zero_s32, withDataType(d.one, dt::s32))};
+  place(v, emitIntoNewBuffer(std::move(step), f32, f32));
+}
+
+bool FunctionLowering::int8Weights(ValueId b) {
+  if (std::optional<memory::desc> stored = mb_.storedWeights(constOf(b), false))
+    return stored->data.data_type == dnnl_s8;
+  if (!mb_.computes() || g_.typeOf(b).dtype != ir::DType::kFloat32) return false;
+  const float* w = constData(b);
+  const int64_t n = ir::shapeNumel(shapeOf(b));
+  for (int64_t i = 0; i < n; ++i)
+    if (!(w[i] >= -128.0f && w[i] <= 127.0f) || w[i] != std::nearbyint(w[i])) return false;
+  return true;
 }
 
 }  // namespace partita::dnnl_backend

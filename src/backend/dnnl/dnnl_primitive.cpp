@@ -39,6 +39,13 @@ dnnl::primitive_attr attributes(const Step& s) {
   } else if (!s.quant.output_scales.empty())
     attr.set_output_scales(s.quant.output_scales.size() > 1 ? 1 << s.quant.scale_dim : 0, s.quant.output_scales);
   if (s.quant.src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {s.quant.src_zero_point});
+  // A run-time source zero point (dynamic int8): one int32 read from its argument.
+  if (const Arg* zp = s.find(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC)) {
+    if (s.quant.src_zero_point != 0 || zp->md.data.data_type != dnnl_s32 || zp->md.get_size() != sizeof(int32_t))
+      throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label + "' (" + stepKindName(s.kind) +
+                                                   ") has a run-time source zero point that is not one int32");
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  }
   if (s.quant.dst_zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {s.quant.dst_zero_point});
   if (s.post_ops.empty()) return attr;
   dnnl::post_ops ops;
