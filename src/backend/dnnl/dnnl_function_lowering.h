@@ -63,6 +63,7 @@ ConvWeights convWeights(const ConvSpec& spec);
 // whether oneDNN has a fast implementation of it (the claim asks: not `ref`).
 Step qconvStep(const QConvSpec& q);
 bool qconvImplemented(const QConvSpec& q, std::string* why);
+bool isMatrixProduct(const QConvSpec& q);
 
 class FunctionLowering {
  public:
@@ -168,6 +169,10 @@ class FunctionLowering {
   void lowerRecurrent(size_t pos);
   // int8 (dnnl_lower_quant.cpp)
   void lowerQConv(size_t pos);
+  bool lowerQMatMul(size_t pos, const QConvSpec& q);
+  std::optional<size_t> int8MaxPoolAfter(ValueId y) const;
+  std::optional<size_t> dequantizeAfter(ValueId y, const QConvSpec& q) const;
+  void emitInt8MaxPool(size_t pos, ValueId y, memory::data_type int_type);
   struct QResidual;
   std::optional<QResidual> qResidualAfter(size_t pos, const QConvSpec& q) const;
   void emitQResidual(const QResidual& r, ValueId y, const QConvSpec& q);

@@ -179,6 +179,53 @@ TEST(DnnlInt8, QdqResidualBlockFusesIntoInt8Convolutions) {
   EXPECT_LE(offByMoreThanAStep(got[0], want[0], 0.015), 0.05);
 }
 
+// A QLinearConv that is a matrix product (1x1 kernel over [M, K, 1, 1], what
+// fuseQuantizedOps makes of a quantized Gemm) runs on oneDNN's int8 matmul; one whose
+// int8 output only a DequantizeLinear reads writes float32 with the rounding as
+// post-ops (no int8 buffer, no reorder). Both within one output step of the host's
+// exact computation.
+TEST(DnnlInt8, QuantizedGemmAsMatMulAndDequantizedConvOutput) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {8, 40, 1, 1});
+  ir::ValueId xs = scalarF(b, "xs", 0.02f), xz = scalarU8(b, "xz", 100);
+  ir::ValueId ys = scalarF(b, "ys", 0.05f), yz = scalarU8(b, "yz", 7);
+  QConvOperands w = qconvOperands(b, "g", 24, 40, 1, 3);
+  ir::ValueId gq = b.node("QLinearConv", {b.node("QuantizeLinear", {x, xs, xz}, {}, 13), xs, xz, w.w, w.w_scale,
+                                          w.w_zero, ys, yz, w.bias}, {}, 13, "gemm");
+  b.g.outputs.push_back(b.node("DequantizeLinear", {gq, ys, yz}, {}, 13, "gemm_dq"));
+  ir::ValueId x2 = b.input("x2", {2, 8, 6, 6});
+  QConvOperands w2 = qconvOperands(b, "c", 16, 8, 3, 4);
+  ir::AttributeMap pads;
+  pads.setInts("pads", {1, 1, 1, 1});
+  ir::ValueId cq = b.node("QLinearConv", {b.node("QuantizeLinear", {x2, xs, xz}, {}, 13), xs, xz, w2.w, w2.w_scale,
+                                          w2.w_zero, ys, yz, w2.bias}, pads, 13, "conv");
+  b.g.outputs.push_back(b.node("DequantizeLinear", {cq, ys, yz}, {}, 13, "conv_dq"));
+
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  size_t matmuls = 0, convs = 0;
+  const auto& module = dynamic_cast<const DnnlModule&>(*dnnl.modules.at(0));
+  std::vector<DnnlModule::StepInfo> steps;
+  for (uint32_t fn = 0; fn < module.numFunctions(); ++fn)
+    for (const DnnlModule::StepInfo& s : module.steps(fn)) steps.push_back(s);
+  for (const DnnlModule::StepInfo& s : steps) {
+    EXPECT_NE(s.implementation.rfind("ref", 0), 0u) << s.label << ": " << s.implementation;
+    EXPECT_FALSE(s.kind == StepKind::kReorder && s.label.rfind("conv_dq", 0) == 0)
+        << "the DequantizeLinear is the convolution's post-ops";
+    if (s.kind == StepKind::kConvolution) {
+      EXPECT_EQ(s.post_ops, 3u) << "round, clip, scale";
+    }
+    matmuls += s.kind == StepKind::kMatMul && s.implementation.find("vnni") != std::string::npos;
+    convs += s.kind == StepKind::kConvolution;
+  }
+  EXPECT_EQ(matmuls, 1u);
+  EXPECT_EQ(convs, 1u);
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 21);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(offByMoreThanAStep(got[i], want[i], 0.05), 0.0) << "output " << i;
+}
+
 // DynamicQuantizeLinear with DequantizeLinear(y, 1, zero point) (what
 // passes::lowerIntegerCompute leaves before a float Conv/MatMul) on oneDNN steps: the
 // centred integers and the scale are those of the host, bit for bit.
