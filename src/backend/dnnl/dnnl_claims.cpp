@@ -13,6 +13,7 @@ OpClass classify(const ir::Node& n) {
   const std::string& op = n.op_type;
   if (op == "Conv" || op == "ConvTranspose") return OpClass::kConv;
   if (op == "QLinearConv") return OpClass::kQConv;
+  if (op == "QLinearMatMul" || op == "MatMulInteger") return OpClass::kQMatMul;
   if (op == "DynamicQuantizeLinear") return OpClass::kDynamicQuantize;
   if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool")
     return OpClass::kPool;
@@ -63,6 +64,10 @@ bool supportsAt(const ir::Graph& g, const ir::Node& n, std::string* why, int dep
     case OpClass::kQConv: {
       std::optional<QConvSpec> q = decodeQLinearConv(g, n, why);
       return q && qconvImplemented(*q, why);
+    }
+    case OpClass::kQMatMul: {
+      std::optional<QMatMulSpec> q = decodeQMatMul(g, n, why);
+      return q && qmatmulImplemented(*q, why);
     }
     case OpClass::kPool:
       return decodePool(g, n, why).has_value();

@@ -28,6 +28,7 @@ enum class OpClass {
   kReduce,     // ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare
   kRecurrent,  // LSTM, GRU, RNN (one direction, default activations)
   kQConv,      // QLinearConv (oneDNN's int8 convolution)
+  kQMatMul,    // QLinearMatMul, MatMulInteger over constant int8 weights (oneDNN's int8 matmul)
   kDynamicQuantize,  // DynamicQuantizeLinear with its DequantizeLinear(y, 1, zero point)
 };
 OpClass classify(const ir::Node& n);

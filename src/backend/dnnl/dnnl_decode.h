@@ -95,6 +95,20 @@ struct QConvSpec {
   ir::ValueId weights = ir::kNoValue, bias = ir::kNoValue;
 };
 
+// QLinearMatMul and MatMulInteger over constant int8 weights on oneDNN's int8 matmul:
+// a [.., M, K] (its rows one GEMM) times b [K, N] (s8, zero point 0), or a QLinearConv
+// that is a matrix product (weights stored [N, K, 1, 1]). QLinearMatMul: output scales
+// a_scale * b_scale[n] / y_scale, u8/s8 output with a zero point; MatMulInteger:
+// int32 output, no scales.
+struct QMatMulSpec {
+  int64_t rows = 0, k = 0, n = 0;
+  dnnl::memory::data_type src_type, dst_type;
+  int32_t src_zero_point = 0, dst_zero_point = 0;
+  std::vector<float> output_scales;  // empty, one, or one per column
+  ir::ValueId weights = ir::kNoValue, bias = ir::kNoValue;
+  bool weights_nk = false;  // stored [N, K] (a QLinearConv's), else [K, N]
+};
+
 // A standalone QuantizeLinear (float32 -> u8/s8) or DequantizeLinear (u8/s8 ->
 // float32) of a computed value, per tensor with constant scale and zero point: one
 // reorder with an output scale and a zero point.
@@ -123,6 +137,11 @@ struct DynamicQuantizeMatch {
 };
 std::optional<DynamicQuantizeMatch> matchDynamicQuantize(const ir::Graph& g, ir::NodeId node, std::string* why);
 std::optional<QConvSpec> decodeQLinearConv(const ir::Graph& g, const ir::Node& n, std::string* why);
+// QLinearMatMul or MatMulInteger.
+std::optional<QMatMulSpec> decodeQMatMul(const ir::Graph& g, const ir::Node& n, std::string* why);
+// A QLinearConv that is a matrix product (1x1 kernel over a 1x1 image, one group, no
+// padding: a quantized Gemm as passes::fuseQuantizedOps writes it), as one.
+std::optional<QMatMulSpec> asMatrixProduct(const QConvSpec& q);
 std::optional<QuantizeSpec> decodeQuantize(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<PoolSpec> decodePool(const ir::Graph& g, const ir::Node& n, std::string* why);
 std::optional<MatMulSpec> decodeMatMul(const ir::Graph& g, const ir::Node& n, std::string* why);

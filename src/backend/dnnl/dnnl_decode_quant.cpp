@@ -105,6 +105,85 @@ std::optional<QConvSpec> decodeQLinearConv(const ir::Graph& g, const ir::Node& n
   return s;
 }
 
+std::optional<QMatMulSpec> decodeQMatMul(const ir::Graph& g, const ir::Node& n, std::string* why) {
+  const bool qlinear = n.op_type == "QLinearMatMul";
+  const size_t count = qlinear ? 8 : 2;
+  if (!onlyFirstOutput(n, why) || n.inputs.size() < count || n.inputs.size() > (qlinear ? 8u : 4u))
+    return no(why, "bad inputs");
+  const size_t a_at = 0, b_at = qlinear ? 3 : 1;
+  const size_t a_zero_at = qlinear ? 2 : 2, b_zero_at = qlinear ? 5 : 3;
+  if (!n.hasInput(a_at) || !n.hasInput(b_at)) return no(why, "inputs missing");
+  if (qlinear)
+    for (size_t i = 0; i < count; ++i)
+      if (!n.hasInput(i)) return no(why, "input " + std::to_string(i) + " missing");
+  QMatMulSpec s;
+  std::optional<dt> src = denseInt8(g, n.inputs[a_at], why, "A");
+  if (!src) return std::nullopt;
+  s.src_type = *src;
+  if (qlinear) {
+    std::optional<dt> dst = denseInt8(g, n.outputs[0], why, "Y");
+    if (!dst) return std::nullopt;
+    s.dst_type = *dst;
+  } else {
+    if (g.typeOf(n.outputs[0]).dtype != ir::DType::kInt32) return no(why, "Y is not int32");
+    s.dst_type = dt::s32;
+  }
+  const std::vector<int64_t> a = shapeOf(g, n.inputs[a_at]);
+  const ir::ValueId b = n.inputs[b_at];
+  if (!isConstant(g, b) || constantOf(g, b).dtype != ir::DType::kInt8 || !constantOf(g, b).layout.empty())
+    return no(why, "B is not an int8 constant (oneDNN takes s8 weights only)");
+  const std::vector<int64_t> bs = shapeOf(g, b);
+  if (a.size() < 2 || bs.size() != 2 || a.back() != bs[0])
+    return no(why, "not A [.., M, K] times a constant B [K, N]");
+  s.k = bs[0];
+  s.n = bs[1];
+  s.rows = ir::shapeNumel(a) / s.k;
+  s.weights = b;
+  // B's zero point: absent or all zero (oneDNN's int8 matmul takes s8 weights as they are).
+  if (n.hasInput(b_zero_at)) {
+    if (!isConstant(g, n.inputs[b_zero_at]) || constantOf(g, n.inputs[b_zero_at]).dtype != ir::DType::kInt8)
+      return no(why, "B's zero point is not an int8 constant");
+    const ir::Tensor z = constantOf(g, n.inputs[b_zero_at]).view();
+    for (int64_t i = 0; i < z.numel(); ++i)
+      if (kernels::readScalar(z, i) != 0) return no(why, "B's zero point is not zero");
+  }
+  auto az = constantZeroPoint(g, n.hasInput(a_zero_at) ? n.inputs[a_zero_at] : ir::kNoValue,
+                              g.typeOf(n.inputs[a_at]).dtype, why, "A's zero point");
+  if (!az) return std::nullopt;
+  s.src_zero_point = *az;
+  if (!qlinear) return s;
+  auto as = constantScales(g, n.inputs[1], 0, why, "a_scale");
+  auto bsc = as ? constantScales(g, n.inputs[4], s.n, why, "b_scale") : std::nullopt;
+  auto ys = bsc ? constantScales(g, n.inputs[6], 0, why, "y_scale") : std::nullopt;
+  auto yz = ys ? constantZeroPoint(g, n.inputs[7], g.typeOf(n.outputs[0]).dtype, why, "y_zero_point") : std::nullopt;
+  if (!yz) return std::nullopt;
+  for (float b_scale : *bsc) s.output_scales.push_back((*as)[0] * b_scale / (*ys)[0]);
+  s.dst_zero_point = *yz;
+  return s;
+}
+
+std::optional<QMatMulSpec> asMatrixProduct(const QConvSpec& q) {
+  const ConvSpec& c = q.conv;
+  if (c.transposed || c.groups != 1 || c.in_shape.size() < 3) return std::nullopt;
+  for (size_t d = 2; d < c.in_shape.size(); ++d)
+    if (c.in_shape[d] != 1 || c.weight_shape[d] != 1 || c.out_shape[d] != 1) return std::nullopt;
+  for (size_t d = 0; d < c.pad_l.size(); ++d)
+    if (c.pad_l[d] != 0 || c.pad_r[d] != 0) return std::nullopt;
+  QMatMulSpec s;
+  s.rows = c.in_shape[0];
+  s.k = c.in_shape[1];
+  s.n = c.out_shape[1];
+  s.src_type = q.src_type;
+  s.dst_type = q.dst_type;
+  s.src_zero_point = q.src_zero_point;
+  s.dst_zero_point = q.dst_zero_point;
+  for (float ws : q.w_scales) s.output_scales.push_back(q.x_scale * ws / q.y_scale);
+  s.weights = q.weights;
+  s.bias = q.bias;
+  s.weights_nk = true;
+  return s;
+}
+
 std::optional<QuantizeSpec> decodeQuantize(const ir::Graph& g, const ir::Node& n, std::string* why) {
   if (!onlyFirstOutput(n, why) || !n.hasInput(0) || !n.hasInput(1) || n.inputs.size() > 3)
     return no(why, "bad inputs");

@@ -96,6 +96,9 @@ void FunctionLowering::lowerNode(size_t pos) {
     case OpClass::kQConv:
       lowerQConv(pos);
       break;
+    case OpClass::kQMatMul:
+      lowerQMatMul(pos);
+      break;
     case OpClass::kDynamicQuantize:
       lowerDynamicQuantize(pos);
       break;

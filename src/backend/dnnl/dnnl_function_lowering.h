@@ -63,7 +63,10 @@ ConvWeights convWeights(const ConvSpec& spec);
 // whether oneDNN has a fast implementation of it (the claim asks: not `ref`).
 Step qconvStep(const QConvSpec& q);
 bool qconvImplemented(const QConvSpec& q, std::string* why);
-bool isMatrixProduct(const QConvSpec& q);
+// An int8 matmul's step (weights' layout still oneDNN's to choose), and whether oneDNN
+// has a fast implementation of it (not `ref`).
+Step qmatmulStep(const QMatMulSpec& q);
+bool qmatmulImplemented(const QMatMulSpec& q, std::string* why);
 
 class FunctionLowering {
  public:
@@ -169,7 +172,8 @@ class FunctionLowering {
   void lowerRecurrent(size_t pos);
   // int8 (dnnl_lower_quant.cpp)
   void lowerQConv(size_t pos);
-  bool lowerQMatMul(size_t pos, const QConvSpec& q);
+  void lowerQMatMul(size_t pos);
+  bool emitQMatMul(size_t pos, const QMatMulSpec& q);
   std::optional<size_t> int8MaxPoolAfter(ValueId y) const;
   std::optional<size_t> dequantizeAfter(ValueId y, const QConvSpec& q) const;
   void emitInt8MaxPool(size_t pos, ValueId y, memory::data_type int_type);
@@ -186,7 +190,7 @@ class FunctionLowering {
   // passes::lowerIntegerCompute made of int8 weights): an int8 matmul reads them as
   // s8. A replay follows the layout the compiler stored.
   bool int8Weights(ValueId b);
-  // oneDNN's element type of a float32, uint8 or int8 value.
+  // oneDNN's element type of a float32, uint8, int8 or int32 value.
   memory::data_type elementType(ValueId v) const;
 
   ConstantArgs& mb_;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backend/dnnl/dnnl_backend.h"
 #include "backend/dnnl/dnnl_module.h"
@@ -224,6 +225,50 @@ TEST(DnnlInt8, QuantizedGemmAsMatMulAndDequantizedConvOutput) {
   std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
   ASSERT_EQ(got.size(), 2u);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(offByMoreThanAStep(got[i], want[i], 0.05), 0.0) << "output " << i;
+}
+
+// QLinearMatMul (rows of a [2, 5, 32] uint8 activation, per-column weight scales) and
+// a standalone MatMulInteger (int32 output) over constant int8 weights run on
+// oneDNN's int8 matmul: within one output step of the host's exact QLinearMatMul, and
+// the MatMulInteger's int32 values exactly the host's.
+TEST(DnnlInt8, QLinearMatMulAndMatMulIntegerOnInt8MatMul) {
+  GraphBuilder b;
+  const int64_t K = 32, N = 24;
+  ir::ValueId x = b.input("x", {2, 5, K});
+  ir::ValueId xs = scalarF(b, "xs", 0.02f), xz = scalarU8(b, "xz", 3);
+  ir::ValueId ys = scalarF(b, "ys", 0.1f), yz = scalarU8(b, "yz", 9);
+  std::vector<float> w_scales(static_cast<size_t>(N));
+  for (int64_t c = 0; c < N; ++c) w_scales[size_t(c)] = 0.003f + 0.0004f * float(c % 7);
+  ir::ValueId w = typedConstant<int8_t>(b, "w", ir::DType::kInt8, {K, N}, int8Weights(size_t(K * N), 8));
+  ir::ValueId ws = typedConstant<float>(b, "ws", ir::DType::kFloat32, {N}, w_scales);
+  ir::ValueId wz = typedConstant<int8_t>(b, "wz", ir::DType::kInt8, {N}, std::vector<int8_t>(size_t(N), 0));
+  ir::ValueId xq = b.node("QuantizeLinear", {x, xs, xz}, {}, 13);
+  ir::ValueId yq = b.node("QLinearMatMul", {xq, xs, xz, w, ws, wz, ys, yz}, {}, 13, "qmm");
+  b.g.outputs.push_back(b.node("DequantizeLinear", {yq, ys, yz}, {}, 13));
+  ir::ValueId x2 = b.input("x2", {6, K});
+  ir::ValueId x2q = b.node("QuantizeLinear", {x2, xs, scalarU8(b, "x2z", 7)}, {}, 13);
+  ir::ValueId w2 = typedConstant<int8_t>(b, "w2", ir::DType::kInt8, {K, 16}, int8Weights(size_t(K * 16), 9));
+  b.g.outputs.push_back(b.node("MatMulInteger", {x2q, w2, scalarU8(b, "x2z_mm", 7)}, {}, 13, "mmi"));
+
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  std::vector<std::string> ops = testing::dnnlOps(dnnl);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "QLinearMatMul"), 1);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "MatMulInteger"), 1);
+  size_t int8 = 0;
+  const auto& module = dynamic_cast<const DnnlModule&>(*dnnl.modules.at(0));
+  for (uint32_t fn = 0; fn < module.numFunctions(); ++fn)
+    for (const DnnlModule::StepInfo& s : module.steps(fn)) {
+      EXPECT_NE(s.implementation.rfind("ref", 0), 0u) << s.label << ": " << s.implementation;
+      int8 += s.kind == StepKind::kMatMul && s.implementation.find("vnni") != std::string::npos;
+    }
+  EXPECT_EQ(int8, 2u);
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 31);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(offByMoreThanAStep(got[0], want[0], 0.1), 0.0);
+  ASSERT_EQ(got[1].nbytes(), want[1].nbytes());
+  EXPECT_EQ(std::memcmp(got[1].data(), want[1].data(), want[1].nbytes()), 0) << "int32 products";
 }
 
 // DynamicQuantizeLinear with DequantizeLinear(y, 1, zero point) (what

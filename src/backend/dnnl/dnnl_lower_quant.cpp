@@ -26,6 +26,8 @@ memory::data_type FunctionLowering::elementType(ValueId v) const {
       return dt::u8;
     case ir::DType::kInt8:
       return dt::s8;
+    case ir::DType::kInt32:
+      return dt::s32;
     default:
       return dt::f32;
   }
@@ -169,7 +171,7 @@ bool qconvImplemented(const QConvSpec& q, std::string* why) {
 void FunctionLowering::lowerQConv(size_t pos) {
   const ir::Node& node = nodeAt(pos);
   const QConvSpec q = decoded(decodeQLinearConv(g_, node, nullptr), pos);
-  if (isMatrixProduct(q) && lowerQMatMul(pos, q)) return;
+  if (std::optional<QMatMulSpec> product = asMatrixProduct(q); product && emitQMatMul(pos, *product)) return;
   const ConvSpec& spec = q.conv;
   const ValueId x = node.inputs[0], out = node.outputs[0];
   const ir::ConstId w_id = constOf(q.weights);
@@ -279,37 +281,43 @@ void FunctionLowering::emitInt8MaxPool(size_t pos, ValueId y, memory::data_type 
   place(out, emitReorder(pooled, withDataType(pooled.md, int_type), nodeAt(pos).name + ": to int8"));
 }
 
-// A QLinearConv that is a matrix product: a 1x1 kernel over a 1x1 image, one group
-// (a quantized Gemm: passes::fuseQuantizedOps writes it so).
-bool isMatrixProduct(const QConvSpec& q) {
-  const ConvSpec& s = q.conv;
-  if (s.transposed || s.groups != 1 || s.in_shape.size() < 3) return false;
-  for (size_t d = 2; d < s.in_shape.size(); ++d)
-    if (s.in_shape[d] != 1 || s.weight_shape[d] != 1 || s.out_shape[d] != 1) return false;
-  for (size_t d = 0; d < s.pad_l.size(); ++d)
-    if (s.pad_l[d] != 0 || s.pad_r[d] != 0) return false;
-  return true;
-}
-
-// That product on oneDNN's int8 matmul (weights [N, K, 1, 1] read as [K, N]), which
-// is 3-5x faster here than its 1x1 int8 convolution over [M, K, 1, 1] (brgconv_1x1 at
-// M 100, K 1568, N 128: 0.28 ms; the matmul 0.05-0.1 ms). False when oneDNN has no
-// fast int8 matmul for it.
-bool FunctionLowering::lowerQMatMul(size_t pos, const QConvSpec& q) {
-  const ir::Node& node = nodeAt(pos);
-  const int64_t m = q.conv.in_shape[0], k = q.conv.in_shape[1], n = q.conv.out_shape[1];
-  const ValueId x = node.inputs[0], out = node.outputs[0];
+Step qmatmulStep(const QMatMulSpec& q) {
   Step step;
   step.kind = StepKind::kMatMul;
-  step.args.push_back(bufferArg(DNNL_ARG_SRC, 0, withDataType(plainDesc({m, k}), q.src_type)));
-  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, withDataType(anyDesc({k, n}), dt::s8), true});
-  const memory::desc bias_md = withDataType(plainDesc({1, n}), dt::s32);
-  if (q.bias != ir::kNoValue) step.args.push_back(Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, bias_md, false});
-  step.args.push_back(bufferArg(DNNL_ARG_DST, 0, withDataType(plainDesc({m, n}), q.dst_type)));
-  for (float ws : q.w_scales) step.quant.output_scales.push_back(q.x_scale * ws / q.y_scale);
+  step.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, withDataType(plainDesc({q.rows, q.k}), q.src_type), false});
+  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, withDataType(anyDesc({q.k, q.n}), dt::s8), true});
+  if (q.bias != ir::kNoValue)
+    step.args.push_back(Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, withDataType(plainDesc({1, q.n}), dt::s32), false});
+  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, withDataType(plainDesc({q.rows, q.n}), q.dst_type), false});
+  step.quant.output_scales = q.output_scales;
   step.quant.scale_dim = 1;
   step.quant.src_zero_point = q.src_zero_point;
   step.quant.dst_zero_point = q.dst_zero_point;
+  return step;
+}
+
+bool qmatmulImplemented(const QMatMulSpec& q, std::string* why) {
+  try {
+    if (isReference(makePrimitiveDesc(qmatmulStep(q), cpuEngine())))
+      return noBool(why, "oneDNN has only its reference int8 matmul for it");
+    return true;
+  } catch (const dnnl::error&) {
+    return noBool(why, "oneDNN has no int8 matmul for it");
+  }
+}
+
+void FunctionLowering::lowerQMatMul(size_t pos) {
+  if (!emitQMatMul(pos, decoded(decodeQMatMul(g_, nodeAt(pos), nullptr), pos)))
+    internal("no int8 matmul for '" + nodeAt(pos).name + "', which the claim accepted");
+}
+
+// An int8 matrix product on oneDNN's int8 matmul. A QLinearConv's [N, K, 1, 1]
+// weights are read as [K, N]: its 1x1 int8 convolution over [M, K, 1, 1] is 3-5x
+// slower at these shapes (brgconv_1x1 at M 100, K 1568, N 128: 0.28 ms; the matmul
+// 0.05-0.1 ms). False when oneDNN has no fast int8 matmul for it.
+bool FunctionLowering::emitQMatMul(size_t pos, const QMatMulSpec& q) {
+  const ir::Node& node = nodeAt(pos);
+  Step step = qmatmulStep(q);
   try {
     dnnl::primitive_desc_base pd = makePrimitiveDesc(step, cpuEngine());
     if (isReference(pd)) return false;
@@ -317,14 +325,16 @@ bool FunctionLowering::lowerQMatMul(size_t pos, const QConvSpec& q) {
   } catch (const dnnl::error&) {
     return false;
   }
-  step.find(DNNL_ARG_SRC)->index = plain(x).buffer;
+  step.find(DNNL_ARG_SRC)->index = plain(node.inputs[0]).buffer;
   Arg* w = step.find(DNNL_ARG_WEIGHTS);
   const ir::ConstId w_id = constOf(q.weights);
-  w->index = mb_.derive(w_id, withDataType(withStrides({k, n}, {1, k}), dt::s8), g_.constants.get(w_id).bytes.data,
-                        w->md, true);
-  if (q.bias != ir::kNoValue) *step.find(DNNL_ARG_BIAS) = mb_.borrow(DNNL_ARG_BIAS, constOf(q.bias), bias_md);
+  const memory::desc w_from =
+      withDataType(q.weights_nk ? withStrides({q.k, q.n}, {1, q.k}) : plainDesc({q.k, q.n}), dt::s8);
+  w->index = mb_.derive(w_id, w_from, g_.constants.get(w_id).bytes.data, w->md, true);
+  if (q.bias != ir::kNoValue)
+    *step.find(DNNL_ARG_BIAS) = mb_.borrow(DNNL_ARG_BIAS, constOf(q.bias), step.find(DNNL_ARG_BIAS)->md);
   std::vector<ChainItem> chain;
-  finishAnchor(step, pos, chain, out);
+  finishAnchor(step, pos, chain, node.outputs[0]);
   return true;
 }
 

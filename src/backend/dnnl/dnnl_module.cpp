@@ -481,12 +481,14 @@ void DnnlModule::runWith(uint32_t fn, const std::vector<ir::Tensor>& inputs, con
   for (const Buffer& b : lf.buffers) {
     if (b.kind == BufferKind::kTemp) continue;
     const ir::Tensor& t = b.kind == BufferKind::kInput ? inputs[b.index] : outputs[b.index];
-    // float32, or int8 values between int8 primitives (QLinearConv's input and output)
-    const bool typed = t.dtype == ir::DType::kFloat32 || t.dtype == ir::DType::kUInt8 || t.dtype == ir::DType::kInt8;
+    // float32, int8 values between int8 primitives (QLinearConv's input and output), or
+    // int32 (MatMulInteger's output)
+    const bool typed = t.dtype == ir::DType::kFloat32 || t.dtype == ir::DType::kUInt8 || t.dtype == ir::DType::kInt8 ||
+                       (t.dtype == ir::DType::kInt32 && b.kind == BufferKind::kOutput);
     if (!typed || t.nbytes() != b.bytes)
       throw Error(ErrorCode::kInternal, "dnnl module: function " + std::to_string(fn) + " " +
                                             (b.kind == BufferKind::kInput ? "input " : "output ") +
-                                            std::to_string(b.index) + " must be float32, uint8 or int8 of " +
+                                            std::to_string(b.index) + " must be float32, uint8, int8 (or an int32 output) of " +
                                             std::to_string(b.bytes) + " bytes, got " +
                                             std::string(ir::dtypeName(t.dtype)) + ir::shapeStr(t.shape));
   }
