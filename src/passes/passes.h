@@ -79,7 +79,9 @@ size_t lowerIntegerCompute(ir::Graph& g);
 // where the output zero point is the type's minimum: the saturation is the Relu), and
 // DequantizeLinear -> MaxPool -> QuantizeLinear with the same scale and zero point a
 // MaxPool of the quantized values; a Gemm (transB, int8 weights [N, K] per row) in the
-// Conv pattern becomes Reshape(x_q, [-1, K, 1, 1]) -> 1x1 QLinearConv -> Reshape. The
+// Conv pattern becomes Reshape(x_q, [-1, K, 1, 1]) -> 1x1 QLinearConv -> Reshape, and
+// so does a MatMul over int8 weights [K, N] (per column) with an optional bias Add
+// (any rank of x: the rows; the weights transposed once). The
 // int8 kernels then compute them. Graphs with symbolic input dims are left alone
 // (oneDNN's int8 path is for fixed shapes). Returns how many patterns it rewrote
 // (quantized_ops.cpp).

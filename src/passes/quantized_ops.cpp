@@ -41,6 +41,7 @@ class QdqFusion {
       std::optional<std::vector<ir::Node>> r;
       if (isOp(g_.nodes[i], "Conv")) r = one(fuseConv(i, absorbed));
       else if (isOp(g_.nodes[i], "Gemm")) r = fuseGemm(i, absorbed);
+      else if (isOp(g_.nodes[i], "MatMul")) r = fuseMatMul(i, absorbed);
       else if (isOp(g_.nodes[i], "MaxPool")) r = one(fusePool(i, absorbed));
       if (!r) continue;
       for (size_t a : absorbed)
@@ -183,6 +184,102 @@ class QdqFusion {
     out[2].inputs = {q->outputs[0], shapeConst(base + ":shape_2d", {-1, n})};
     out[1] = std::move(*q);
     return out;
+  }
+
+  // DQ(x [.., M, K]) -> MatMul(DQ(w int8 [K, N], one scale or one per column, zero 0))
+  // -> [Add(float32 bias [N])] -> [Relu] -> Q (a quantized Linear layer of any rank) is
+  // the same 1x1 QLinearConv over x's rows, its weights transposed to [N, K, 1, 1] (the
+  // [K, N] original is then unused), the output reshaped back to x's leading dims:
+  //   Reshape(x_q, [-1, K, 1, 1]) -> QLinearConv -> Reshape(Concat(Shape(x_q)[:-1], [N]))
+  std::optional<std::vector<ir::Node>> fuseMatMul(size_t pos, std::vector<size_t>& absorbed) {
+    // A copy: adding nodes and constants below moves g_.nodes and the pool (read what
+    // a pointer names before the first add).
+    const ir::Node mm = g_.nodes[pos];
+    if (mm.inputs.size() != 2 || !mm.hasOutput(0)) return std::nullopt;
+    const ir::Node* dqw = producer(mm.inputs[1]);
+    const ir::Constant* w = dqw && isOp(*dqw, "DequantizeLinear") && dqw->inputs.size() == 3 ? constant(dqw->inputs[0])
+                                                                                             : nullptr;
+    if (!w || w->dtype != ir::DType::kInt8 || w->shape.size() != 2 || !activationDequantize(mm.inputs[0]))
+      return std::nullopt;
+    const int64_t k = w->shape[0], n = w->shape[1];
+    const ir::Constant* sw = scales(dqw->inputs[1], n);
+    if (!sw || (sw->view().numel() > 1 && dqw->attrs.getInt("axis", 1) != 1 && dqw->attrs.getInt("axis", 1) != -1))
+      return std::nullopt;
+    // [K, N] -> [N, K, 1, 1]
+    std::vector<int8_t> wt(size_t(k * n));
+    const int8_t* src = reinterpret_cast<const int8_t*>(w->bytes.data);
+    for (int64_t r = 0; r < k; ++r)
+      for (int64_t c = 0; c < n; ++c) wt[size_t(c * k + r)] = src[r * n + c];
+    const std::string w_name = w->name + ":as_1x1";
+    ir::Node dqw4 = *dqw;
+    // A bias Add right after: the convolution's float bias.
+    ir::ValueId bias = ir::kNoValue, out = mm.outputs[0];
+    std::vector<size_t> mine;
+    const int64_t next = soleReader(out);
+    if (next >= 0 && isOp(g_.nodes[size_t(next)], "Add") && g_.nodes[size_t(next)].inputs.size() == 2) {
+      const ir::Node& add = g_.nodes[size_t(next)];
+      const ir::ValueId other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+      const ir::Constant* b = constant(other);
+      if (b && b->dtype == ir::DType::kFloat32 && b->view().numel() == n && !b->shape.empty() && b->shape.back() == n) {
+        const std::string b_name = b->name + ":bias_1x1";
+        Bytes b_bytes = Bytes::copyOf(b->bytes.data, b->nbytes());
+        const ir::ConstId b1 = g_.constants.add(b_name, ir::DType::kFloat32, {n}, std::move(b_bytes));
+        bias = g_.addConstantValue(b_name, b1);
+        out = add.outputs[0];
+        mine.push_back(size_t(next));
+      }
+    }
+    const int opset = mm.opset;
+    const std::string base = mm.name.empty() ? "matmul" + std::to_string(pos) : mm.name;
+    const ir::ConstId w4 = g_.constants.add(w_name, ir::DType::kInt8, {n, k, 1, 1}, Bytes::copyOf(wt.data(), wt.size()));
+    dqw4.attrs = ir::AttributeMap();
+    dqw4.attrs.setInt("axis", 0);
+    dqw4.inputs[0] = g_.addConstantValue(w_name, w4);
+    dqw4.outputs = {g_.addValue(base + ":weights_1x1")};
+    g_.addNode(dqw4);  // for fuseConvNode to find; dropped after
+    ir::Node conv = mm;
+    conv.op_type = "Conv";
+    conv.attrs = ir::AttributeMap();
+    conv.inputs = {mm.inputs[0], dqw4.outputs[0]};
+    if (bias != ir::kNoValue) conv.inputs.push_back(bias);
+    conv.outputs = {out};
+    std::optional<ir::Node> q = fuseConvNode(conv, absorbed);
+    g_.nodes.pop_back();
+    g_.value(dqw4.outputs[0]).producer = ir::kNoNode;
+    if (!q) return std::nullopt;
+    absorbed.insert(absorbed.end(), mine.begin(), mine.end());
+    auto int64Const = [&](const std::string& name, std::vector<int64_t> v) {
+      const ir::ConstId id = g_.constants.add(name, ir::DType::kInt64, {int64_t(v.size())},
+                                              Bytes::copyOf(v.data(), v.size() * sizeof(int64_t)));
+      return g_.addConstantValue(name, id);
+    };
+    auto node = [&](const std::string& op, const std::string& name, std::vector<ir::ValueId> in, int op_opset) {
+      ir::Node x;
+      x.op_type = op;
+      x.opset = op_opset;
+      x.name = base + ":" + name;
+      x.inputs = std::move(in);
+      x.outputs = {g_.addValue(x.name)};
+      return x;
+    };
+    const ir::ValueId xq = q->inputs[0];
+    std::vector<ir::Node> out_nodes;
+    out_nodes.push_back(node("Reshape", "to_1x1", {xq, int64Const(base + ":shape_1x1", {-1, k, 1, 1})}, std::max(opset, 13)));
+    out_nodes.push_back(node("Shape", "x_shape", {xq}, std::max(opset, 13)));
+    out_nodes.push_back(node("Slice", "x_rows", {out_nodes.back().outputs[0], int64Const(base + ":zero", {0}),
+                                                 int64Const(base + ":minus_one", {-1})}, std::max(opset, 13)));
+    ir::Node shape = node("Concat", "y_shape", {out_nodes.back().outputs[0], int64Const(base + ":n", {n})},
+                          std::max(opset, 13));
+    shape.attrs.setInt("axis", 0);
+    out_nodes.push_back(shape);
+    q->inputs[0] = out_nodes[0].outputs[0];
+    const std::vector<ir::ValueId> y = q->outputs;
+    q->outputs = {g_.addValue(base + ":y_1x1")};
+    ir::Node back = node("Reshape", "from_1x1", {q->outputs[0], out_nodes.back().outputs[0]}, std::max(opset, 13));
+    back.outputs = y;
+    out_nodes.push_back(std::move(*q));
+    out_nodes.push_back(std::move(back));
+    return out_nodes;
   }
 
   // DQ(x) -> Conv(DQ(w int8, per-channel scale, zero 0), [DQ(b int32)]) -> [Relu] -> Q

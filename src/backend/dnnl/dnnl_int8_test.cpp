@@ -271,6 +271,49 @@ TEST(DnnlInt8, QLinearMatMulAndMatMulIntegerOnInt8MatMul) {
   EXPECT_EQ(std::memcmp(got[1].data(), want[1].data(), want[1].nbytes()), 0) << "int32 products";
 }
 
+// A quantized Linear layer of rank 3 as a static quantizer writes it: DQ(x) ->
+// MatMul(DQ(int8 w [K, N], per-column scales)) -> Add(bias) -> Q. fuseQuantizedOps
+// makes it a 1x1 QLinearConv over x's rows (weights transposed once), which oneDNN
+// runs as an int8 matmul; within one output step of the float QDQ graph on the host
+// (plus the bias's rounding to int32: far below a step).
+TEST(DnnlInt8, QdqMatMulWithBiasBecomesInt8MatMul) {
+  GraphBuilder b;
+  const int64_t K = 32, N = 24;
+  ir::ValueId x = b.input("x", {2, 5, K});
+  ir::ValueId xs = scalarF(b, "xs", 0.02f), xz = scalarU8(b, "xz", 128);
+  ir::ValueId ys = scalarF(b, "ys", 0.05f), yz = scalarU8(b, "yz", 120);
+  ir::ValueId xd = b.node("DequantizeLinear", {b.node("QuantizeLinear", {x, xs, xz}, {}, 13), xs, xz}, {}, 13);
+  std::vector<float> w_scales(static_cast<size_t>(N));
+  for (int64_t c = 0; c < N; ++c) w_scales[size_t(c)] = 0.004f + 0.0003f * float(c % 5);
+  ir::AttributeMap columns;
+  columns.setInt("axis", 1);
+  ir::ValueId wd = b.node("DequantizeLinear",
+                          {typedConstant<int8_t>(b, "w", ir::DType::kInt8, {K, N}, int8Weights(size_t(K * N), 12)),
+                           typedConstant<float>(b, "ws", ir::DType::kFloat32, {N}, w_scales),
+                           typedConstant<int8_t>(b, "wz", ir::DType::kInt8, {N}, std::vector<int8_t>(size_t(N), 0))},
+                          columns, 13);
+  ir::ValueId h = b.node("Add", {b.node("MatMul", {xd, wd}, {}, 13, "fc"), b.constant("bias", {N}, testing::randomFloats(size_t(N), 3))}, {}, 13);
+  b.g.outputs.push_back(b.node("DequantizeLinear", {b.node("QuantizeLinear", {h, ys, yz}, {}, 13), ys, yz}, {}, 13));
+
+  Compiled host = testing::compile(b.g, {"host"});
+  ir::Graph fused = b.g;
+  EXPECT_EQ(passes::fuseQuantizedOps(fused), 1u);
+  size_t matmuls = 0;
+  for (const ir::Node& n : fused.nodes) matmuls += n.op_type == "MatMul";
+  EXPECT_EQ(matmuls, 0u);
+  Compiled dnnl = testing::compile(fused, {"dnnl", "host"});
+  size_t int8 = 0;
+  const auto& module = dynamic_cast<const DnnlModule&>(*dnnl.modules.at(0));
+  for (uint32_t fn = 0; fn < module.numFunctions(); ++fn)
+    for (const DnnlModule::StepInfo& s : module.steps(fn))
+      int8 += s.kind == StepKind::kMatMul && s.implementation.find("vnni") != std::string::npos;
+  EXPECT_EQ(int8, 1u);
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 41);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(offByMoreThanAStep(got[0], want[0], 0.05), 0.0);
+}
+
 // DynamicQuantizeLinear with DequantizeLinear(y, 1, zero point) (what
 // passes::lowerIntegerCompute leaves before a float Conv/MatMul) on oneDNN steps: the
 // centred integers and the scale are those of the host, bit for bit.
