@@ -62,6 +62,8 @@ ConvWeights convWeights(const ConvSpec& spec);
 // QLinearConv's int8 convolution step (its layouts still oneDNN's to choose), and
 // whether oneDNN has a fast implementation of it (the claim asks: not `ref`).
 Step qconvStep(const QConvSpec& q);
+// A pooling step of `spec` (its source and destination still to add).
+Step poolStep(const PoolSpec& spec, std::string label);
 bool qconvImplemented(const QConvSpec& q, std::string* why);
 // An int8 matmul's step (weights' layout still oneDNN's to choose), and whether oneDNN
 // has a fast implementation of it (not `ref`).

@@ -87,6 +87,26 @@ bool hasInt8Convolution(const Compiled& c) {
   return int8;
 }
 
+// Every step of every function of the compiled graph's dnnl module; none on `ref`.
+std::vector<DnnlModule::StepInfo> allSteps(const Compiled& c) {
+  std::vector<DnnlModule::StepInfo> steps;
+  const auto& module = dynamic_cast<const DnnlModule&>(*c.modules.at(0));
+  for (uint32_t fn = 0; fn < module.numFunctions(); ++fn)
+    for (const DnnlModule::StepInfo& s : module.steps(fn)) {
+      EXPECT_NE(s.implementation.rfind("ref", 0), 0u) << s.label << ": " << s.implementation;
+      steps.push_back(s);
+    }
+  return steps;
+}
+
+// Matmul steps on oneDNN's int8 (VNNI) kernels.
+size_t int8MatMuls(const Compiled& c) {
+  size_t n = 0;
+  for (const DnnlModule::StepInfo& s : allSteps(c))
+    n += s.kind == StepKind::kMatMul && s.implementation.find("vnni") != std::string::npos;
+  return n;
+}
+
 TEST(DnnlInt8, QLinearConvMaxPoolAndQuantizeMatchHostWithinAStep) {
   GraphBuilder b;
   ir::ValueId x = b.input("x", {1, 8, 12, 12});
@@ -205,12 +225,7 @@ TEST(DnnlInt8, QuantizedGemmAsMatMulAndDequantizedConvOutput) {
   Compiled host = testing::compile(b.g, {"host"});
   Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
   size_t matmuls = 0, convs = 0;
-  const auto& module = dynamic_cast<const DnnlModule&>(*dnnl.modules.at(0));
-  std::vector<DnnlModule::StepInfo> steps;
-  for (uint32_t fn = 0; fn < module.numFunctions(); ++fn)
-    for (const DnnlModule::StepInfo& s : module.steps(fn)) steps.push_back(s);
-  for (const DnnlModule::StepInfo& s : steps) {
-    EXPECT_NE(s.implementation.rfind("ref", 0), 0u) << s.label << ": " << s.implementation;
+  for (const DnnlModule::StepInfo& s : allSteps(dnnl)) {
     EXPECT_FALSE(s.kind == StepKind::kReorder && s.label.rfind("conv_dq", 0) == 0)
         << "the DequantizeLinear is the convolution's post-ops";
     if (s.kind == StepKind::kConvolution) {
@@ -255,14 +270,7 @@ TEST(DnnlInt8, QLinearMatMulAndMatMulIntegerOnInt8MatMul) {
   std::vector<std::string> ops = testing::dnnlOps(dnnl);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "QLinearMatMul"), 1);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "MatMulInteger"), 1);
-  size_t int8 = 0;
-  const auto& module = dynamic_cast<const DnnlModule&>(*dnnl.modules.at(0));
-  for (uint32_t fn = 0; fn < module.numFunctions(); ++fn)
-    for (const DnnlModule::StepInfo& s : module.steps(fn)) {
-      EXPECT_NE(s.implementation.rfind("ref", 0), 0u) << s.label << ": " << s.implementation;
-      int8 += s.kind == StepKind::kMatMul && s.implementation.find("vnni") != std::string::npos;
-    }
-  EXPECT_EQ(int8, 2u);
+  EXPECT_EQ(int8MatMuls(dnnl), 2u);
   std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 31);
   std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
   ASSERT_EQ(got.size(), 2u);
@@ -302,12 +310,7 @@ TEST(DnnlInt8, QdqMatMulWithBiasBecomesInt8MatMul) {
   for (const ir::Node& n : fused.nodes) matmuls += n.op_type == "MatMul";
   EXPECT_EQ(matmuls, 0u);
   Compiled dnnl = testing::compile(fused, {"dnnl", "host"});
-  size_t int8 = 0;
-  const auto& module = dynamic_cast<const DnnlModule&>(*dnnl.modules.at(0));
-  for (uint32_t fn = 0; fn < module.numFunctions(); ++fn)
-    for (const DnnlModule::StepInfo& s : module.steps(fn))
-      int8 += s.kind == StepKind::kMatMul && s.implementation.find("vnni") != std::string::npos;
-  EXPECT_EQ(int8, 1u);
+  EXPECT_EQ(int8MatMuls(dnnl), 1u);
   std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 41);
   std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
   ASSERT_EQ(got.size(), 1u);
@@ -399,14 +402,10 @@ TEST(DnnlInt8, DynamicInt8MatMulsShareOneQuantization) {
   EXPECT_EQ(dequantize, 1u) << "one centred activation for the three MatMuls";
   Compiled dnnl = testing::compile(lowered, {"dnnl", "host"});
   EXPECT_EQ(testing::dnnlRegions(dnnl), 1u);
-  size_t int8 = 0, float32 = 0;
-  for (const DnnlModule::StepInfo& s : dynamic_cast<const DnnlModule&>(*dnnl.modules.at(0)).steps(0)) {
-    EXPECT_NE(s.implementation.rfind("ref", 0), 0u) << s.label << ": " << s.implementation;
-    if (s.kind != StepKind::kMatMul) continue;
-    (s.implementation.find("vnni") != std::string::npos ? int8 : float32) += 1;
-  }
-  EXPECT_EQ(int8, 2u);
-  EXPECT_EQ(float32, 1u);
+  size_t matmuls = 0;
+  for (const DnnlModule::StepInfo& s : allSteps(dnnl)) matmuls += s.kind == StepKind::kMatMul;
+  EXPECT_EQ(int8MatMuls(dnnl), 2u);
+  EXPECT_EQ(matmuls, 3u) << "the third in float32";
   // The int8 weights become s8 constants in oneDNN's layout; the float32 ones that
   // lowerIntegerCompute made of them are not stored.
   std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 4);

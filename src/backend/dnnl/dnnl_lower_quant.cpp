@@ -260,15 +260,7 @@ void FunctionLowering::emitInt8MaxPool(size_t pos, ValueId y, memory::data_type 
   const ir::Node& node = nodeAt(pos);
   const PoolSpec spec = decoded(decodePool(g_, node, nullptr), pos);
   const ValueId out = node.outputs[0];
-  Step step;
-  step.kind = StepKind::kPooling;
-  step.label = labelOf(pos, {});
-  step.alg = int32_t(spec.alg);
-  step.kernel = spec.kernel;
-  step.strides = spec.strides;
-  step.dilates = spec.dilates;
-  step.pad_l = spec.pad_l;
-  step.pad_r = spec.pad_r;
+  Step step = poolStep(spec, labelOf(pos, {}));
   const Loc src = primary(y);
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
   step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(shapeOf(out)), true});

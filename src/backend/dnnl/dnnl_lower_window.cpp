@@ -306,20 +306,23 @@ void FunctionLowering::emitWindowStep(Step step, size_t pos, ValueId x, ValueId 
   fn_.steps.push_back(std::move(step));
 }
 
-void FunctionLowering::lowerPool(size_t pos) {
-  const ir::Node& node = nodeAt(pos);
-  const PoolSpec spec = decoded(decodePool(g_, node, nullptr), pos);
-  const ValueId x = node.inputs[0], out = node.outputs[0];
+Step poolStep(const PoolSpec& spec, std::string label) {
   Step step;
   step.kind = StepKind::kPooling;
-  step.label = labelOf(pos, {});
+  step.label = std::move(label);
   step.alg = int32_t(spec.alg);
   step.kernel = spec.kernel;
   step.strides = spec.strides;
   step.dilates = spec.dilates;
   step.pad_l = spec.pad_l;
   step.pad_r = spec.pad_r;
-  emitWindowStep(std::move(step), pos, x, out, shapeOf(out));
+  return step;
+}
+
+void FunctionLowering::lowerPool(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const PoolSpec spec = decoded(decodePool(g_, node, nullptr), pos);
+  emitWindowStep(poolStep(spec, labelOf(pos, {})), pos, node.inputs[0], node.outputs[0], shapeOf(node.outputs[0]));
 }
 
 void FunctionLowering::lowerResample(size_t pos) {
