@@ -79,6 +79,7 @@ KINDS = {
 # Runtimes of an entry, in the order the report shows them.
 RUNTIMES = ["partita", "ort", "partita_f32"]
 UNET_SCRIPT = os.path.join(ROOT, "tests", "precision", "make_unet.py")
+CHECK_MODELS = os.path.join(ROOT, "tests", "precision", "check_models.py")
 
 
 def file_digest(path):
@@ -135,6 +136,8 @@ def make_reduced(build, pdir, source, kind, src_onnx, src_input):
     out = os.path.join(pdir, f"{source}.{suffix}.onnx")
     stamp = out + ".stamp"
     digest = f"{bench.script_digest(os.path.join(ROOT, script))} {file_digest(src_onnx)}"
+    if kind == "int8_static":  # and the calibration inputs check_models.py makes
+        digest += " " + bench.script_digest(CHECK_MODELS)
     if os.path.exists(out) and os.path.exists(stamp) and open(stamp).read().strip() == digest:
         return out, None
     bench.log(f"making {os.path.basename(out)} from {os.path.basename(src_onnx)} with {script}")
@@ -144,7 +147,7 @@ def make_reduced(build, pdir, source, kind, src_onnx, src_input):
     elif kind == "int8_dynamic":
         run_checked([PYTHON, os.path.join(ROOT, script), "dynamic", src_onnx, out, "--build", build], script)
     else:
-        sys.path.insert(0, os.path.join(ROOT, "tests", "precision"))
+        sys.path.insert(0, os.path.dirname(CHECK_MODELS))
         import check_models  # the calibration inputs the precision tests quantize with
         if source == "fashion_cnn" and not os.path.isdir(check_models.FASHION):
             raise RuntimeError(f"no Fashion-MNIST in {check_models.FASHION} (package dataset-fashion-mnist) "
