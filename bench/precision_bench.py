@@ -203,9 +203,10 @@ def compile_for(bins, pdir, onnx_path, threads):
 def time_entry(name, specs, out_dir, opts, tolerance, reference="ort"):
     """Times the workers `specs` at each thread count in bench.py's round robin:
     {runtime: {"na": why}} or {runtime: {"model": threads -> model path, "cmd":
-    (model path, threads, out_npy) -> argv}}. Returns {runtime: {threads: entry}}; the
-    entries of the reduced-precision model's partita workers get the agreement of their
-    output with the reference runtime's (ONNX Runtime on the same file)."""
+    (model path, threads, out_npy) -> argv}}. Returns ({runtime: {threads: entry}}, the
+    runtimes' versions); the entries of the reduced-precision model's partita workers get
+    the agreement of their output with the reference runtime's (ONNX Runtime on the same
+    file), within `tolerance`."""
     runs, versions = {}, {}
     for threads in opts.threads:
         workers, entries, outs = [], {}, {}
