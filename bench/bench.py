@@ -36,6 +36,14 @@ Decoding loop, `gru_decode@greedy` (scripts/export_recurrent.py): greedy decodin
 ONNX Loop over a GRU decoder that stops at its end token (13 iterations); each timed
 run is one whole decode. The same three runtimes.
 
+Reduced-precision models, entries SOURCE@KIND (bench/precision_bench.py, `--models
+precision` for all of them): static QDQ int8 ResNet-18 and demo CNN, dynamic int8
+encoder and U-Net (two sizes), float16 versions of the fixed models, made from the
+models above with scripts/quantize_int8.py and scripts/make_float16.py and cached in
+BUILD/bench/precision/. partita on the reduced model, ONNX Runtime on the same file and
+partita on the float32 model it was made from, in the same round robin (batches of
+--precision-batch-s); results under "precision".
+
 A runtime or feature that is missing shows as n/a with the reason, never a number.
 """
 import argparse
@@ -239,7 +247,8 @@ def model_files(models_dir, name):
 
 def weight_bytes(onnx_path):
     """Total and distinct (by dtype, shape and content) bytes of the initializers and
-    Constant-node tensors: what any artifact of the model has to store at least."""
+    Constant-node tensors: what any artifact of the model has to store at least; the
+    distinct bytes also by dtype."""
     import onnx
     import onnx.numpy_helper
     m = onnx.load(onnx_path)
@@ -247,15 +256,18 @@ def weight_bytes(onnx_path):
     for n in m.graph.node:
         if n.op_type == "Constant":
             tensors += [a.t for a in n.attribute if a.name == "value"]
-    total, seen = 0, {}
+    total, seen, by_dtype = 0, {}, {}
     for t in tensors:
         a = onnx.numpy_helper.to_array(t)
         b = np.ascontiguousarray(a).tobytes()
         total += len(b)
-        seen[(a.dtype.str, a.shape, hashlib.sha256(b).digest())] = len(b)
+        key = (a.dtype.str, a.shape, hashlib.sha256(b).digest())
+        if key not in seen:
+            by_dtype[str(a.dtype)] = by_dtype.get(str(a.dtype), 0) + len(b)
+        seen[key] = len(b)
     return {"weights_total_bytes": total, "weights_distinct_bytes": sum(seen.values()),
-            "weights_count": len(tensors), "weights_distinct_count": len(seen),
-            "nodes": len(m.graph.node)}
+            "weights_distinct_by_dtype": by_dtype, "weights_count": len(tensors),
+            "weights_distinct_count": len(seen), "nodes": len(m.graph.node)}
 
 
 def compare(actual_path, expected_path):
@@ -445,6 +457,68 @@ def time_workers(workers, opts):
             break
 
 
+def start_worker(name, key, cmd, log_path, out_npy, entry, opts, env=None):
+    """Starts a worker (it loads the model, runs once and writes output 0 to out_npy) and
+    records its load time, first run and memory in entry; on failure entry["na"] says
+    why and None is returned."""
+    if os.path.exists(out_npy):
+        os.remove(out_npy)
+    log(f"{name}: start {key}")
+    w = Worker(key, cmd, log_path, cwd=HERE, env=env)
+    try:
+        w.ready = w.receive(opts.load_timeout)
+    except Exception as e:  # noqa: BLE001 - reported as n/a
+        entry["na"] = f"failed to load or run: {e}"
+        log(f"{name}: {key}: {entry['na']}")
+        w.close()
+        return None
+    entry["load_ms"] = w.ready["load_ms"]
+    entry["first_run_ms"] = w.ready["first_run_ms"]
+    entry["memory"] = w.ready["memory"]
+    return w
+
+
+def time_and_record(name, workers, entries, threads, opts):
+    """Times the started workers in the interleaved round robin (time_workers), then
+    records each one's latency statistics in entries[worker.key] and closes it."""
+    if workers:
+        log(f"{name}: timing {len(workers)} workers at {threads} thread(s), interleaved")
+        time_workers(workers, opts)
+    for w in workers:
+        entry = entries[w.key]
+        if w.error and len(w.times) < 2:
+            entry["na"] = w.error
+        elif w.times:
+            entry.update(stats(w.times))
+            if w.error:
+                entry["note"] = w.error
+        w.close()
+        if "median_ms" in entry:
+            err = entry.get("agreement", {}).get("largest_rel_err")
+            log(f"{name}: {w.key}: median {entry['median_ms']:.3f} ms p90 {entry['p90_ms']:.3f} ms "
+                f"(n={entry['n']})" + (f", output rel err {err:.2e}" if err is not None else ""))
+
+
+def add_timing_options(ap):
+    """The round robin's options (time_workers), shared with bench/precision_bench.py."""
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=5, help="minimum interleaved rounds")
+    ap.add_argument("--max-rounds", type=int, default=12)
+    ap.add_argument("--min-runs", type=int, default=20, help="minimum timed runs per worker")
+    ap.add_argument("--batch-s", type=float, default=0.8, help="target seconds per timed batch")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--settle", type=float, default=0.05, help="pause between batches (s)")
+    ap.add_argument("--load-timeout", type=float, default=600)
+    ap.add_argument("--quick", action="store_true", help="few runs: checks the harness, numbers are rough")
+
+
+def apply_timing_options(opts):
+    """--quick's few runs, and --threads as a list."""
+    if opts.quick:
+        opts.rounds, opts.max_rounds, opts.min_runs, opts.batch_s = 2, 3, 4, 0.2
+    opts.threads = [int(t) for t in str(opts.threads).split(",")]
+
+
 def bench_model(name, files, bins, work, opts):
     res = {"name": name, "onnx_bytes": os.path.getsize(files["onnx"])}
     res.update(weight_bytes(files["onnx"]))
@@ -479,57 +553,31 @@ def bench_model(name, files, bins, work, opts):
     runtimes = [r for r in opts.runtimes if r in STREAMING_RUNTIMES] if files.get("streaming") else \
         [r for r in opts.runtimes if r in SHIPPED_RUNTIMES] if files.get("shipped") else opts.runtimes
     for threads in opts.threads:
-        workers = []
+        workers, entries = [], {}
         for rt in runtimes:
             key = f"{rt}/t{threads}"
             model_path, na = sources[rt]
             if rt in arts and "pta" in arts[rt]:
                 model_path = artifact_for(arts[rt], threads)
-            entry = runs.setdefault(rt, {}).setdefault(str(threads), {})
+            entry = entries[key] = runs.setdefault(rt, {}).setdefault(str(threads), {})
             if na:
                 entry["na"] = na
                 continue
             out_npy = os.path.join(model_dir, f"{rt}.t{threads}.out.npy")
-            if os.path.exists(out_npy):
-                os.remove(out_npy)
             cmd = worker_command(rt, bins, files, name, threads, model_path, out_npy)
-            log(f"{name}: start {key}")
             env = None
             if rt == "torch":
                 # Debian's PyTorch calls OpenBLAS, whose own pool would otherwise use every core.
                 env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-            w = Worker(key, cmd, os.path.join(model_dir, f"{rt}.t{threads}.log"), cwd=HERE, env=env)
-            try:
-                w.ready = w.receive(opts.load_timeout)
-                entry["load_ms"] = w.ready["load_ms"]
-                entry["first_run_ms"] = w.ready["first_run_ms"]
-                entry["memory"] = w.ready["memory"]
+            w = start_worker(name, key, cmd, os.path.join(model_dir, f"{rt}.t{threads}.log"), out_npy, entry, opts,
+                             env=env)
+            if w:
                 for k in ("ort_version", "torch_version"):
                     if k in w.ready:
                         res.setdefault("versions", {})[k] = w.ready[k]
                 entry["agreement"] = compare(out_npy, files["expected"])
                 workers.append(w)
-            except Exception as e:  # noqa: BLE001
-                entry["na"] = f"failed to load or run: {e}"
-                log(f"{name}: {key}: {entry['na']}")
-                w.close()
-        if workers:
-            log(f"{name}: timing {len(workers)} workers at {threads} thread(s), interleaved")
-            time_workers(workers, opts)
-        for w in workers:
-            rt = w.key.split("/")[0]
-            entry = runs[rt][str(threads)]
-            if w.error and len(w.times) < 2:
-                entry["na"] = w.error
-            elif w.times:
-                entry.update(stats(w.times))
-                if w.error:
-                    entry["note"] = w.error
-            w.close()
-            if "median_ms" in entry:
-                agree = entry.get("agreement", {})
-                log(f"{name}: {w.key}: median {entry['median_ms']:.3f} ms p90 {entry['p90_ms']:.3f} ms "
-                    f"(n={entry['n']}), output rel err {agree.get('largest_rel_err', float('nan')):.2e}")
+        time_and_record(name, workers, entries, threads, opts)
     res["runs"] = runs
 
     # Process start -> first result.
@@ -672,29 +720,26 @@ def find_bins(build):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--models", default=",".join(EXPORTED + [DEMO] + SHIPPED + STREAMING + DECODING),
+    ap.add_argument("--models", default=",".join(EXPORTED + [DEMO] + SHIPPED + STREAMING + DECODING + ["precision"]),
                     help="model set; shipped-style entries are NAME@SIZE (--models shipped: all of them; "
                          "--models streaming: the streaming recurrent ones; --models decoding: the "
-                         "decoding Loop)")
+                         "decoding Loop; --models precision: the reduced-precision entries SOURCE@KIND of "
+                         "bench/precision_bench.py)")
     ap.add_argument("--runtimes", default=",".join(RUNTIMES))
-    ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--rounds", type=int, default=5, help="minimum interleaved rounds")
-    ap.add_argument("--max-rounds", type=int, default=12)
-    ap.add_argument("--min-runs", type=int, default=20, help="minimum timed runs per worker")
-    ap.add_argument("--batch-s", type=float, default=0.8, help="target seconds per timed batch")
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--settle", type=float, default=0.05, help="pause between batches (s)")
-    ap.add_argument("--load-timeout", type=float, default=600)
+    add_timing_options(ap)
+    ap.add_argument("--precision-batch-s", type=float, default=0.3,
+                    help="target seconds per timed batch of the reduced-precision models (they have three "
+                         "workers each and are many: shorter batches keep their part of the run to minutes)")
     ap.add_argument("--startup-runs", type=int, default=5)
     ap.add_argument("--kernel-min-time", type=float, default=0.3)
     ap.add_argument("--no-kernels", action="store_true")
     ap.add_argument("--no-contention", action="store_true", help="skip bench/contention.py")
     ap.add_argument("--contention-models", default=None,
                     help="models of the contention run (default: --models but the shipped ones)")
-    ap.add_argument("--quick", action="store_true", help="few runs: checks the harness, numbers are rough")
     ap.add_argument("--report-only", metavar="RESULTS_JSON",
                     help="only regenerate docs/benchmarks.md and the charts from a results file")
     import contention
+    import precision_bench
     contention.add_options(ap, prefix="contention-")
     opts = ap.parse_args()
 
@@ -703,15 +748,17 @@ def main():
         report.write_all(json.load(open(opts.report_only)), ROOT)
         return
 
+    apply_timing_options(opts)
     if opts.quick:
-        opts.rounds, opts.max_rounds, opts.min_runs, opts.batch_s = 2, 3, 4, 0.2
         opts.startup_runs, opts.kernel_min_time = 2, 0.05
-    opts.threads = [int(t) for t in opts.threads.split(",")]
     opts.runtimes = [r for r in opts.runtimes.split(",") if r]
     names = []
     for n in opts.models.split(","):
         names += SHIPPED if n == "shipped" else STREAMING if n == "streaming" else DECODING if n == "decoding" else \
-            [n] if n else []
+            list(precision_bench.ENTRIES) if n == "precision" else [n] if n else []
+    # The reduced-precision entries are made and timed by bench/precision_bench.py.
+    precision_names = [n for n in names if n in precision_bench.ENTRIES]
+    names = [n for n in names if n not in precision_bench.ENTRIES]
     build = os.path.abspath(opts.build)
     work = os.path.join(build, "bench")
     os.makedirs(work, exist_ok=True)
@@ -721,7 +768,7 @@ def main():
     results = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine_info(),
                "settings": {"threads": opts.threads, "rounds": opts.rounds, "min_runs": opts.min_runs,
                             "batch_s": opts.batch_s, "startup_runs": opts.startup_runs, "quick": opts.quick,
-                            "agree_tol": AGREE_TOL},
+                            "agree_tol": AGREE_TOL, "precision_batch_s": opts.precision_batch_s},
                "loadavg_start": loadavg(), "models": [], "tool_na": {k: v for k, v in bins.items() if k.endswith("_na")}}
     results.update(export_models(os.path.join(work, "models"), [n for n in names if n != DEMO and "@" not in n]))
     streaming = [n for n in names if n.split("@")[0] in STREAMING_IO]
@@ -736,6 +783,9 @@ def main():
         res = bench_model(name, files, bins, work, opts)
         res["encoder"] = name in ENCODERS
         results["models"].append(res)
+        loads.append(loadavg())
+    if precision_names:
+        results["precision"] = precision_bench.run(bins, work, opts, precision_names)
         loads.append(loadavg())
     if not opts.no_contention:
         copts = argparse.Namespace(

@@ -466,6 +466,8 @@ def method_section(res):
             "products call the system BLAS (OpenBLAS, limited to n threads with OPENBLAS_NUM_THREADS) and most "
             "convolutions its bundled oneDNN (1x1 convolutions at batch 1 on one thread take a slower im2col "
             "path), so the PyTorch column measures that build.",
+            "- Reduced precision: see its section (bench/precision_bench.py: the same workers and round robin, "
+            "in shorter batches).",
             "- Start-up, artifacts and compile time: see their sections. Kernel numbers are single-operator "
             "throughput and say nothing about fusion.",
             ]
@@ -566,6 +568,113 @@ def decoding_section(res, notes):
         per_run_table(models, res, notes)
 
 
+# ---- reduced precision ----------------------------------------------------------------
+
+PRECISION_LABELS = {"partita": "partita", "ort": "ONNX Runtime", "partita_f32": "partita float32"}
+KIND_LABELS = {"int8_static": "static int8 (QDQ)", "int8_dynamic": "dynamic int8", "float16": "float16"}
+
+
+def by_dtype_cell(weights):
+    if not weights:
+        return "-"
+    return ", ".join(f"{dtype} {mb(n)}" for dtype, n in sorted(weights.items(), key=lambda kv: -kv[1]))
+
+
+def precision_targets(model, threads, p):
+    """The target cell: partita / ORT against the kind's limit, and for static int8 the
+    float32 / int8 speed-up against its floor; None when a median is missing."""
+    runs = model.get("runs", {})
+    mine, ort, f32 = (median(runs.get(rt, {}).get(str(threads))) for rt in ("partita", "ort", "partita_f32"))
+    vs_ort = ratio(mine, ort)
+    if vs_ort is None:
+        return None
+    limit = p.get("targets", {}).get(model["kind"], model.get("target_vs_ort"))
+    cells = [f"≤{limit:.1f}x ORT {'✓' if vs_ort <= limit else '✗'}"]
+    if model["kind"] == "int8_static":
+        floor = p.get("static_speedup", 1.5)
+        speedup = ratio(f32, mine)
+        cells.append(f"≥{floor:.1f}x float32 " + ("n/a" if speedup is None else "✓" if speedup >= floor else "✗"))
+    return ", ".join(cells)
+
+
+def precision_row_cells(model, threads, first, p, notes):
+    runs = model.get("runs", {})
+    cells = []
+    for rt in ("partita", "ort", "partita_f32"):
+        run = runs.get(rt, {}).get(str(threads), {})
+        cells.append(ms(run["median_ms"]) if "median_ms" in run else
+                     notes.na(f"{model['name']}, {PRECISION_LABELS[rt]}: {run.get('na', 'not run')}"))
+    mine, ort, f32 = (median(runs.get(rt, {}).get(str(threads))) for rt in ("partita", "ort", "partita_f32"))
+    cells.append(fmt_ratio(ratio(mine, ort)) or "n/a")
+    cells.append(fmt_ratio(ratio(f32, mine)) or "n/a")
+    cells.append(precision_targets(model, threads, p) or "n/a")
+    agree = runs.get("partita", {}).get(str(threads), {}).get("agreement")
+    cells.append("n/a" if not agree else f"✗ {agree['error']}" if "error" in agree else
+                 f"{agree['largest_rel_err']:.1e} {'✓' if agree['ok'] else '✗'}")
+    if first:
+        arts = model.get("artifacts", {})
+        mine_art, f32_art = arts.get("partita", {}), arts.get("partita_f32", {})
+        cells.append(f"{mb(model['onnx_bytes'])} ({mb(model['float32_onnx_bytes'])})")
+        cells.append(f"{mb(mine_art['artifact_bytes'])} ({mb(f32_art['artifact_bytes'])})"
+                     if "artifact_bytes" in mine_art and "artifact_bytes" in f32_art else
+                     notes.na(mine_art.get("na") or f32_art.get("na") or "not compiled"))
+        stored = mine_art.get("weights_by_dtype", {})
+        cells.append(notes.na(stored["na"]) if "na" in stored else by_dtype_cell(stored))
+    else:
+        cells += ["", "", ""]
+    return cells
+
+
+def precision_section(res, notes):
+    p = res.get("precision")
+    lines = ["## Reduced precision: int8 and float16 models", "",
+             "bench/precision_bench.py makes each entry SOURCE@KIND from a model the bench already has and keeps "
+             "it in build/bench/precision/ (made again when its converter or source changes): `int8_static` with "
+             "scripts/quantize_int8.py static (QDQ: int8 weights per output channel, uint8 activations), ResNet-18 "
+             "calibrated on its input and three scaled copies, the demo CNN on 1000 Fashion-MNIST training "
+             "images; `int8_dynamic` with scripts/quantize_int8.py dynamic (DynamicQuantizeLinear -> "
+             "MatMulInteger / ConvInteger chains): the encoder, and tests/precision/make_unet.py's U-Net with "
+             "symbolic height and width, whose one artifact runs at two sizes; `float16` with "
+             "scripts/make_float16.py (float16 weights and compute, float32 graph inputs and outputs, as "
+             "float16 converters write them). At each thread count three workers take turns in the round robin "
+             "of the models above: partita on a .pta of the model compiled for dnnl,ewise,host with the default "
+             "precision policy, ONNX Runtime on the same .onnx, and partita on a .pta (dnnl,ewise,host) of the "
+             "float32 model it was made from. Median ms; vs ORT = partita / ONNX Runtime; float32 / reduced = "
+             "partita float32 / partita on the reduced model (above 1.00x the reduced model is faster). Targets "
+             "(issue 13): static int8 at most 1.0x ONNX Runtime and at least 1.5x faster than float32; dynamic "
+             "int8 at most 0.6x; float16 at most 0.9x. Agrees: partita's output against ONNX Runtime's on the "
+             "same file, max|a − e| / max|e| (✓ within 2e-2 for int8, 1e-2 for float16). Sizes in MB, the "
+             "float32 model's in parentheses; the .pta is the first thread count's; stored weights: the "
+             "artifact's weights by dtype, each distinct content once.", ""]
+    if not p:
+        return lines + ["Not in these results (`--models` left these entries out, or the run predates them); "
+                        "`./bench/run.sh build --models precision --no-contention --no-kernels` runs only them."]
+    if "na" in p:
+        return lines + [notes.na(p["na"])]
+    threads = res["settings"]["threads"]
+    lines += ["| Model | Kind | Threads | partita | ORT | partita float32 | vs ORT | float32 / reduced | target | "
+              "agrees | .onnx | .pta | stored weights |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    met = {}
+    for model in p.get("models", []):
+        kind = KIND_LABELS.get(model.get("kind"), model.get("kind", "?"))
+        if "na" in model:
+            lines.append(f"| {model['name']} | {kind} | - | " + " | ".join([notes.na(model["na"])] * 10) + " |")
+            continue
+        for i, t in enumerate(threads):
+            cells = precision_row_cells(model, t, i == 0, p, notes)
+            target = cells[5]
+            if target != "n/a":
+                got = met.setdefault(model["kind"], [0, 0])
+                got[0] += "✗" not in target
+                got[1] += 1
+            lines.append(f"| {model['name']} | {kind} | {t} | " + " | ".join(cells) + " |")
+    summary = [f"{KIND_LABELS.get(k, k)}: targets met in {n} of {total} rows" for k, (n, total) in met.items()]
+    if summary:
+        lines += ["", "- " + "; ".join(summary) + f" (round robin batches of about {p.get('batch_s', '?')} s)."]
+    return lines
+
+
 def write_markdown(res, path):
     notes = Notes()
     lines = header(res) + [""]
@@ -579,6 +688,7 @@ def write_markdown(res, path):
     lines += streaming + [""] if streaming else []
     decoding = decoding_section(res, notes)
     lines += decoding + [""] if decoding else []
+    lines += precision_section(res, notes) + [""]
     lines += contention_section(res, notes) + [""]
     lines += kernels_section(res, notes) + [""]
     lines += method_section(res) + [""]

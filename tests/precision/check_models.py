@@ -124,24 +124,28 @@ def run_fp16(partita, build, work, name):
     return check(res, ort[0], 1e-2, "vs ONNX Runtime")
 
 
-def fashion_model(partita, work):
-    src = os.path.join(ROOT, "models", "fashion", "fashion_cnn.onnx")
-    images = read_idx(os.path.join(FASHION, "train-images-idx3-ubyte.gz"))[:1000].astype(np.float32) / 255
-    calib = os.path.join(work, "fashion_calibration.npy")
-    np.save(calib, images.reshape(-1, 1, 28, 28))
-    return src, calib
+def calibration_file(name, x, work):
+    """Writes the static quantizer's calibration inputs for model NAME and returns the
+    path: 1000 Fashion-MNIST training images for the demo CNN (fashion_cnn), else the
+    model's input x and three copies scaled by seeded random factors. make bench's QDQ
+    models (bench/precision_bench.py) are calibrated with this too."""
+    calib = os.path.join(work, name + "_calibration.npy")
+    if name == "fashion_cnn":
+        images = read_idx(os.path.join(FASHION, "train-images-idx3-ubyte.gz"))[:1000].astype(np.float32) / 255
+        np.save(calib, images.reshape(-1, 1, 28, 28))
+    else:
+        rng = np.random.default_rng(0)
+        np.save(calib, np.concatenate([x] + [(x * rng.uniform(0.5, 1.5)).astype(np.float32) for _ in range(3)]))
+    return calib
 
 
 def run_static(partita, build, work, name):
     if name == "fashion_cnn":
-        src, calib = fashion_model(partita, work)
+        src = os.path.join(ROOT, "models", "fashion", "fashion_cnn.onnx")
         feeds = {"input": np.load(os.path.join(ROOT, "models", "fashion", "test_images.npy"))}
     else:
         src, feeds = model_input(build, name)
-        rng = np.random.default_rng(0)
-        x = feeds["input"]
-        calib = os.path.join(work, name + "_calibration.npy")
-        np.save(calib, np.concatenate([x] + [(x * rng.uniform(0.5, 1.5)).astype(np.float32) for _ in range(3)]))
+    calib = calibration_file(name, feeds["input"], work)
     q = os.path.join(work, name + ".qdq.onnx")
     subprocess.run([PY, os.path.join(ROOT, "scripts", "quantize_int8.py"), "static", src, q, "--calibration", calib,
                     "--build", build], check=True)
