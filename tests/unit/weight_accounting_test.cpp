@@ -351,9 +351,9 @@ ir::ValueId typedConstant(GraphBuilder& b, const std::string& name, ir::DType dt
   return b.g.addConstantValue(name, c);
 }
 
-// int8 on oneDNN next to int8 on the host: the QLinearConv's s8 weights are derived
-// into oneDNN's layout (the int8 original leaves the file), its int32 bias borrowed;
-// the int8 operand of a host MatMulInteger is stored as it is.
+// int8 on oneDNN next to int8 on the host: the QLinearConv's and a MatMulInteger's s8
+// weights are derived into oneDNN's layout (the int8 originals leave the file), the
+// int32 bias borrowed; the int8 operand of a host MatMulInteger is stored as it is.
 TEST_F(WeightAccounting, Int8WeightsDerivedForDnnlAndStoredForTheHost) {
   GraphBuilder b;
   ir::ValueId x = b.input("x", {1, 4, 6, 6});
@@ -374,19 +374,27 @@ TEST_F(WeightAccounting, Int8WeightsDerivedForDnnlAndStoredForTheHost) {
   ir::ValueId xq = b.node("QuantizeLinear", {x, xs, xz}, {}, 13);
   ir::ValueId yq = b.node("QLinearConv", {xq, xs, xz, w, ws, wz, ys, yz, bias}, pads, 13);
   b.output(b.node("DequantizeLinear", {yq, ys, yz}, {}, 13));
-  // On the host: MatMulInteger of a quantized input by an int8 constant.
+  // On the host: MatMulInteger of a quantized input by an int8 constant with a nonzero
+  // zero point (oneDNN's int8 matmul takes weights without one).
   ir::ValueId m = typedConstant<int8_t>(b, "m", ir::DType::kInt8, {3, 2}, {1, -2, 3, -4, 5, -6});
+  ir::ValueId mz = typedConstant<int8_t>(b, "mz", ir::DType::kInt8, {}, {1});
   ir::ValueId aq = b.node("QuantizeLinear", {b.input("a", {2, 3}), xs, xz}, {}, 13);
   ir::AttributeMap to_float;
   to_float.setInt("to", 1);
-  b.output(b.node("Cast", {b.node("MatMulInteger", {aq, m, xz}, {}, 13)}, to_float, 13));
+  b.output(b.node("Cast", {b.node("MatMulInteger", {aq, m, xz, mz}, {}, 13)}, to_float, 13));
+  // On oneDNN: a MatMulInteger whose int8 weights have no zero point (an int8 matmul,
+  // the weights derived as s8, the original not stored).
+  ir::ValueId m2 = typedConstant<int8_t>(b, "m2", ir::DType::kInt8, {3, 4}, {1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11, -12});
+  ir::ValueId a2q = b.node("QuantizeLinear", {b.input("a2", {2, 3}), xs, xz}, {}, 13);
+  b.output(b.node("MatMulInteger", {a2q, m2, xz}, {}, 13));
   Linked l = link(b, {"dnnl", "host"});
   expectExactWeights(l);
   const artifact::ConstantEntry* original = l.a.findConstant(b.g.value(w).constant);
   EXPECT_TRUE(!original || original->storage != artifact::Storage::kWeights) << "int8 original of derived weights stored";
   bool derived_s8 = false;
   for (const artifact::ConstUse& u : l.a.modules[0].uses)
-    if (u.kind == artifact::UseKind::kDerive && u.source == b.g.value(w).constant) {
+    if (u.kind == artifact::UseKind::kDerive &&
+        (u.source == b.g.value(w).constant || u.source == b.g.value(m2).constant)) {
       const artifact::ConstantEntry* d = l.a.findConstant(u.id);
       ASSERT_NE(d, nullptr);
       EXPECT_EQ(d->layout.rfind("dnnl:s8:", 0), 0u) << d->layout;
@@ -394,6 +402,9 @@ TEST_F(WeightAccounting, Int8WeightsDerivedForDnnlAndStoredForTheHost) {
       derived_s8 = true;
     }
   EXPECT_TRUE(derived_s8);
+  const artifact::ConstantEntry* m2_original = l.a.findConstant(b.g.value(m2).constant);
+  EXPECT_TRUE(!m2_original || m2_original->storage != artifact::Storage::kWeights)
+      << "int8 original of the matmul's derived weights stored";
   const artifact::ConstantEntry* host_int8 = l.a.findConstant(b.g.value(m).constant);
   ASSERT_NE(host_int8, nullptr);
   EXPECT_EQ(host_int8->storage, artifact::Storage::kWeights);
