@@ -68,8 +68,10 @@ class Backend {
   // shape"); empty when the backend does not say.
   virtual std::string whyNot(const ir::Graph& g, ir::NodeId node) const { return {}; }
   // The float arithmetic CompileOptions::precision allows for float32 compute: "fp32"
-  // (float32 throughout, the default) or "bf16" (heavy ops in bfloat16 where the
-  // backend has fast kernels for it). Called once, before compile. Default: ignored.
+  // (float32 throughout, the default), "fp32-half" (float32 for a model written in
+  // float16/bfloat16: algorithms whose error stays below float16's resolution, 2^-11,
+  // are allowed, e.g. Winograd convolutions) or "bf16" (heavy ops in bfloat16 where
+  // the backend has fast kernels for it). Called once, before compile. Default: ignored.
   virtual void setFloatPrecision(std::string_view precision) {}
   // Composite patterns fused inside a region, e.g. "Conv+Add+Relu".
   virtual std::vector<std::string> patterns() const { return {}; }

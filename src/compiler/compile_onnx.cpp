@@ -87,12 +87,16 @@ CompiledGraph optimizeAndPartition(ir::Graph imported, std::vector<SourceFile> s
   pipeline.fuse_quantized =
       options.precision != Precision::kKeep &&
       std::find(options.backends.begin(), options.backends.end(), "dnnl") != options.backends.end();
-  passes::optimize(c.graph, pipeline);
+  const passes::PipelineReport report = passes::optimize(c.graph, pipeline);
   // Backends tune to the thread count runs will use (oneDNN's weight layouts): this
   // thread's OpenMP team size is what they read.
   omp_set_num_threads(options.threads);
-  c.parts = backend::partitionGraph(c.graph, partitionOptions(options));
-  partitionSubgraphs(c.graph, c.graph, partitionOptions(options), c.parts);
+  backend::PartitionOptions partition = partitionOptions(options);
+  // A float16/bfloat16 model computed in float32: its arithmetic may carry errors up
+  // to float16's resolution (Backend::setFloatPrecision "fp32-half").
+  if (report.half_nodes_lowered > 0 && options.precision == Precision::kFloat32) partition.float_precision = "fp32-half";
+  c.parts = backend::partitionGraph(c.graph, partition);
+  partitionSubgraphs(c.graph, c.graph, partition, c.parts);
   return c;
 }
 }  // namespace

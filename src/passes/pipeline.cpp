@@ -4,7 +4,8 @@
 
 namespace partita::passes {
 
-void optimize(ir::Graph& g, const PipelineOptions& options) {
+PipelineReport optimize(ir::Graph& g, const PipelineOptions& options) {
+  PipelineReport report;
   g.verify();
   if (options.fuse_quantized) fuseQuantizedOps(g);
   FoldOptions fold;
@@ -15,10 +16,14 @@ void optimize(ir::Graph& g, const PipelineOptions& options) {
   // number makes the Shape of the Reshape's output known).
   for (int round = 0; round < 64 && foldReshapeTargets(g) > 0; ++round) inferShapes(g, fold);
   eliminateDead(g);
-  if (options.lower_half && (lowerHalfPrecision(g).nodes_retyped > 0) + (lowerIntegerCompute(g) > 0)) {
-    inferShapes(g, fold);
-    eliminateDead(g);
+  if (options.lower_half) {
+    report.half_nodes_lowered = lowerHalfPrecision(g).nodes_retyped;
+    if ((report.half_nodes_lowered > 0) + (lowerIntegerCompute(g) > 0)) {
+      inferShapes(g, fold);
+      eliminateDead(g);
+    }
   }
+  return report;
 }
 
 }  // namespace partita::passes

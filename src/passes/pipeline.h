@@ -16,8 +16,12 @@ struct PipelineOptions {
   bool fuse_quantized = false;
 };
 
+struct PipelineReport {
+  size_t half_nodes_lowered = 0;  // float16/bfloat16 nodes now computing in float32
+};
+
 // Shape inference with constant folding, then dead-code elimination, then (lower_half)
 // float16/bfloat16 compute lowered to float32 and shapes inferred again; verifies.
-void optimize(ir::Graph& g, const PipelineOptions& options = {});
+PipelineReport optimize(ir::Graph& g, const PipelineOptions& options = {});
 
 }  // namespace partita::passes

@@ -260,3 +260,45 @@ def test_bf16_policy_runs_bfloat16_kernels(tmp, target):
     assert not [f for f in impls if f[4].startswith("ref")], impls
     y = np.load(os.path.join(tmp, "y.npy"))
     assert rel_err(y, reference(x)) < 3e-2
+
+
+def conv3x3_net(dtype):
+    """x float32[1,16,14,14] -> [Cast] -> Conv 3x3 16->32 (bias) -> Relu -> Conv 3x3 32->32
+    -> [Cast] -> y float32: two convolutions oneDNN has Winograd kernels for."""
+    rng = np.random.default_rng(7)
+    w1 = (rng.standard_normal((32, 16, 3, 3)) * 0.1).astype(np.float32)
+    b1 = (rng.standard_normal(32) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32)
+    np_t = np.float16 if dtype == F16 else np.float32
+    inits = [numpy_helper.from_array(a.astype(np_t), n) for n, a in (("w1", w1), ("b1", b1), ("w2", w2))]
+    nodes = [helper.make_node("Cast", ["x"], ["xh"], to=dtype),
+             helper.make_node("Conv", ["xh", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Cast", ["c2"], ["y"], to=F32)]
+    g = helper.make_graph(nodes, "conv3x3", [helper.make_tensor_value_info("x", F32, [1, 16, 14, 14])],
+                          [helper.make_tensor_value_info("y", F32, [1, 32, 14, 14])], inits)
+
+    def reference(x):
+        import torch
+        t = lambda a: torch.from_numpy(a.astype(np_t).astype(np.float32))
+        r1 = torch.relu(torch.nn.functional.conv2d(torch.from_numpy(x), t(w1), t(b1), padding=1))
+        return torch.nn.functional.conv2d(r1, t(w2), padding=1).numpy()
+
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), reference
+
+
+@pytest.mark.parametrize("dtype", [F16, F32])
+def test_winograd_for_float16_models_only(tmp, dtype):
+    """A float16 model computed in float32 may carry float16-sized errors: its 3x3
+    convolutions take oneDNN's Winograd kernels (weights stored in oneDNN's `wino`
+    layout, read back from the .pta); the same model in float32 keeps direct ones."""
+    model, reference = conv3x3_net(dtype)
+    pta = os.path.join(tmp, "m.pta")
+    partita.compile(model, pta, backends=["dnnl", "host"], threads=1)
+    layouts = [c["layout"] or "" for c in partita.inspect(pta)["constants"] if c["storage"] == "weights"]
+    wino = [l for l in layouts if ":wino:" in l]
+    assert len(wino) == (2 if dtype == F16 else 0), layouts
+    x = np.random.default_rng(3).standard_normal((1, 16, 14, 14)).astype(np.float32)
+    (y,) = partita.InferenceSession(pta, threads=1).run(None, {"x": x})
+    assert rel_err(y, reference(x)) < (1e-4 if dtype == F16 else 1e-5)

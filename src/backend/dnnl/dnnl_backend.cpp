@@ -36,14 +36,17 @@ class DnnlBackend final : public Backend {
             "ReduceMean+Sub+Pow+ReduceMean+Add+Sqrt+Div+Mul+Add as LayerNormalization"};
   }
 
-  void setFloatPrecision(std::string_view precision) override { bf16_ = precision == "bf16"; }
+  void setFloatPrecision(std::string_view precision) override {
+    bf16_ = precision == "bf16";
+    winograd_ = precision == "fp32-half";
+  }
 
   ModuleImage compile(const ir::Graph& g, const std::vector<Region>& regions, ConstantSink& sink) override {
-    return dnnl_backend::compileRegions(g, regions, sink, bf16_);
+    return dnnl_backend::compileRegions(g, regions, sink, bf16_, winograd_);
   }
 
  private:
-  bool bf16_ = false;
+  bool bf16_ = false, winograd_ = false;
 };
 
 }  // namespace

@@ -76,8 +76,12 @@ class FunctionLowering {
   // `bf16`: Conv and MatMul over constant weights read their source and weights in
   // bfloat16 (weights derived so, the source reordered), destination float32
   // (CompileOptions::precision kBFloat16; static regions only).
-  FunctionLowering(const ir::Graph& g, ConstantArgs& mb, const backend::Region& r, bool bf16 = false)
-      : mb_(mb), g_(g), r_(r), bf16_(bf16), graph_uses_(g_.useCounts()) {}
+  // `winograd`: 3x3 stride-1 convolutions may use Winograd's algorithm where oneDNN has
+  // it (a float16 model computed in float32: its error, around 1e-5 relative, is far
+  // below float16's 2^-11; static regions only: its weights layout is not replayed).
+  FunctionLowering(const ir::Graph& g, ConstantArgs& mb, const backend::Region& r, bool bf16 = false,
+                   bool winograd = false)
+      : mb_(mb), g_(g), r_(r), bf16_(bf16), winograd_(winograd), graph_uses_(g_.useCounts()) {}
 
   Function run();
 
@@ -198,7 +202,7 @@ class FunctionLowering {
   ConstantArgs& mb_;
   const ir::Graph& g_;
   const backend::Region& r_;
-  bool bf16_ = false;
+  bool bf16_ = false, winograd_ = false;
   std::vector<int> graph_uses_;
   Function fn_;
   std::vector<bool> done_;

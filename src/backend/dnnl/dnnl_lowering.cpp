@@ -338,7 +338,7 @@ Function compilePolymorphic(const ir::Graph& g, const backend::Region& r, Module
 }  // namespace
 
 backend::ModuleImage compileRegions(const ir::Graph& g, const std::vector<backend::Region>& regions,
-                                    backend::ConstantSink& sink, bool bf16) {
+                                    backend::ConstantSink& sink, bool bf16, bool winograd) {
   // oneDNN tunes implementations to the thread count: the compiler driver has set
   // this thread's OpenMP team size to the one runs will use (CompileOptions::threads).
   ModuleBuilder mb(g, sink);
@@ -347,7 +347,7 @@ backend::ModuleImage compileRegions(const ir::Graph& g, const std::vector<backen
       if (r.polymorphic()) {
         mb.program().functions.push_back(compilePolymorphic(g, r, mb));
       } else {
-        FunctionLowering lowering(g, mb, r, bf16);
+        FunctionLowering lowering(g, mb, r, bf16, winograd);
         mb.program().functions.push_back(lowering.run());
       }
     } catch (const dnnl::error& e) {

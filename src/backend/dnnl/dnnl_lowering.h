@@ -15,8 +15,9 @@
 namespace partita::dnnl_backend {
 
 // Function i of the image computes regions[i]. Reads `g` only; derived constants go to `sink`.
-// `bf16`: static regions' Conv and MatMul compute in bfloat16 (FunctionLowering).
+// `bf16`: static regions' Conv and MatMul compute in bfloat16; `winograd`: static
+// regions' 3x3 convolutions may use Winograd's algorithm (FunctionLowering).
 backend::ModuleImage compileRegions(const ir::Graph& g, const std::vector<backend::Region>& regions,
-                                    backend::ConstantSink& sink, bool bf16 = false);
+                                    backend::ConstantSink& sink, bool bf16 = false, bool winograd = false);
 
 }  // namespace partita::dnnl_backend

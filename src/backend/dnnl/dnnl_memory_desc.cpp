@@ -157,6 +157,7 @@ bool sameDesc(const memory::desc& a, const memory::desc& b) {
 std::string formatTag(const memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
   if (d.format_kind == dnnl_format_kind_any) return "any";
+  if (d.format_kind == dnnl_format_kind_wino) return "wino";
   if (d.format_kind != dnnl_blocked) return "opaque";
   const dnnl_blocking_desc_t& b = d.format_desc.blocking;
   std::vector<int> order(size_t(d.ndims));
@@ -181,6 +182,12 @@ std::string layoutString(const memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
   std::string s = std::string("dnnl:") + typeName(d.data_type) + ":" + formatTag(md);
   s += ":dims=" + joined(d.dims, d.ndims);
+  if (d.format_kind == dnnl_format_kind_wino) {
+    const dnnl_wino_desc_t& v = d.format_desc.wino_desc;
+    return s + ":wino=" + std::to_string(int(v.wino_format)) + "," + std::to_string(v.alpha) + "," +
+           std::to_string(v.ic_block) + "," + std::to_string(v.oc_block) + "," + std::to_string(v.ic2_block) + "," +
+           std::to_string(v.oc2_block) + ":size=" + std::to_string(v.size);
+  }
   if (d.format_kind != dnnl_blocked) return s;
   const dnnl_blocking_desc_t& b = d.format_desc.blocking;
   s += ":padded=" + joined(d.padded_dims, d.ndims);
@@ -199,13 +206,21 @@ constexpr int32_t kExtraFollows = 0x10000;
 void writeDesc(BlobWriter& w, const memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
   if ((d.extra.flags != 0 && d.format_kind != dnnl_blocked) ||
-      (d.format_kind != dnnl_blocked && d.format_kind != dnnl_format_kind_any))
+      (d.format_kind != dnnl_blocked && d.format_kind != dnnl_format_kind_any && d.format_kind != dnnl_format_kind_wino))
     throw Error(ErrorCode::kInternal, "dnnl backend: cannot encode memory descriptor " + layoutString(md));
   w.i32(d.ndims);
   w.i32(int32_t(d.data_type));
   w.i32(int32_t(d.format_kind) | (d.extra.flags != 0 ? kExtraFollows : 0));
   for (int i = 0; i < d.ndims; ++i) w.i64(d.dims[i]);
   if (d.format_kind == dnnl_format_kind_any) return;
+  if (d.format_kind == dnnl_format_kind_wino) {  // Winograd weights: oneDNN's own layout
+    const dnnl_wino_desc_t& v = d.format_desc.wino_desc;
+    for (int x : {int(v.wino_format), v.r, v.alpha, v.ic, v.oc, v.ic_block, v.oc_block, v.ic2_block, v.oc2_block})
+      w.i32(x);
+    w.f32(v.adj_scale);
+    w.u64(v.size);
+    return;
+  }
   const dnnl_blocking_desc_t& b = d.format_desc.blocking;
   for (int i = 0; i < d.ndims; ++i) w.i64(d.padded_dims[i]);
   for (int i = 0; i < d.ndims; ++i) w.i64(d.padded_offsets[i]);
@@ -221,6 +236,38 @@ void writeDesc(BlobWriter& w, const memory::desc& md) {
   w.i32(d.extra.asymm_compensation_mask);
 }
 
+namespace {
+
+// Winograd weights (float32, [O, I, 3, 3]) in oneDNN's wino layout. The fields are
+// range-checked here; that they are the ones oneDNN would make is checked when the
+// primitive is created (createPrimitive accepts a recorded wino layout only when
+// oneDNN chooses the same one).
+memory::desc readWino(BlobReader& r, const memory::dims& dims, int32_t dt) {
+  const std::string what = "memory descriptor (wino): ";
+  if (dims.size() != 4 || dt != dnnl_f32) r.fail(what + "not float32 weights of rank 4");
+  dnnl_memory_desc_t d{};
+  d.ndims = 4;
+  d.data_type = dnnl_f32;
+  d.format_kind = dnnl_format_kind_wino;
+  for (int i = 0; i < 4; ++i) d.dims[i] = d.padded_dims[i] = dims[size_t(i)];
+  dnnl_wino_desc_t& v = d.format_desc.wino_desc;
+  const int32_t format = r.i32();
+  if (format != dnnl_wino_wei_aaOIoi && format != dnnl_wino_wei_aaOio && format != dnnl_wino_wei_aaOBiOo &&
+      format != dnnl_wino_wei_OBaaIBOIio)
+    r.fail(what + "unknown format " + std::to_string(format));
+  v.wino_format = dnnl_wino_memory_format_t(format);
+  for (int* x : {&v.r, &v.alpha, &v.ic, &v.oc, &v.ic_block, &v.oc_block, &v.ic2_block, &v.oc2_block}) {
+    *x = r.i32();
+    if (*x < 0 || *x > (1 << 20)) r.fail(what + "field out of range");
+  }
+  v.adj_scale = r.f32();
+  v.size = r.u64();
+  if (v.size > (uint64_t(1) << 40)) r.fail(what + "size out of range");
+  return memory::desc(d);
+}
+
+}  // namespace
+
 memory::desc readDesc(BlobReader& r) {
   const std::string what = "memory descriptor: ";
   int32_t ndims = r.i32();
@@ -232,7 +279,7 @@ memory::desc readDesc(BlobReader& r) {
   const bool extra = (kind & kExtraFollows) != 0;
   kind &= ~kExtraFollows;
   if (extra && kind != dnnl_blocked) r.fail(what + "extra data on a non-blocked descriptor");
-  if (kind != dnnl_blocked && kind != dnnl_format_kind_any)
+  if (kind != dnnl_blocked && kind != dnnl_format_kind_any && kind != dnnl_format_kind_wino)
     r.fail(what + "unsupported format kind " + std::to_string(kind));
   memory::dims dims(size_t(ndims), 0);
   for (auto& x : dims) {
@@ -240,6 +287,7 @@ memory::desc readDesc(BlobReader& r) {
     if (x < 0 || x > (int64_t(1) << 40)) r.fail(what + "dimension " + std::to_string(x) + " out of range");
   }
   if (kind == dnnl_format_kind_any) return memory::desc(dims, memory::data_type(dt), memory::format_tag::any);
+  if (kind == dnnl_format_kind_wino) return readWino(r, dims, dt);
 
   dnnl_memory_desc_t d{};
   d.ndims = ndims;

@@ -239,6 +239,11 @@ std::string stepWhere(const std::string& fn_where, size_t s, const Step& step) {
 
 CreatedPrimitive createPrimitive(const Step& step, const std::string& where) {
   const dnnl::engine& eng = cpuEngine();
+  for (const Arg& a : step.args)
+    if (a.md.data.format_kind == dnnl_format_kind_wino && (!a.chosen || a.key != DNNL_ARG_WEIGHTS ||
+                                                          step.kind != StepKind::kConvolution))
+      throw Error(ErrorCode::kInvalidArtifact,
+                  "dnnl module: " + where + " has a Winograd layout that is not its convolution's chosen weights");
   CreatedPrimitive c;
   try {
     c.pd = makePrimitiveDesc(step, eng);
@@ -250,6 +255,12 @@ CreatedPrimitive createPrimitive(const Step& step, const std::string& where) {
   // weights in the file have the recorded one: ask oneDNN for a primitive over
   // exactly that layout (maybe another implementation), never reorder at load.
   if (std::string mismatch = chosenLayoutMismatch(step, c.pd); !mismatch.empty()) {
+    // A Winograd weights layout is taken only as oneDNN makes it here: its fields are
+    // oneDNN's internals, which a primitive created over a recorded one would trust.
+    for (const Arg& a : step.args)
+      if (a.md.data.format_kind == dnnl_format_kind_wino)
+        throw Error(ErrorCode::kUnsupported, "dnnl module: " + where + ": " + mismatch +
+                                                 " (Winograd weights); recompile the model for this machine");
     Step fixed = step;
     for (Arg& a : fixed.args) a.chosen = false;
     try {

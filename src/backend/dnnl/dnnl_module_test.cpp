@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "backend/dnnl/dnnl_memory_desc.h"
+#include "compiler/partition.h"
 #include "backend/dnnl/dnnl_primitive.h"
 #include "backend/dnnl/dnnl_testing.h"
 #include "kernels/op_util.h"
@@ -402,6 +403,66 @@ TEST(DnnlModule, ChecksCallArity) {
     EXPECT_NE(std::string(e.what()).find("input 0 must be float32"), std::string::npos) << e.what();
   }
   EXPECT_THROW(moduleOf(c).run(3, {small.view()}, {out.view()}), Error);
+}
+
+// Winograd weights (oneDNN's `wino` format kind) round-trip through the blob, and a
+// load takes a recorded wino layout only as the chosen weights of a convolution and
+// only when oneDNN makes the same one here: its fields are oneDNN's internals.
+TEST(DnnlModule, WinogradWeightsOnlyAsOneDnnMakesThem) {
+  const memory::dims src_dims = {1, 16, 8, 8}, w_dims = {16, 16, 3, 3};
+  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd,
+                                    anyDesc(std::vector<int64_t>(src_dims.begin(), src_dims.end())),
+                                    anyDesc(std::vector<int64_t>(w_dims.begin(), w_dims.end())),
+                                    anyDesc(std::vector<int64_t>{1, 16, 8, 8}), {1, 1}, {1, 1}, {1, 1});
+  const memory::desc wino = dnnl::convolution_forward::primitive_desc(d, cpuEngine()).weights_desc();
+  ASSERT_EQ(wino.data.format_kind, dnnl_format_kind_wino);
+  BlobWriter bw;
+  writeDesc(bw, wino);
+  BlobReader br(bw.bytes().data(), bw.bytes().size(), "test descriptor");
+  EXPECT_TRUE(sameDesc(readDesc(br), wino));
+  EXPECT_EQ(formatTag(wino), "wino");
+
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 16, 8, 8});
+  ir::AttributeMap pads;
+  pads.setInts("pads", {1, 1, 1, 1});
+  b.output(b.node("Conv", {x, b.constant("w", {16, 16, 3, 3}, randomFloats(16 * 16 * 9, 1))}, pads));
+  Compiled host = testing::compile(b.g, {"host"});
+  // As the compiler partitions a float16 model computed in float32.
+  Compiled c = host;
+  backend::PartitionOptions o;
+  o.backends = {"dnnl", "host"};
+  o.float_precision = "fp32-half";
+  ir::Graph g = *host.graph;
+  c.parts = backend::partitionGraph(g, o);
+  c.graph = std::make_shared<ir::Graph>(std::move(g));
+  runtime::ConstStore store = runtime::ConstStore::fromPool(c.graph->constants);
+  const auto& image = c.parts.modules.at(0);
+  Program p = readProgram(image.blob.data(), image.blob.size());
+  Arg* w = nullptr;
+  for (Step& s : p.functions[0].steps)
+    if (s.kind == StepKind::kConvolution) w = s.find(DNNL_ARG_WEIGHTS);
+  ASSERT_NE(w, nullptr);
+  ASSERT_EQ(w->md.data.format_kind, dnnl_format_kind_wino);
+  std::shared_ptr<runtime::RuntimeModule> loaded = reload(c, image.blob, store);
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 3);
+  ir::OwnedTensor got(ir::DType::kFloat32, {1, 16, 8, 8});
+  loaded->run(0, {in[0].view()}, {got.view()});
+  EXPECT_LE(testing::relativeError(got, host.run(in)[0]), 1e-5);
+  auto altered = [&](bool chosen, int oc_block_delta) {
+    Program q = p;
+    for (Step& s : q.functions[0].steps)
+      if (s.kind == StepKind::kConvolution) {
+        Arg* a = s.find(DNNL_ARG_WEIGHTS);
+        a->md.data.format_desc.wino_desc.oc_block += oc_block_delta;
+        a->chosen = chosen;
+      }
+    return writeProgram(q);
+  };
+  std::string e = loadError(c, altered(false, 0), store);
+  EXPECT_NE(e.find("Winograd"), std::string::npos) << e;
+  e = loadError(c, altered(true, 1), store, {}, ErrorCode::kUnsupported);
+  EXPECT_NE(e.find("Winograd"), std::string::npos) << e;
 }
 
 TEST(DnnlProgram, BlobRoundTripIsByteIdentical) {

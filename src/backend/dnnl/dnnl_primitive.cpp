@@ -164,7 +164,13 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
       return dnnl::reorder::primitive_desc(eng, required(s, DNNL_ARG_SRC), eng, required(s, DNNL_ARG_DST),
                                            attr);
     case StepKind::kConvolution: {
-      dnnl::convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct,
+      // Direct (alg 0 in blobs before Winograd steps existed) or Winograd.
+      const algorithm conv_alg = s.alg == int32_t(algorithm::convolution_winograd) ? algorithm::convolution_winograd
+                                                                                    : algorithm::convolution_direct;
+      if (s.alg != 0 && s.alg != int32_t(algorithm::convolution_direct) && s.alg != int32_t(conv_alg))
+        throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label +
+                                                     "' (convolution) has an unknown algorithm " + std::to_string(s.alg));
+      dnnl::convolution_forward::desc d(prop_kind::forward_inference, conv_alg,
                                         required(s, DNNL_ARG_SRC), required(s, DNNL_ARG_WEIGHTS),
                                         requested(s, DNNL_ARG_BIAS), required(s, DNNL_ARG_DST),
                                         dims(s.strides), dims(s.dilates), dims(s.pad_l), dims(s.pad_r));
