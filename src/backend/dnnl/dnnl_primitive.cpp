@@ -293,8 +293,15 @@ bool stepOnOneThread(const Step& s) {
       const int64_t batch = src->md.data.dims[1], gates = wi->md.data.dims[3], hidden = wi->md.data.dims[4];
       return batch * gates * hidden * hidden < (int64_t(1) << 18);
     }
+    case StepKind::kBinary:
+      // A plain float binary step (Mul, Add) streams memory and computes nearly
+      // nothing: on two threads it was slower below about 60,000 elements and no
+      // faster up to 94,000 (docs/backends.md). Post-ops and int8 scales add compute.
+      if (s.post_ops.empty() && !(s.flags & kQuantizedFlag))
+        return numel(DNNL_ARG_DST) < kOneThreadBinaryElements;
+      return numel(DNNL_ARG_DST) < kOneThreadElements;
     default:
-      return std::max(numel(DNNL_ARG_DST), numel(DNNL_ARG_SRC)) < (int64_t(1) << 14);
+      return std::max(numel(DNNL_ARG_DST), numel(DNNL_ARG_SRC)) < kOneThreadElements;
   }
 }
 
