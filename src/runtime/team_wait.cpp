@@ -161,6 +161,11 @@ struct ThreadState {
   bool unreadable = false;  // no schedstat here: spin, unwatched
   TeamWaitPolicy policy;
   int watched_runs = 0;
+  int one_thread_runs = 0;
+  // The run's start and its steps (checkpoints), and the last run's mean step time.
+  Clock::time_point run_start{};
+  int64_t steps = 0;
+  int64_t last_step_ns = 0;
   // The current run: the team's delay and the time at the last reading; the run time
   // and the delay gathered since the last judged interval.
   bool in_run = false;
@@ -253,9 +258,20 @@ TeamWaitScope::TeamWaitScope(int threads) {
     return;
   }
   const Clock::time_point now = Clock::now();
+  s.run_start = now;
+  s.steps = 0;
   if (!s.policy.startRun(now, [] { return othersRunnable(); })) {
     s.interval_ns = s.waited_ns = 0;
     p.set_blocktime(0);
+    // Block mode wakes the sleeping workers at every region and waits at every barrier
+    // for them to get a CPU: when the steps are short (the last run's mean), the run's
+    // team is the calling thread alone. Long steps keep the team, whose share of the
+    // CPUs then outweighs those waits.
+    if (s.last_step_ns < kTeamWaitOneThreadStepNs) {
+      omp_set_num_threads(1);
+      restore_threads_ = threads;
+      ++s.one_thread_runs;
+    }
     return;
   }
   p.set_blocktime(kTeamWaitSpinMs);
@@ -275,7 +291,9 @@ TeamWaitScope::TeamWaitScope(int threads) {
 
 TeamWaitScope::~TeamWaitScope() {
   if (!active_) return;
+  if (restore_threads_) omp_set_num_threads(restore_threads_);
   ThreadState& s = t_state;
+  if (s.steps > 0) s.last_step_ns = nsBetween(s.run_start, Clock::now()) / s.steps;
   if (s.watching) s.measure(Clock::now());
   s.watching = false;
   s.in_run = false;
@@ -283,6 +301,7 @@ TeamWaitScope::~TeamWaitScope() {
 
 void teamWaitCheckpoint() {
   ThreadState& s = t_state;
+  ++s.steps;
   if (!s.watching) return;
   const Clock::time_point now = Clock::now();
   if (s.interval_ns + nsBetween(s.mark_time, now) < kTeamWaitIntervalNs) return;
@@ -297,7 +316,7 @@ TeamWaitInfo teamWaitInfo() {
 
 TeamWaitState teamWaitState() {
   const ThreadState& s = t_state;
-  return {s.policy.blocking(), s.policy.switchesToBlock(), s.watched_runs};
+  return {s.policy.blocking(), s.policy.switchesToBlock(), s.watched_runs, s.one_thread_runs};
 }
 
 int64_t teamRunDelayNs(int threads) {

@@ -49,6 +49,10 @@ inline constexpr int kTeamWaitContendedIntervals = 8;      // this many in a row
 inline constexpr std::chrono::milliseconds kTeamWaitFirstBackoff{20};
 inline constexpr std::chrono::milliseconds kTeamWaitMaxBackoff{2000};
 inline constexpr std::chrono::seconds kTeamWaitForceRetry{60};
+// Block mode runs on a team of one while the last run's steps took less than this on
+// average (MobileNetV2, EfficientNet-B0, BERT: 0.1-0.3 ms a step with other processes
+// busy; ResNet-18 1.3-2 ms, which a team of one made 2x slower).
+inline constexpr int64_t kTeamWaitOneThreadStepNs = 1'000'000;
 
 // The decisions of the adaptive policy, apart from where their inputs come from.
 class TeamWaitPolicy {
@@ -137,7 +141,9 @@ class TeamWaitPolicy {
 };
 
 // The policy of one run on the calling thread, from construction to destruction
-// (GraphExecutor::run).
+// (GraphExecutor::run). A run that starts in block mode runs on a team of one: the
+// scope sets the calling thread's OpenMP team size to 1 and gives back `threads` when
+// it ends (the oneDNN module then runs primitives made for one thread).
 class TeamWaitScope {
  public:
   explicit TeamWaitScope(int threads);
@@ -147,6 +153,7 @@ class TeamWaitScope {
 
  private:
   bool active_ = false;
+  int restore_threads_ = 0;  // the team size to set back (block mode ran on one)
 };
 
 // Between two steps of a run (executor steps, oneDNN primitives): reads a clock, and at
@@ -168,6 +175,7 @@ struct TeamWaitState {
   bool blocking = false;
   int switches_to_block = 0;
   int watched_runs = 0;
+  int one_thread_runs = 0;  // runs started in block mode, on a team of one
 };
 TeamWaitState teamWaitState();
 

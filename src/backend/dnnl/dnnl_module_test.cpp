@@ -365,6 +365,33 @@ TEST(DnnlModule, LoadsAtAnotherThreadCountThanCompiled) {
   omp_set_num_threads(2);
 }
 
+// A run on a team of one (the adaptive wait's block mode sets it) uses primitives made
+// for one thread, made at its first such run, with the same results.
+TEST(DnnlModule, RunsOnATeamOfOneWithOneThreadPrimitives) {
+  omp_set_num_threads(2);
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  std::vector<ir::OwnedTensor> inputs = testing::randomInputs(*c.graph, 12);
+  auto m = reloadAssuming(c, 2);
+  ir::OwnedTensor want(ir::DType::kFloat32, {1, 1000});
+  m->run(0, {inputs[0].view()}, {want.view()});
+  EXPECT_EQ(m->serialPrimitivesCreated(), 0u);
+  omp_set_num_threads(1);
+  for (int run = 0; run < 2; ++run) {
+    ir::OwnedTensor got(ir::DType::kFloat32, {1, 1000});
+    m->run(0, {inputs[0].view()}, {got.view()});
+    EXPECT_LE(testing::closeness(got, want), 1.0) << "run " << run;
+  }
+  omp_set_num_threads(2);
+  // The 3x3 convolution (663,552 multiply-adds) is made for two threads: it got a
+  // one-thread twin, once; the other steps run alone anyway.
+  const size_t made = m->serialPrimitivesCreated();
+  EXPECT_GE(made, 1u);
+  ir::OwnedTensor again(ir::DType::kFloat32, {1, 1000});
+  m->run(0, {inputs[0].view()}, {again.view()});
+  EXPECT_LE(testing::closeness(again, want), 1.0);
+  EXPECT_EQ(m->serialPrimitivesCreated(), made);
+}
+
 TEST(DnnlModule, ConcurrentRunsShareOneModule) {
   Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
   const auto& mod = moduleOf(c);
