@@ -21,7 +21,10 @@
 //     often a thread woken late, or both threads put on one CPU after sleeping, until
 //     the kernel moves one), the team sleeps at once (block time 0) from the next region
 //     on: block mode.
-//   * block mode: after a back-off (20 ms, doubled after each failed try up to 2 s) a
+//   * block mode: a run whose steps are short (the last run's mean under
+//     kTeamWaitOneThreadStepNs) runs on a team of one, the calling thread alone: a
+//     sleeping worker is woken at every region, and the barrier waits until it got a
+//     CPU. After a back-off (20 ms, doubled after each failed try up to 2 s) a
 //     run tries spin mode again, watched as above, unless others are runnable as said.
 //     Then the team still tries once a minute; when such a try goes well, the runnable
 //     others do not compete (a job at a lower priority), and they are not counted any
