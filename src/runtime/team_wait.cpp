@@ -37,6 +37,7 @@ struct Process {
   std::string policy_text;
   std::string error;  // a bad PARTITA_THREAD_WAIT
   int loadavg_fd = -1;  // /proc/loadavg: its fourth field counts the runnable threads now
+  bool alone = false;   // adaptive-alone: block mode runs short steps on a team of one
   int cpus = 1;          // online CPUs
 };
 
@@ -75,8 +76,8 @@ Process detect() {
   findRuntime(p);
   const char* choice = std::getenv("PARTITA_THREAD_WAIT");
   std::string want = choice ? choice : "";
-  if (!want.empty() && want != "adaptive" && want != "spin" && want != "block") {
-    p.error = "PARTITA_THREAD_WAIT='" + want + "': expected adaptive, spin or block";
+  if (!want.empty() && want != "adaptive" && want != "adaptive-alone" && want != "spin" && want != "block") {
+    p.error = "PARTITA_THREAD_WAIT='" + want + "': expected adaptive, spin or block (or adaptive-alone)";
     return p;
   }
   if (!p.set_blocktime) {
@@ -93,6 +94,7 @@ Process detect() {
   }
   p.policy = want == "spin" ? Policy::kSpin : want == "block" ? Policy::kBlock : Policy::kAdaptive;
   p.policy_text = want;
+  p.alone = want == "adaptive-alone";
   if (p.policy == Policy::kAdaptive) p.loadavg_fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
   p.cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   return p;
@@ -264,10 +266,13 @@ TeamWaitScope::TeamWaitScope(int threads) {
     s.interval_ns = s.waited_ns = 0;
     p.set_blocktime(0);
     // Block mode wakes the sleeping workers at every region and waits at every barrier
-    // for them to get a CPU: when the steps are short (the last run's mean), the run's
-    // team is the calling thread alone. Long steps keep the team, whose share of the
-    // CPUs then outweighs those waits.
-    if (s.last_step_ns < kTeamWaitOneThreadStepNs) {
+    // for them to get a CPU: with adaptive-alone, when the steps are short (the last
+    // run's mean), the run's team is the calling thread alone. Long steps keep the
+    // team, whose share of the CPUs then outweighs those waits. Not the default: a
+    // team of one runs other primitives (oneDNN's one-thread twins), whose results
+    // may differ from the team's in the last bits, so runs would no longer repeat
+    // bit for bit when the machine's load changes.
+    if (p.alone && s.last_step_ns < kTeamWaitOneThreadStepNs) {
       omp_set_num_threads(1);
       restore_threads_ = threads;
       ++s.one_thread_runs;
