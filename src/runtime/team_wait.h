@@ -21,8 +21,9 @@
 //     often a thread woken late, or both threads put on one CPU after sleeping, until
 //     the kernel moves one), the team sleeps at once (block time 0) from the next region
 //     on: block mode.
-//   * block mode: a run whose steps are short (the last run's mean under
-//     kTeamWaitOneThreadStepNs) runs on a team of one, the calling thread alone: a
+//   * block mode: with PARTITA_THREAD_WAIT=adaptive-alone, a run whose steps are short
+//     (the last run's mean under kTeamWaitOneThreadStepNs) runs on a team of one, the
+//     calling thread alone (results may differ from the team's in the last bits): a
 //     sleeping worker is woken at every region, and the barrier waits until it got a
 //     CPU. After a back-off (20 ms, doubled after each failed try up to 2 s) a
 //     run tries spin mode again, watched as above, unless others are runnable as said.
@@ -52,9 +53,9 @@ inline constexpr int kTeamWaitContendedIntervals = 8;      // this many in a row
 inline constexpr std::chrono::milliseconds kTeamWaitFirstBackoff{20};
 inline constexpr std::chrono::milliseconds kTeamWaitMaxBackoff{2000};
 inline constexpr std::chrono::seconds kTeamWaitForceRetry{60};
-// Block mode runs on a team of one while the last run's steps took less than this on
-// average (MobileNetV2, EfficientNet-B0, BERT: 0.1-0.3 ms a step with other processes
-// busy; ResNet-18 1.3-2 ms, which a team of one made 2x slower).
+// adaptive-alone: block mode runs on a team of one while the last run's steps took
+// less than this on average (MobileNetV2, EfficientNet-B0, BERT: 0.1-0.3 ms a step with
+// other processes busy; ResNet-18 1.3-2 ms, which a team of one made 2x slower).
 inline constexpr int64_t kTeamWaitOneThreadStepNs = 1'000'000;
 
 // The decisions of the adaptive policy, apart from where their inputs come from.
@@ -144,9 +145,10 @@ class TeamWaitPolicy {
 };
 
 // The policy of one run on the calling thread, from construction to destruction
-// (GraphExecutor::run). A run that starts in block mode runs on a team of one: the
-// scope sets the calling thread's OpenMP team size to 1 and gives back `threads` when
-// it ends (the oneDNN module then runs primitives made for one thread).
+// (GraphExecutor::run). With adaptive-alone, a run of short steps that starts in block
+// mode runs on a team of one: the scope sets the calling thread's OpenMP team size to
+// 1 and gives back `threads` when it ends (the oneDNN module then runs primitives made
+// for one thread).
 class TeamWaitScope {
  public:
   explicit TeamWaitScope(int threads);
@@ -166,7 +168,8 @@ void teamWaitCheckpoint();
 // What decides the wait in this process, for docs, tools and tests.
 struct TeamWaitInfo {
   std::string runtime;  // the library serving omp_* and GOMP_* calls (its file name), or "unknown"
-  std::string policy;   // "adaptive", "spin", "block", or "runtime default (...)" when partita leaves it alone
+  std::string policy;   // "adaptive", "adaptive-alone", "spin", "block", or "runtime default (...)" when partita
+                        // leaves it alone
   bool adaptive = false;
   bool sees_runnable = false;  // /proc/loadavg is readable (other runnable threads are seen)
 };
