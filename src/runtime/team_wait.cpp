@@ -319,6 +319,11 @@ TeamWaitInfo teamWaitInfo() {
           p.loadavg_fd >= 0};
 }
 
+bool teamWaitMayRunAlone() {
+  const Process& p = process();
+  return p.policy == Policy::kAdaptive && p.alone;
+}
+
 TeamWaitState teamWaitState() {
   const ThreadState& s = t_state;
   return {s.policy.blocking(), s.policy.switchesToBlock(), s.watched_runs, s.one_thread_runs};

@@ -174,6 +174,9 @@ struct TeamWaitInfo {
   bool sees_runnable = false;  // /proc/loadavg is readable (other runnable threads are seen)
 };
 TeamWaitInfo teamWaitInfo();
+// Whether runs may start on a team of one (PARTITA_THREAD_WAIT=adaptive-alone with
+// LLVM's runtime): modules then keep what they need to make one-thread primitives.
+bool teamWaitMayRunAlone();
 
 // The calling thread's state, for tests: whether its team sleeps at once now, how many
 // times its runs switched to block mode, and how many runs spun (watched).

@@ -312,7 +312,7 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
   lf.num_inputs = fn.num_inputs;
   lf.num_outputs = fn.num_outputs;
   lf.buffers = fn.buffers;
-  if (threads_ > 1) lf.program = fn.steps;
+  if (threads_ > 1 && runtime::teamWaitMayRunAlone()) lf.program = fn.steps;
   std::vector<CreatedPrimitive> created = createPrimitives(fn.steps, fn_where, threads_);
   std::vector<int32_t> first(fn.buffers.size(), -1), last(fn.buffers.size(), -1);
   for (size_t s = 0; s < fn.steps.size(); ++s) {
