@@ -305,7 +305,21 @@ def startup_section(res, notes):
               "ratios depend on the machine as much as on partita: on the machine of the 2026-12-04 run, page "
               "faults and process creation were 5-13x slower than on the 2026-12-02 one (touching MobileNetV2's "
               "artifact 0.31 -> 4.1 ms, the touch as a whole process 2.0 -> 9.4 ms) while runs were 2x faster "
-              "(MobileNetV2 7.5 -> 3.9 ms), so every ratio grew though no step of the start-up did."]
+              "(MobileNetV2 7.5 -> 3.9 ms), so every ratio grew though no step of the start-up did.",
+              "",
+              "The process alone, in CPU time (`perf stat -r 30 -e task-clock`, 2026-12-04, load average "
+              "3.7-5.9 from other work): an empty C program 2.2 ms; linking libstdc++ 4.9 ms; linking libomp and "
+              "starting it (`omp_get_max_threads`: topology detection) 4.9 ms; linking Debian's libdnnl (it brings "
+              "libgomp, libstdc++ and libOpenCL: 46,827 relative relocations, most of the dynamic loader's time "
+              "and page faults) 8.6 ms; `partita-run --version` 15.9 ms (386 page faults). The demo model's "
+              "reference (touch inside a process plus a warm run) is about 1.8 ms, so its 2x target is less "
+              "than what `partita-run` pays before `main` (the touch as a whole process alone takes 5.1 ms of "
+              "CPU); `partita-run` on it takes 36 ms of CPU at 1 thread, of which load (oneDNN's JIT) and the "
+              "first run are 20 ms and a warm run 1.5 ms. Neither libomp's settings "
+              "(`KMP_AFFINITY=disabled`, `KMP_TOPOLOGY_METHOD=flat`) nor anything partita does after `main` "
+              "removes the 14 ms of shared libraries; a host-only artifact pays libdnnl's share too (its "
+              "runtime links oneDNN; loading the backend with `dlopen` when an artifact has a oneDNN module "
+              "would save about 6 ms there, not for oneDNN artifacts)."]
     return lines
 
 
@@ -433,7 +447,8 @@ def contention_section(res, notes):
               f"{c.get('runs')} runs; without loops: the same workers, "
               f"{c.get('idle_runs')} runs each, just before the loops start. Target: partita's mean with the loops at most "
               f"{c.get('target_ratio', 1.5)}x ONNX Runtime's, and no run above {c.get('slow_ms', 100):g} ms on a "
-              "model whose idle run takes under 10 ms. How partita's threads wait (spin, then sleep) is in "
+              "model whose idle run takes under 10 ms. How partita's threads wait (spin, then sleep; with "
+              "PARTITA_THREAD_WAIT=adaptive-alone a model of short steps then runs on the calling thread alone) is in "
               "[threads.md](threads.md). The load average before the loops counts other work on the machine; "
               "with them it includes the loops and the worker.", ""]
     before = [m.get("loadavg_before", 0) for m in c.get("models", [])]

@@ -37,6 +37,7 @@ struct Process {
   std::string policy_text;
   std::string error;  // a bad PARTITA_THREAD_WAIT
   int loadavg_fd = -1;  // /proc/loadavg: its fourth field counts the runnable threads now
+  bool alone = false;   // adaptive-alone: block mode runs short steps on a team of one
   int cpus = 1;          // online CPUs
 };
 
@@ -75,8 +76,8 @@ Process detect() {
   findRuntime(p);
   const char* choice = std::getenv("PARTITA_THREAD_WAIT");
   std::string want = choice ? choice : "";
-  if (!want.empty() && want != "adaptive" && want != "spin" && want != "block") {
-    p.error = "PARTITA_THREAD_WAIT='" + want + "': expected adaptive, spin or block";
+  if (!want.empty() && want != "adaptive" && want != "adaptive-alone" && want != "spin" && want != "block") {
+    p.error = "PARTITA_THREAD_WAIT='" + want + "': expected adaptive, spin or block (or adaptive-alone)";
     return p;
   }
   if (!p.set_blocktime) {
@@ -93,6 +94,7 @@ Process detect() {
   }
   p.policy = want == "spin" ? Policy::kSpin : want == "block" ? Policy::kBlock : Policy::kAdaptive;
   p.policy_text = want;
+  p.alone = want == "adaptive-alone";
   if (p.policy == Policy::kAdaptive) p.loadavg_fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
   p.cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   return p;
@@ -161,6 +163,11 @@ struct ThreadState {
   bool unreadable = false;  // no schedstat here: spin, unwatched
   TeamWaitPolicy policy;
   int watched_runs = 0;
+  int one_thread_runs = 0;
+  // The run's start and its steps (checkpoints), and the last run's mean step time.
+  Clock::time_point run_start{};
+  int64_t steps = 0;
+  int64_t last_step_ns = 0;
   // The current run: the team's delay and the time at the last reading; the run time
   // and the delay gathered since the last judged interval.
   bool in_run = false;
@@ -253,9 +260,23 @@ TeamWaitScope::TeamWaitScope(int threads) {
     return;
   }
   const Clock::time_point now = Clock::now();
+  s.run_start = now;
+  s.steps = 0;
   if (!s.policy.startRun(now, [] { return othersRunnable(); })) {
     s.interval_ns = s.waited_ns = 0;
     p.set_blocktime(0);
+    // Block mode wakes the sleeping workers at every region and waits at every barrier
+    // for them to get a CPU: with adaptive-alone, when the steps are short (the last
+    // run's mean), the run's team is the calling thread alone. Long steps keep the
+    // team, whose share of the CPUs then outweighs those waits. Not the default: a
+    // team of one runs other primitives (oneDNN's one-thread twins), whose results
+    // may differ from the team's in the last bits, so runs would no longer repeat
+    // bit for bit when the machine's load changes.
+    if (p.alone && s.last_step_ns < kTeamWaitOneThreadStepNs) {
+      omp_set_num_threads(1);
+      restore_threads_ = threads;
+      ++s.one_thread_runs;
+    }
     return;
   }
   p.set_blocktime(kTeamWaitSpinMs);
@@ -275,7 +296,9 @@ TeamWaitScope::TeamWaitScope(int threads) {
 
 TeamWaitScope::~TeamWaitScope() {
   if (!active_) return;
+  if (restore_threads_) omp_set_num_threads(restore_threads_);
   ThreadState& s = t_state;
+  if (s.steps > 0) s.last_step_ns = nsBetween(s.run_start, Clock::now()) / s.steps;
   if (s.watching) s.measure(Clock::now());
   s.watching = false;
   s.in_run = false;
@@ -283,6 +306,7 @@ TeamWaitScope::~TeamWaitScope() {
 
 void teamWaitCheckpoint() {
   ThreadState& s = t_state;
+  ++s.steps;
   if (!s.watching) return;
   const Clock::time_point now = Clock::now();
   if (s.interval_ns + nsBetween(s.mark_time, now) < kTeamWaitIntervalNs) return;
@@ -295,9 +319,14 @@ TeamWaitInfo teamWaitInfo() {
           p.loadavg_fd >= 0};
 }
 
+bool teamWaitMayRunAlone() {
+  const Process& p = process();
+  return p.policy == Policy::kAdaptive && p.alone;
+}
+
 TeamWaitState teamWaitState() {
   const ThreadState& s = t_state;
-  return {s.policy.blocking(), s.policy.switchesToBlock(), s.watched_runs};
+  return {s.policy.blocking(), s.policy.switchesToBlock(), s.watched_runs, s.one_thread_runs};
 }
 
 int64_t teamRunDelayNs(int threads) {

@@ -3,6 +3,7 @@
 #include "runtime/team_wait.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <atomic>
 #include <chrono>
@@ -175,10 +176,10 @@ ir::Node node(const std::string& op, const std::string& name, std::vector<ir::Va
   return n;
 }
 
-// y = x + (x + (x + ... )) over 2^20 floats: every step a parallel region of the team.
-std::shared_ptr<GraphExecutor> addChain(int steps, int threads) {
+// y = x + (x + (x + ... )) over n floats: every step a parallel region of the team.
+std::shared_ptr<GraphExecutor> addChain(int steps, int threads, int64_t n = 1 << 20) {
   auto g = std::make_shared<ir::Graph>();
-  const ir::TensorType type = ir::TensorType::of(ir::DType::kFloat32, {1 << 20});
+  const ir::TensorType type = ir::TensorType::of(ir::DType::kFloat32, {n});
   ir::ValueId x = g->addValue("x", type);
   g->inputs = {x};
   ir::ValueId prev = x;
@@ -242,12 +243,32 @@ TEST(TeamWait, SleepsAtOnceWhileOtherThreadsHoldTheCores) {
     check(e->run(*state, inputs));
     ++runs;
   }
+  // With PARTITA_THREAD_WAIT=adaptive-alone (CTest threads_adaptive_alone), runs of
+  // short steps that start in block mode run on a team of one (from the run after one
+  // whose steps were short on average), and give the team size back; by default the
+  // team stays whole.
+  const int one_before = teamWaitState().one_thread_runs;
+  constexpr int64_t kSmall = 1 << 12;
+  auto small = addChain(kSteps, 2, kSmall);
+  auto small_state = small->newRunState();
+  ir::OwnedTensor xs_small(ir::DType::kFloat32, {kSmall});
+  std::memcpy(xs_small.data(), x.data(), kSmall * sizeof(float));
+  for (int i = 0; i < 5; ++i) {
+    const std::vector<ir::OwnedTensor> out = small->run(*small_state, {xs_small.view()});
+    const float* y = static_cast<const float*>(out.at(0).data());
+    for (int j = 0; j < kSmall; j += 97) ASSERT_EQ(y[j], float(j % 7) * (kSteps + 1)) << j;
+    EXPECT_EQ(omp_get_max_threads(), 2);
+  }
   const TeamWaitState during = teamWaitState();
   stop = true;
   for (std::thread& t : busy) t.join();
   const int64_t delay_after = teamRunDelayNs(2);
   EXPECT_TRUE(during.blocking) << runs << " runs with " << cores << " busy threads";
   EXPECT_GE(during.switches_to_block, 1);
+  if (info.policy == "adaptive-alone")
+    EXPECT_GT(during.one_thread_runs, one_before);
+  else
+    EXPECT_EQ(during.one_thread_runs, one_before);
   // The team did wait for CPUs, and its delays were read.
   EXPECT_GT(delay_after, delay_before);
 }

@@ -44,9 +44,14 @@ struct DnnlModule::Workspace {
     }
   };
   runtime::ArenaMemory storage;
+  std::byte* scratch = nullptr;  // the scratchpad area after the arena
+  size_t scratch_bytes = 0;
   dnnl::stream stream;
   std::vector<std::vector<StepArgs>> args;     // [function][step]
   std::vector<std::vector<Binding>> bindings;  // [function]
+  // [function][step]: the arguments of the one-thread primitives (their own
+  // scratchpads), built at the first run on a team of one; empty until then.
+  std::vector<std::vector<StepArgs>> serial_args;
 };
 
 // Takes an idle workspace of a pool (or makes one) and gives it back when destroyed.
@@ -318,6 +323,7 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
   lf.num_inputs = fn.num_inputs;
   lf.num_outputs = fn.num_outputs;
   lf.buffers = fn.buffers;
+  if (threads_ > 1 && runtime::teamWaitMayRunAlone()) lf.program = fn.steps;
   std::vector<CreatedPrimitive> created = createPrimitives(fn.steps, fn_where, threads_);
   std::vector<int32_t> first(fn.buffers.size(), -1), last(fn.buffers.size(), -1);
   for (size_t s = 0; s < fn.steps.size(); ++s) {
@@ -391,9 +397,12 @@ std::unique_ptr<DnnlModule::Workspace> DnnlModule::newWorkspace(const std::vecto
   ws->storage = runtime::ArenaMemory(arena_bytes + scratch_bytes);
   std::byte* arena = ws->storage.data();
   std::byte* scratch = arena + arena_bytes;
+  ws->scratch = scratch;
+  ws->scratch_bytes = scratch_bytes;
   ws->stream = dnnl::stream(eng);
   ws->args.resize(functions.size());
   ws->bindings.resize(functions.size());
+  ws->serial_args.resize(functions.size());
   for (size_t f = 0; f < functions.size(); ++f) {
     if (!functions[f]) continue;
     const LoadedFunction& lf = *functions[f];
@@ -511,6 +520,51 @@ void DnnlModule::runWith(uint32_t fn, const std::vector<ir::Tensor>& inputs, con
   execute(lf, *lease, fn, fn, inputs, outputs, profile);
 }
 
+const DnnlModule::SerialSteps& DnnlModule::serialSteps(const LoadedFunction& lf, uint32_t fn) const {
+  SerialSteps& ss = *lf.serial;
+  std::call_once(ss.made, [&] {
+    ss.primitives.resize(lf.steps.size());
+    ss.scratchpads.resize(lf.steps.size());
+    const OmpThreadsScope one(1);
+    for (size_t s = 0; s < lf.steps.size() && s < lf.program.size(); ++s) {
+      if (lf.steps[s].threads <= 1) continue;
+      try {
+        CreatedPrimitive c = createPrimitive(lf.program[s], stepWhere("function " + std::to_string(fn), s, lf.program[s]));
+        ss.scratchpads[s] = c.pd.scratchpad_desc();
+        ss.primitives[s] = c.primitive;
+        ++serial_created_;
+      } catch (const std::exception&) {
+        // Made for the module's threads at load, so this does not happen; if it did,
+        // the step's own primitive runs (right, on its own team size).
+      }
+    }
+  });
+  return ss;
+}
+
+namespace {
+
+// The arguments of the one-thread primitives of a function: the workspace's, with
+// each scratchpad described as that primitive's (same memory, at the scratch area).
+// A step whose primitive is missing, or needs more scratch than the workspace has,
+// keeps no arguments here (its own primitive runs).
+template <typename StepArgs>
+std::vector<StepArgs> serialArgs(const std::vector<StepArgs>& args, const std::vector<dnnl::primitive>& primitives,
+                                 const std::vector<memory::desc>& scratchpads, std::byte* scratch,
+                                 size_t scratch_bytes) {
+  std::vector<StepArgs> out(args.size());
+  for (size_t s = 0; s < args.size() && s < primitives.size(); ++s) {
+    if (!primitives[s] || scratchpads[s].get_size() > scratch_bytes) continue;
+    for (size_t i = 0; i < args[s].c_args.size(); ++i)
+      if (args[s].c_args[i].arg != DNNL_ARG_SCRATCHPAD) out[s].add(args[s].c_args[i].arg, args[s].memories[i]);
+    if (scratchpads[s].get_size() > 0)
+      out[s].add(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpads[s], cpuEngine(), scratch));
+  }
+  return out;
+}
+
+}  // namespace
+
 void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, uint32_t fn,
                          const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& outputs,
                          runtime::ProfileSink* profile) const {
@@ -522,24 +576,31 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
   const int run_threads = omp_get_max_threads();
   const OmpThreadsScope restore(run_threads);
   int team = run_threads;
+  // A run on a team of one (block mode) while the module was made for more threads:
+  // the steps made for the team have one-thread twins.
+  const SerialSteps* serial = run_threads == 1 && threads_ > 1 && !lf.program.empty() ? &serialSteps(lf, fn) : nullptr;
+  if (serial && ws.serial_args[slot].empty())
+    ws.serial_args[slot] = serialArgs(ws.args[slot], serial->primitives, serial->scratchpads, ws.scratch, ws.scratch_bytes);
   size_t s = 0;
   try {
     for (; s < lf.steps.size(); ++s) {
       runtime::teamWaitCheckpoint();
       if (const int want = std::min(lf.steps[s].threads, run_threads); want != team)
         omp_set_num_threads(team = want);
-      const Workspace::StepArgs& a = ws.args[slot][s];
+      const bool alone = serial && !ws.serial_args[slot][s].c_args.empty();
+      const Workspace::StepArgs& a = alone ? ws.serial_args[slot][s] : ws.args[slot][s];
+      const dnnl_primitive_t primitive = alone ? serial->primitives[s].get() : lf.steps[s].primitive.get();
       if (!profile) {
-        dnnl::error::wrap_c_api(dnnl_primitive_execute(lf.steps[s].primitive.get(), ws.stream.get(),
-                                                       int(a.c_args.size()), a.c_args.data()),
-                                "could not execute a primitive");
+        dnnl::error::wrap_c_api(
+            dnnl_primitive_execute(primitive, ws.stream.get(), int(a.c_args.size()), a.c_args.data()),
+            "could not execute a primitive");
         continue;
       }
       // On the CPU engine a primitive has finished when execute returns.
       const LoadedStep& ls = lf.steps[s];
       runtime::ProfileScope event(*profile, ls.label, "primitive", 2);
       dnnl::error::wrap_c_api(
-          dnnl_primitive_execute(ls.primitive.get(), ws.stream.get(), int(a.c_args.size()), a.c_args.data()),
+          dnnl_primitive_execute(primitive, ws.stream.get(), int(a.c_args.size()), a.c_args.data()),
           "could not execute a primitive");
       event.end();
       std::vector<std::pair<int, memory::desc>> args;

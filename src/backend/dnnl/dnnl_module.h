@@ -93,6 +93,8 @@ class DnnlModule final : public runtime::RuntimeModule {
   // Shape-polymorphic functions: the input shapes their stored steps are for, the
   // instances made for other shapes so far, cached now, and evicted.
   std::vector<std::vector<int64_t>> representativeShapes(uint32_t fn) const;
+  // One-thread primitives made so far for runs on a team of one (for tests).
+  size_t serialPrimitivesCreated() const { return serial_created_; }
   size_t instancesCreated() const { return instances_created_; }
   size_t instancesCached() const { return instances_.size(); }
   size_t instanceEvictions() const { return instances_.evictions(); }
@@ -122,8 +124,19 @@ class DnnlModule final : public runtime::RuntimeModule {
     std::vector<LoadedArg> args;
     dnnl::memory::desc scratchpad;
   };
+  // One-thread primitives of a function's steps, made the first time a run has a team
+  // of one (the adaptive wait's block mode) while the module runs with more threads:
+  // oneDNN fixes most primitives' team size when it creates them. Null where the step
+  // already runs alone or the primitive could not be made (the step's own runs then).
+  struct SerialSteps {
+    std::once_flag made;
+    std::vector<dnnl::primitive> primitives;
+    std::vector<dnnl::memory::desc> scratchpads;
+  };
   struct LoadedFunction {
     uint32_t num_inputs = 0, num_outputs = 0;
+    std::vector<Step> program;  // the steps as recorded, for the one-thread primitives
+    std::shared_ptr<SerialSteps> serial = std::make_shared<SerialSteps>();
     std::vector<Buffer> buffers;
     std::vector<size_t> offsets;  // temp buffers: offset in the workspace arena
     std::vector<LoadedStep> steps;
@@ -160,6 +173,8 @@ class DnnlModule final : public runtime::RuntimeModule {
   // Executes function `fn` of a workspace made for `lf` (index `slot` there).
   void execute(const LoadedFunction& lf, Workspace& ws, size_t slot, uint32_t fn, const std::vector<ir::Tensor>& inputs,
                const std::vector<ir::Tensor>& outputs, runtime::ProfileSink* profile) const;
+  // The one-thread primitives of `lf` (made on first use).
+  const SerialSteps& serialSteps(const LoadedFunction& lf, uint32_t fn) const;
   std::shared_ptr<Instance> instance(uint32_t fn, const std::vector<ir::Tensor>& inputs) const;
   std::shared_ptr<Instance> makeInstance(uint32_t fn, const std::vector<std::vector<int64_t>>& shapes) const;
   void runPolymorphic(uint32_t fn, const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& outputs,
@@ -180,6 +195,7 @@ class DnnlModule final : public runtime::RuntimeModule {
   int threads_ = 1;
   mutable runtime::ShapeCache<Instance> instances_;
   mutable std::atomic<size_t> instances_created_{0};
+  mutable std::atomic<size_t> serial_created_{0};
 };
 
 }  // namespace partita::dnnl_backend

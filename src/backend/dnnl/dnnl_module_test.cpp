@@ -18,6 +18,7 @@
 #include "backend/dnnl/dnnl_testing.h"
 #include "kernels/op_util.h"
 #include "partita/error.h"
+#include "runtime/team_wait.h"
 
 namespace partita::dnnl_backend {
 namespace {
@@ -364,6 +365,38 @@ TEST(DnnlModule, LoadsAtAnotherThreadCountThanCompiled) {
     EXPECT_LE(testing::closeness(got, want), 1.0) << threads << " threads";
   }
   omp_set_num_threads(2);
+}
+
+// A run on a team of one (the adaptive wait's block mode sets it under
+// PARTITA_THREAD_WAIT=adaptive-alone, CTest threads_adaptive_alone) uses primitives
+// made for one thread, made at its first such run, with the same results. Otherwise
+// the module keeps no steps for that and runs its own primitives.
+TEST(DnnlModule, RunsOnATeamOfOneWithOneThreadPrimitives) {
+  omp_set_num_threads(2);
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  std::vector<ir::OwnedTensor> inputs = testing::randomInputs(*c.graph, 12);
+  auto m = reloadAssuming(c, 2);
+  ir::OwnedTensor want(ir::DType::kFloat32, {1, 1000});
+  m->run(0, {inputs[0].view()}, {want.view()});
+  EXPECT_EQ(m->serialPrimitivesCreated(), 0u);
+  omp_set_num_threads(1);
+  for (int run = 0; run < 2; ++run) {
+    ir::OwnedTensor got(ir::DType::kFloat32, {1, 1000});
+    m->run(0, {inputs[0].view()}, {got.view()});
+    EXPECT_LE(testing::closeness(got, want), 1.0) << "run " << run;
+  }
+  omp_set_num_threads(2);
+  // The 3x3 convolution (663,552 multiply-adds) is made for two threads: it got a
+  // one-thread twin, once; the other steps run alone anyway.
+  const size_t made = m->serialPrimitivesCreated();
+  if (runtime::teamWaitMayRunAlone())
+    EXPECT_GE(made, 1u);
+  else
+    EXPECT_EQ(made, 0u);
+  ir::OwnedTensor again(ir::DType::kFloat32, {1, 1000});
+  m->run(0, {inputs[0].view()}, {again.view()});
+  EXPECT_LE(testing::closeness(again, want), 1.0);
+  EXPECT_EQ(m->serialPrimitivesCreated(), made);
 }
 
 TEST(DnnlModule, ConcurrentRunsShareOneModule) {

@@ -306,8 +306,16 @@ bool stepOnOneThread(const Step& s) {
       const int64_t batch = src->md.data.dims[1], gates = wi->md.data.dims[3], hidden = wi->md.data.dims[4];
       return batch * gates * hidden * hidden < (int64_t(1) << 18);
     }
+    case StepKind::kBinary:
+      // A plain float binary step (Mul, Add) streams memory and computes nearly
+      // nothing: below 2^16 elements two threads saved at most 0.5 us on a quiet
+      // machine and lost several times that when other work shared the cores
+      // (docs/backends.md). Post-ops and int8 scales add compute.
+      if (s.post_ops.empty() && !(s.flags & kQuantizedFlag))
+        return numel(DNNL_ARG_DST) < kOneThreadBinaryElements;
+      return numel(DNNL_ARG_DST) < kOneThreadElements;
     default:
-      return std::max(numel(DNNL_ARG_DST), numel(DNNL_ARG_SRC)) < (int64_t(1) << 14);
+      return std::max(numel(DNNL_ARG_DST), numel(DNNL_ARG_SRC)) < kOneThreadElements;
   }
 }
 

@@ -40,7 +40,10 @@ bool isReference(const dnnl::primitive_desc_base& pd);
 // other core is busy) for less work than that saves. Small means: a convolution or
 // matmul under 2^17 multiply-adds; an RNN under 2^18 a timestep (batch * gates *
 // hidden^2; its cell synchronises every timestep); any other step under 2^14
-// destination elements. A streaming model's frame is dozens of such steps.
+// destination elements, or 2^16 for a float binary step without post-ops (it only
+// streams memory). A streaming model's frame is dozens of such steps.
+inline constexpr int64_t kOneThreadElements = int64_t(1) << 14;
+inline constexpr int64_t kOneThreadBinaryElements = int64_t(1) << 16;
 bool stepOnOneThread(const Step& s);
 // The team size to make `s` for and run it on: one for a step too small to share,
 // else `threads`.
