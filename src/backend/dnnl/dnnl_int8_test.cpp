@@ -87,6 +87,12 @@ bool hasInt8Convolution(const Compiled& c) {
   return int8;
 }
 
+size_t countOps(const ir::Graph& g, const std::string& op) {
+  size_t n = 0;
+  for (const ir::Node& node : g.nodes) n += node.op_type == op;
+  return n;
+}
+
 // Every step of every function of the compiled graph's dnnl module; none on `ref`.
 std::vector<DnnlModule::StepInfo> allSteps(const Compiled& c) {
   std::vector<DnnlModule::StepInfo> steps;
@@ -179,9 +185,7 @@ TEST(DnnlInt8, QdqResidualBlockFusesIntoInt8Convolutions) {
   Compiled host = testing::compile(b.g, {"host"});
   ir::Graph fused = b.g;
   EXPECT_EQ(passes::fuseQuantizedOps(fused), 2u);
-  size_t qconvs = 0;
-  for (const ir::Node& n : fused.nodes) qconvs += n.op_type == "QLinearConv";
-  EXPECT_EQ(qconvs, 2u);
+  EXPECT_EQ(countOps(fused, "QLinearConv"), 2u);
   Compiled dnnl = testing::compile(fused, {"dnnl", "host"});
   EXPECT_EQ(testing::dnnlRegions(dnnl), 1u);
   EXPECT_TRUE(hasInt8Convolution(dnnl));
@@ -306,9 +310,7 @@ TEST(DnnlInt8, QdqMatMulWithBiasBecomesInt8MatMul) {
   Compiled host = testing::compile(b.g, {"host"});
   ir::Graph fused = b.g;
   EXPECT_EQ(passes::fuseQuantizedOps(fused), 1u);
-  size_t matmuls = 0;
-  for (const ir::Node& n : fused.nodes) matmuls += n.op_type == "MatMul";
-  EXPECT_EQ(matmuls, 0u);
+  EXPECT_EQ(countOps(fused, "MatMul"), 0u);
   Compiled dnnl = testing::compile(fused, {"dnnl", "host"});
   EXPECT_EQ(int8MatMuls(dnnl), 1u);
   std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 41);
@@ -397,9 +399,7 @@ TEST(DnnlInt8, DynamicInt8MatMulsShareOneQuantization) {
   fold.max_growth_bytes = 0;
   passes::inferShapes(lowered, fold);
   EXPECT_EQ(passes::lowerIntegerCompute(lowered), 3u);
-  size_t dequantize = 0;
-  for (const ir::Node& n : lowered.nodes) dequantize += n.op_type == "DequantizeLinear";
-  EXPECT_EQ(dequantize, 1u) << "one centred activation for the three MatMuls";
+  EXPECT_EQ(countOps(lowered, "DequantizeLinear"), 1u) << "one centred activation for the three MatMuls";
   Compiled dnnl = testing::compile(lowered, {"dnnl", "host"});
   EXPECT_EQ(testing::dnnlRegions(dnnl), 1u);
   size_t matmuls = 0;
