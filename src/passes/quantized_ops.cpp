@@ -135,10 +135,10 @@ class QdqFusion {
   }
 
   // DQ(x [M, K]) -> Gemm(transB, DQ(w int8 [N, K], per-row scale, zero 0), bias) ->
-  // [Relu] -> Q is a 1x1 QLinearConv over x viewed as [M, K, 1, 1]:
-  //   Reshape(x_q, [-1, K, 1, 1]) -> QLinearConv(w as [N, K, 1, 1]) -> Reshape([-1, N])
+  // [Relu] -> Q is a 1x1 QLinearConv over x viewed as [M, K, 1, 1] (fuseAsOneByOne).
   std::optional<std::vector<ir::Node>> fuseGemm(size_t pos, std::vector<size_t>& absorbed) {
-    const ir::Node& gemm = g_.nodes[pos];
+    // A copy: adding nodes and constants moves g_.nodes and the pool.
+    const ir::Node gemm = g_.nodes[pos];
     if (gemm.attrs.getInt("transA", 0) != 0 || gemm.attrs.getInt("transB", 0) != 1 ||
         gemm.attrs.getFloat("alpha", 1.0f) != 1.0f || gemm.attrs.getFloat("beta", 1.0f) != 1.0f)
       return std::nullopt;
@@ -146,54 +146,23 @@ class QdqFusion {
     const ir::Constant* w = dqw && isOp(*dqw, "DequantizeLinear") && dqw->inputs.size() == 3 ? constant(dqw->inputs[0])
                                                                                              : nullptr;
     if (!w || w->dtype != ir::DType::kInt8 || w->shape.size() != 2) return std::nullopt;
-    // As a Conv over [M, K, 1, 1]: the same checks, the same rewrite. (Adding nodes
-    // and constants below moves g_.nodes and the pool: copies of what is read later.)
-    const int opset = gemm.opset;
-    const std::string w_name = w->name + ":as_1x1";
-    ir::Node conv = gemm;
-    conv.op_type = "Conv";
-    conv.attrs = ir::AttributeMap();
     const int64_t n = w->shape[0], k = w->shape[1];
+    // Per-row scales along axis 0 (the convolution's output channels).
+    const ir::Constant* sw = scales(dqw->inputs[1], n);
+    if (!sw || (sw->view().numel() > 1 && dqw->attrs.getInt("axis", 1) != 0)) return std::nullopt;
+    const std::vector<int8_t> weights(reinterpret_cast<const int8_t*>(w->bytes.data),
+                                      reinterpret_cast<const int8_t*>(w->bytes.data) + n * k);
     const std::string base = gemm.name.empty() ? "gemm" + std::to_string(pos) : gemm.name;
-    ir::Node dqw4 = *dqw;
-    const ir::ConstId w4 = g_.constants.add(w_name, ir::DType::kInt8, {n, k, 1, 1},
-                                            Bytes::copyOf(w->bytes.data, w->nbytes()));
-    dqw4.inputs[0] = g_.addConstantValue(w_name, w4);
-    dqw4.outputs = {g_.addValue(base + ":weights_1x1")};
-    g_.addNode(dqw4);  // for fuseConvNode to find; dropped after
-    conv.inputs[1] = dqw4.outputs[0];
-    std::optional<ir::Node> q = fuseConvNode(conv, absorbed);
-    g_.nodes.pop_back();
-    g_.value(dqw4.outputs[0]).producer = ir::kNoNode;
-    if (!q) return std::nullopt;
-    auto shapeConst = [&](const std::string& name, std::vector<int64_t> dims) {
-      const ir::ConstId id = g_.constants.add(name, ir::DType::kInt64, {int64_t(dims.size())},
-                                              Bytes::copyOf(dims.data(), dims.size() * sizeof(int64_t)));
-      return g_.addConstantValue(name, id);
-    };
-    std::vector<ir::Node> out(3);
-    out[0].op_type = out[2].op_type = "Reshape";
-    out[0].opset = out[2].opset = std::max(opset, 13);
-    out[0].name = base + ":to_1x1";
-    out[0].inputs = {q->inputs[0], shapeConst(base + ":shape_1x1", {-1, k, 1, 1})};
-    out[0].outputs = {g_.addValue(base + ":x_1x1")};
-    q->inputs[0] = out[0].outputs[0];
-    out[2].name = base + ":from_1x1";
-    out[2].outputs = q->outputs;
-    q->outputs = {g_.addValue(base + ":y_1x1")};
-    out[2].inputs = {q->outputs[0], shapeConst(base + ":shape_2d", {-1, n})};
-    out[1] = std::move(*q);
-    return out;
+    return fuseAsOneByOne(gemm, base, *dqw, w->name, weights, k, n, gemm.hasInput(2) ? gemm.inputs[2] : ir::kNoValue,
+                          gemm.outputs[0], absorbed);
   }
 
   // DQ(x [.., M, K]) -> MatMul(DQ(w int8 [K, N], one scale or one per column, zero 0))
   // -> [Add(float32 bias [N])] -> [Relu] -> Q (a quantized Linear layer of any rank) is
   // the same 1x1 QLinearConv over x's rows, its weights transposed to [N, K, 1, 1] (the
-  // [K, N] original is then unused), the output reshaped back to x's leading dims:
-  //   Reshape(x_q, [-1, K, 1, 1]) -> QLinearConv -> Reshape(Concat(Shape(x_q)[:-1], [N]))
+  // [K, N] original is then unused).
   std::optional<std::vector<ir::Node>> fuseMatMul(size_t pos, std::vector<size_t>& absorbed) {
-    // A copy: adding nodes and constants below moves g_.nodes and the pool (read what
-    // a pointer names before the first add).
+    // A copy: adding nodes and constants moves g_.nodes and the pool.
     const ir::Node mm = g_.nodes[pos];
     if (mm.inputs.size() != 2 || !mm.hasOutput(0)) return std::nullopt;
     const ir::Node* dqw = producer(mm.inputs[1]);
@@ -205,13 +174,13 @@ class QdqFusion {
     const ir::Constant* sw = scales(dqw->inputs[1], n);
     if (!sw || (sw->view().numel() > 1 && dqw->attrs.getInt("axis", 1) != 1 && dqw->attrs.getInt("axis", 1) != -1))
       return std::nullopt;
-    // [K, N] -> [N, K, 1, 1]
+    // [K, N] -> [N, K]
     std::vector<int8_t> wt(size_t(k * n));
     const int8_t* src = reinterpret_cast<const int8_t*>(w->bytes.data);
     for (int64_t r = 0; r < k; ++r)
       for (int64_t c = 0; c < n; ++c) wt[size_t(c * k + r)] = src[r * n + c];
-    const std::string w_name = w->name + ":as_1x1";
-    ir::Node dqw4 = *dqw;
+    const ir::Node dqw_copy = *dqw;
+    const std::string w_name = w->name;
     // A bias Add right after: the convolution's float bias.
     ir::ValueId bias = ir::kNoValue, out = mm.outputs[0];
     std::vector<size_t> mine;
@@ -229,34 +198,51 @@ class QdqFusion {
         mine.push_back(size_t(next));
       }
     }
-    const int opset = mm.opset;
     const std::string base = mm.name.empty() ? "matmul" + std::to_string(pos) : mm.name;
-    const ir::ConstId w4 = g_.constants.add(w_name, ir::DType::kInt8, {n, k, 1, 1}, Bytes::copyOf(wt.data(), wt.size()));
-    dqw4.attrs = ir::AttributeMap();
-    dqw4.attrs.setInt("axis", 0);
-    dqw4.inputs[0] = g_.addConstantValue(w_name, w4);
-    dqw4.outputs = {g_.addValue(base + ":weights_1x1")};
-    g_.addNode(dqw4);  // for fuseConvNode to find; dropped after
+    std::optional<std::vector<ir::Node>> r = fuseAsOneByOne(mm, base, dqw_copy, w_name, wt, k, n, bias, out, absorbed);
+    if (r) absorbed.insert(absorbed.end(), mine.begin(), mine.end());
+    return r;
+  }
+
+  // A matrix product `mm` over DQ(x [.., K]) (a Gemm or a MatMul; `base` names what it
+  // adds) as a 1x1 QLinearConv over x's rows: `dqw` dequantized int8 weights named
+  // `w_name`, which are `weights_nk` [N, K] (one scale, or one per N); `bias` a float32
+  // [N] constant or none; `out` the value the pattern's QuantizeLinear (after an
+  // optional Relu) reads. The output takes x's leading dims back:
+  //   Reshape(x_q, [-1, K, 1, 1]) -> QLinearConv -> Reshape(Concat(Shape(x_q)[:-1], [N]))
+  // (Shape, Slice and Concat fold at fixed shapes, where the pass runs).
+  std::optional<std::vector<ir::Node>> fuseAsOneByOne(const ir::Node& mm, const std::string& base, ir::Node dqw,
+                                                      const std::string& w_name, const std::vector<int8_t>& weights_nk,
+                                                      int64_t k, int64_t n, ir::ValueId bias, ir::ValueId out,
+                                                      std::vector<size_t>& absorbed) {
+    const std::string w4_name = w_name + ":as_1x1";
+    const ir::ConstId w4 = g_.constants.add(w4_name, ir::DType::kInt8, {n, k, 1, 1},
+                                            Bytes::copyOf(weights_nk.data(), weights_nk.size()));
+    dqw.attrs = ir::AttributeMap();
+    dqw.attrs.setInt("axis", 0);
+    dqw.inputs[0] = g_.addConstantValue(w4_name, w4);
+    dqw.outputs = {g_.addValue(base + ":weights_1x1")};
+    g_.addNode(dqw);  // for fuseConvNode to find; dropped after
     ir::Node conv = mm;
     conv.op_type = "Conv";
     conv.attrs = ir::AttributeMap();
-    conv.inputs = {mm.inputs[0], dqw4.outputs[0]};
+    conv.inputs = {mm.inputs[0], dqw.outputs[0]};
     if (bias != ir::kNoValue) conv.inputs.push_back(bias);
     conv.outputs = {out};
     std::optional<ir::Node> q = fuseConvNode(conv, absorbed);
     g_.nodes.pop_back();
-    g_.value(dqw4.outputs[0]).producer = ir::kNoNode;
+    g_.value(dqw.outputs[0]).producer = ir::kNoNode;
     if (!q) return std::nullopt;
-    absorbed.insert(absorbed.end(), mine.begin(), mine.end());
+    const int opset = std::max(mm.opset, 13);
     auto int64Const = [&](const std::string& name, std::vector<int64_t> v) {
       const ir::ConstId id = g_.constants.add(name, ir::DType::kInt64, {int64_t(v.size())},
                                               Bytes::copyOf(v.data(), v.size() * sizeof(int64_t)));
       return g_.addConstantValue(name, id);
     };
-    auto node = [&](const std::string& op, const std::string& name, std::vector<ir::ValueId> in, int op_opset) {
+    auto node = [&](const std::string& op, const std::string& name, std::vector<ir::ValueId> in) {
       ir::Node x;
       x.op_type = op;
-      x.opset = op_opset;
+      x.opset = opset;
       x.name = base + ":" + name;
       x.inputs = std::move(in);
       x.outputs = {g_.addValue(x.name)};
@@ -264,18 +250,17 @@ class QdqFusion {
     };
     const ir::ValueId xq = q->inputs[0];
     std::vector<ir::Node> out_nodes;
-    out_nodes.push_back(node("Reshape", "to_1x1", {xq, int64Const(base + ":shape_1x1", {-1, k, 1, 1})}, std::max(opset, 13)));
-    out_nodes.push_back(node("Shape", "x_shape", {xq}, std::max(opset, 13)));
+    out_nodes.push_back(node("Reshape", "to_1x1", {xq, int64Const(base + ":shape_1x1", {-1, k, 1, 1})}));
+    out_nodes.push_back(node("Shape", "x_shape", {xq}));
     out_nodes.push_back(node("Slice", "x_rows", {out_nodes.back().outputs[0], int64Const(base + ":zero", {0}),
-                                                 int64Const(base + ":minus_one", {-1})}, std::max(opset, 13)));
-    ir::Node shape = node("Concat", "y_shape", {out_nodes.back().outputs[0], int64Const(base + ":n", {n})},
-                          std::max(opset, 13));
+                                                 int64Const(base + ":minus_one", {-1})}));
+    ir::Node shape = node("Concat", "y_shape", {out_nodes.back().outputs[0], int64Const(base + ":n", {n})});
     shape.attrs.setInt("axis", 0);
     out_nodes.push_back(shape);
     q->inputs[0] = out_nodes[0].outputs[0];
     const std::vector<ir::ValueId> y = q->outputs;
     q->outputs = {g_.addValue(base + ":y_1x1")};
-    ir::Node back = node("Reshape", "from_1x1", {q->outputs[0], out_nodes.back().outputs[0]}, std::max(opset, 13));
+    ir::Node back = node("Reshape", "from_1x1", {q->outputs[0], out_nodes.back().outputs[0]});
     back.outputs = y;
     out_nodes.push_back(std::move(*q));
     out_nodes.push_back(std::move(back));

@@ -160,6 +160,8 @@ class FunctionLowering {
   void lowerPool(size_t pos);
   void lowerResample(size_t pos);
   void emitWindowStep(Step step, size_t pos, ValueId x, ValueId out, const std::vector<int64_t>& dst_dims);
+  // That step writing a new buffer of `dst_type` (not placed as any value): where it is.
+  Loc windowStep(Step step, size_t pos, ValueId x, const std::vector<int64_t>& dst_dims, memory::data_type dst_type);
   void lowerMatMul(size_t pos);
   void lowerEltwise(size_t pos);
   void emitEltwise(ValueId x, const std::vector<EltwiseOp>& ops, size_t pos,

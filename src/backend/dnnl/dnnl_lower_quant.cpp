@@ -158,15 +158,23 @@ Step qconvStep(const QConvSpec& q) {
   return step;
 }
 
-bool qconvImplemented(const QConvSpec& q, std::string* why) {
+namespace {
+
+// Whether oneDNN has a fast (not `ref`) implementation of `step`, an int8 `what`; if
+// not, `why` says which way it has none.
+bool fastInt8(const Step& step, const std::string& what, std::string* why) {
   try {
-    if (isReference(makePrimitiveDesc(qconvStep(q), cpuEngine())))
-      return noBool(why, "oneDNN has only its reference int8 convolution for it");
+    if (isReference(makePrimitiveDesc(step, cpuEngine())))
+      return noBool(why, "oneDNN has only its reference int8 " + what + " for it");
     return true;
   } catch (const dnnl::error&) {
-    return noBool(why, "oneDNN has no int8 convolution for it");
+    return noBool(why, "oneDNN has no int8 " + what + " for it");
   }
 }
+
+}  // namespace
+
+bool qconvImplemented(const QConvSpec& q, std::string* why) { return fastInt8(qconvStep(q), "convolution", why); }
 
 void FunctionLowering::lowerQConv(size_t pos) {
   const ir::Node& node = nodeAt(pos);
@@ -258,19 +266,10 @@ std::optional<size_t> FunctionLowering::dequantizeAfter(ValueId y, const QConvSp
 // rounded and saturated into `int_type` by one reorder: max commutes with both.
 void FunctionLowering::emitInt8MaxPool(size_t pos, ValueId y, memory::data_type int_type) {
   const ir::Node& node = nodeAt(pos);
-  const PoolSpec spec = decoded(decodePool(g_, node, nullptr), pos);
   const ValueId out = node.outputs[0];
-  Step step = poolStep(spec, labelOf(pos, {}));
-  const Loc src = primary(y);
-  step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
-  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, anyDesc(shapeOf(out)), true});
-  recordChosenLayouts(step, makePrimitiveDesc(step, cpuEngine()));
-  consume(pos);
-  Arg* dst = step.find(DNNL_ARG_DST);
-  const Loc pooled{newBuffer(dst->md), dst->md};
-  dst->index = pooled.buffer;
-  fn_.steps.push_back(std::move(step));
-  place(out, emitReorder(pooled, withDataType(pooled.md, int_type), nodeAt(pos).name + ": to int8"));
+  const Loc pooled = windowStep(poolStep(decoded(decodePool(g_, node, nullptr), pos), labelOf(pos, {})), pos, y,
+                                shapeOf(out), dt::f32);
+  place(out, emitReorder(pooled, withDataType(pooled.md, int_type), node.name + ": to int8"));
 }
 
 Step qmatmulStep(const QMatMulSpec& q) {
@@ -288,15 +287,7 @@ Step qmatmulStep(const QMatMulSpec& q) {
   return step;
 }
 
-bool qmatmulImplemented(const QMatMulSpec& q, std::string* why) {
-  try {
-    if (isReference(makePrimitiveDesc(qmatmulStep(q), cpuEngine())))
-      return noBool(why, "oneDNN has only its reference int8 matmul for it");
-    return true;
-  } catch (const dnnl::error&) {
-    return noBool(why, "oneDNN has no int8 matmul for it");
-  }
-}
+bool qmatmulImplemented(const QMatMulSpec& q, std::string* why) { return fastInt8(qmatmulStep(q), "matmul", why); }
 
 void FunctionLowering::lowerQMatMul(size_t pos) {
   if (!emitQMatMul(pos, decoded(decodeQMatMul(g_, nodeAt(pos), nullptr), pos)))

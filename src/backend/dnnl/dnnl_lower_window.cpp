@@ -274,12 +274,14 @@ void FunctionLowering::lowerConv(size_t pos) {
   // Not before a Concat: Winograd writes channel blocks, its channels-last siblings
   // then reorder too (SqueezeNet's fire modules ran 40 % slower so).
   bool wino = false;
-  const std::optional<size_t> reader = soleConsumer(chain.empty() ? cur : nodeAt(chain.back().pos).outputs[0]);
-  const bool feeds_concat = reader && classify(nodeAt(*reader)) == OpClass::kConcat;
-  if (winograd_ && !bf16 && !first_layer && !feeds_concat && winogradShape(spec)) {
+  const size_t fixed = bn_pos ? 1 : 0;
+  auto readByConcat = [&] {
+    const std::optional<size_t> reader = soleConsumer(chain.empty() ? cur : nodeAt(chain.back().pos).outputs[0]);
+    return reader && classify(nodeAt(*reader)) == OpClass::kConcat;
+  };
+  if (winograd_ && !bf16 && !first_layer && winogradShape(spec) && !readByConcat()) {
     Step w = step;
     w.alg = int32_t(dnnl::algorithm::convolution_winograd);
-    const size_t fixed = bn_pos ? 1 : 0;
     try {
       k = fitChain(w, chain, fixed, pd);
       if (!isReference(pd) && k == chain.size()) {
@@ -289,8 +291,8 @@ void FunctionLowering::lowerConv(size_t pos) {
     } catch (const dnnl::error&) {
     }
   }
-  if (!wino && !channelsLastConv(step, spec, first_layer || bf16, chain, bn_pos ? 1 : 0, pd, k))
-    k = fitChain(step, chain, bn_pos ? 1 : 0, pd);
+  if (!wino && !channelsLastConv(step, spec, first_layer || bf16, chain, fixed, pd, k))
+    k = fitChain(step, chain, fixed, pd);
   chain.resize(k);
   recordChosenLayouts(step, pd);
   mb_.chosenWeights(w_id, folded, step.find(DNNL_ARG_WEIGHTS)->md);
@@ -320,9 +322,14 @@ void FunctionLowering::lowerConv(size_t pos) {
 // prefers.
 void FunctionLowering::emitWindowStep(Step step, size_t pos, ValueId x, ValueId out,
                                       const std::vector<int64_t>& dst_dims) {
+  place(out, windowStep(std::move(step), pos, x, dst_dims, elementType(out)));
+}
+
+Loc FunctionLowering::windowStep(Step step, size_t pos, ValueId x, const std::vector<int64_t>& dst_dims,
+                                 memory::data_type dst_type) {
   Loc src = primary(x);
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
-  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, withDataType(anyDesc(dst_dims), elementType(out)), true});
+  step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, withDataType(anyDesc(dst_dims), dst_type), true});
   dnnl::primitive_desc_base pd;
   try {
     pd = makePrimitiveDesc(step, cpuEngine());
@@ -335,8 +342,9 @@ void FunctionLowering::emitWindowStep(Step step, size_t pos, ValueId x, ValueId 
   consume(pos);
   Arg* dst = step.find(DNNL_ARG_DST);
   dst->index = newBuffer(dst->md);
-  place(out, Loc{uint32_t(dst->index), dst->md});
+  const Loc written{uint32_t(dst->index), dst->md};
   fn_.steps.push_back(std::move(step));
+  return written;
 }
 
 Step poolStep(const PoolSpec& spec, std::string label) {

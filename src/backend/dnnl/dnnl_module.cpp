@@ -262,10 +262,10 @@ CreatedPrimitive createPrimitive(const Step& step, const std::string& where) {
   if (std::string mismatch = chosenLayoutMismatch(step, c.pd); !mismatch.empty()) {
     // A Winograd weights layout is taken only as oneDNN makes it here: its fields are
     // oneDNN's internals, which a primitive created over a recorded one would trust.
-    for (const Arg& a : step.args)
-      if (a.md.data.format_kind == dnnl_format_kind_wino)
-        throw Error(ErrorCode::kUnsupported, "dnnl module: " + where + ": " + mismatch +
-                                                 " (Winograd weights); recompile the model for this machine");
+    // (Only a convolution's weights may be in it: checked above.)
+    if (const Arg* w = step.find(DNNL_ARG_WEIGHTS); w && w->md.data.format_kind == dnnl_format_kind_wino)
+      throw Error(ErrorCode::kUnsupported, "dnnl module: " + where + ": " + mismatch +
+                                               " (Winograd weights); recompile the model for this machine");
     Step fixed = step;
     for (Arg& a : fixed.args) a.chosen = false;
     try {
