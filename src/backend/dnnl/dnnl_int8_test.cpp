@@ -10,8 +10,11 @@
 #include <cstring>
 
 #include "backend/dnnl/dnnl_backend.h"
+#include "backend/dnnl/dnnl_memory_desc.h"
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_testing.h"
+#include "api/module_kinds.h"
+#include "partita/error.h"
 #include "passes/passes.h"
 
 namespace partita::dnnl_backend {
@@ -412,6 +415,55 @@ TEST(DnnlInt8, DynamicInt8MatMulsShareOneQuantization) {
   std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
   ASSERT_EQ(got.size(), 3u);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(testing::relativeError(got[i], want[i]), 1e-6) << "output " << i;
+}
+
+// A blob whose run-time source zero point is not one int32 element (a corrupted or
+// hostile artifact) is refused at load with an error naming the step, never handed
+// to oneDNN.
+TEST(DnnlInt8, RunTimeZeroPointMustBeOneInt32) {
+  GraphBuilder b;
+  const int64_t K = 16, N = 8;
+  ir::Node dql;
+  dql.op_type = "DynamicQuantizeLinear";
+  dql.opset = 13;
+  dql.name = "dql";
+  dql.inputs = {b.node("Relu", {b.input("x", {1, 4, K})}, {}, 13)};
+  ir::ValueId y = b.g.addValue("y"), scale = b.g.addValue("scale"), zero = b.g.addValue("zero");
+  dql.outputs = {y, scale, zero};
+  b.g.addNode(dql);
+  ir::AttributeMap to_float;
+  to_float.setInt("to", 1);
+  ir::ValueId w = typedConstant<int8_t>(b, "w", ir::DType::kInt8, {K, N}, int8Weights(size_t(K * N), 5));
+  ir::ValueId f = b.node("Cast", {b.node("MatMulInteger", {y, w, zero}, {}, 13, "mm")}, to_float, 13);
+  b.g.outputs.push_back(b.node("Mul", {f, scale}, {}, 13));
+  passes::FoldOptions fold;
+  fold.max_growth_bytes = 0;
+  passes::inferShapes(b.g, fold);
+  ASSERT_EQ(passes::lowerIntegerCompute(b.g), 1u);
+  Compiled c = testing::compile(b.g, {"dnnl", "host"});
+  ASSERT_EQ(int8MatMuls(c), 1u);
+  const backend::ModuleImage& image = c.parts.modules.at(0);
+  Program p = readProgram(image.blob.data(), image.blob.size());
+  bool found = false;
+  for (Step& s : p.functions[0].steps)
+    if (Arg* zp = s.find(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC)) {
+      zp->md = withDataType(zp->md, dnnl::memory::data_type::f32);
+      found = true;
+    }
+  ASSERT_TRUE(found);
+  // The embedded bytes (the quantization's constant 255) go with the program.
+  p.embedded.assign(image.blob.begin() + ptrdiff_t(p.embedded_offset),
+                    image.blob.begin() + ptrdiff_t(p.embedded_offset + p.embedded_size));
+  const std::vector<std::byte> blob = writeProgram(p);
+  runtime::ModuleLoadContext ctx{Bytes::copyOf(blob.data(), blob.size()), c.store.get(), image.uses, 2, {}};
+  try {
+    api::builtinModuleKinds().load("dnnl", ctx);
+    ADD_FAILURE() << "load succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArtifact) << e.what();
+    EXPECT_NE(std::string(e.what()).find("run-time source zero point that is not one int32"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
