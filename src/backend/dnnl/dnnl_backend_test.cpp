@@ -232,10 +232,11 @@ TEST(DnnlMatMul, ConstantWeightsAreDerivedAndBatchesBroadcast) {
     ir::ValueId y = b.node("Add", {b.node("Add", {h, b.constant("bias", {32}, randomFloats(32, 4))}), a});
     b.output(b.node("Relu", {y}));
     Compiled c = expectMatchesHost(b);
-    // The residual is also the MatMul's source, so it is copied into dst first.
+    // The residual is also the MatMul's source, so it is copied into dst first. The
+    // bias Add is the matmul's bias argument; the residual and the Relu post-ops.
     EXPECT_EQ(stepKinds(c),
               (std::vector<StepKind>{StepKind::kEltwise, StepKind::kReorder, StepKind::kMatMul}));
-    EXPECT_EQ(moduleOf(c).steps(0)[2].post_ops, 3u);
+    EXPECT_EQ(moduleOf(c).steps(0)[2].post_ops, 2u);
     EXPECT_NE(moduleOf(c).steps(0)[2].label.find("Add"), std::string::npos);
   }
   {
@@ -630,6 +631,21 @@ TEST(DnnlFusion, HardSigmoidTimesInputBecomesHardSwish) {
     }
 }
 
+// A constant row added after another post-op cannot be the matmul's bias: it is a
+// binary step of its own (oneDNN 2.6's matmul applies a row operand slowly), taking
+// the Relu after it. The scalar Mul before it stays a post-op.
+TEST(DnnlFusion, RowOperandAfterThePostOpsStartEndsTheMatMulChain) {
+  GraphBuilder b;
+  ir::ValueId h = b.node("MatMul", {b.input("x", {8, 16}), b.constant("w", {16, 32}, randomFloats(512, 1))});
+  ir::ValueId y = b.node("Add", {b.node("Mul", {h, b.constant("s", {}, {0.25f})}),
+                                 b.constant("bias", {32}, randomFloats(32, 2))});
+  b.output(b.node("Relu", {y}));
+  Compiled d = expectMatchesHost(b);
+  EXPECT_EQ(stepKinds(d), (std::vector<StepKind>{StepKind::kMatMul, StepKind::kBinary}));
+  EXPECT_EQ(moduleOf(d).steps(0)[0].post_ops, 1u);  // times s
+  EXPECT_EQ(moduleOf(d).steps(0)[1].post_ops, 1u);  // the bias Add, then Relu
+}
+
 // PyTorch's Gelu export (Div, Erf, Add, Mul, Mul) is one gelu_erf: a post-op of the
 // MatMul+bias before it, or one eltwise step. The second one divides by sqrt(2) as a
 // float16 model stores it (1.4140625): still GELU, within float16's resolution.
@@ -650,7 +666,7 @@ TEST(DnnlFusion, GeluBecomesGeluErf) {
   EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kBinary), 0);
   EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kEltwise), 1);
   EXPECT_EQ(kinds.front(), StepKind::kMatMul);
-  EXPECT_EQ(moduleOf(d).steps(0).front().post_ops, 2u);  // bias add, gelu
+  EXPECT_EQ(moduleOf(d).steps(0).front().post_ops, 1u);  // gelu (the bias is the matmul's argument)
   GraphBuilder lone;                                     // Erf elsewhere stays on the host
   lone.output(lone.node("Erf", {lone.input("x", {4})}));
   expectMatchesHost(lone, 0);

@@ -138,6 +138,9 @@ class FunctionLowering {
 
   // Fusion (dnnl_fusion.cpp).
   std::optional<size_t> soleConsumer(ValueId v) const;
+  // Computes a small operand now when its producer is a node of this region not yet
+  // lowered whose own inputs are available; true when `v` is then available.
+  bool lowerOperandEarly(ValueId v);
   // x * Sigmoid(x) (SiLU, oneDNN's swish) or x * HardSigmoid(x) with alpha 1/6 and
   // beta 1/2 (HardSwish as exported before opset 14), x used by nothing else.
   struct GatedMatch {
@@ -228,6 +231,7 @@ class FunctionLowering {
     std::string label;
   };
   std::unordered_map<ValueId, DynamicInt8> dynamic_;
+  bool lowering_early_ = false;  // inside lowerOperandEarly
 };
 
 }  // namespace partita::dnnl_backend

@@ -50,6 +50,35 @@ std::optional<size_t> FunctionLowering::soleConsumer(ValueId v) const {
   return it->second[0];
 }
 
+// A dynamic-int8 MatMul's output Mul reads the product of the activation's and the
+// weights' scales, a one-element value whose Mul may come after the MatMul in node
+// order (ONNX Runtime's quantizer writes it so): computing it first lets the Mul, the
+// bias Add and what follows fuse into the matmul (the encoder: 3 steps fewer a linear
+// layer). Only values of at most a row (kMaxEarlyElements) are moved: nothing that
+// costs time or memory is computed earlier than it was.
+bool FunctionLowering::lowerOperandEarly(ValueId v) {
+  constexpr int64_t kMaxEarlyElements = 4096;
+  if (lowering_early_) return false;  // one level: the anchor waiting for this is not lowered yet
+  const ir::NodeId producer = g_.value(v).producer;
+  auto it = producer == ir::kNoNode ? pos_of_.end() : pos_of_.find(producer);
+  if (it == pos_of_.end() || done_[it->second] || !g_.typeOf(v).isStatic() ||
+      ir::shapeNumel(shapeOf(v)) > kMaxEarlyElements)
+    return false;
+  const ir::Node& node = nodeAt(it->second);
+  if (node.outputs.size() != 1) return false;
+  for (ValueId in : node.inputs)
+    if (in != ir::kNoValue && !available(in)) return false;
+  lowering_early_ = true;
+  try {
+    lowerNode(it->second);
+  } catch (...) {
+    lowering_early_ = false;
+    throw;
+  }
+  lowering_early_ = false;
+  return available(v);
+}
+
 // x * Sigmoid(x) or x * HardSigmoid(x) (alpha 1/6, beta 1/2) where x has no other use:
 // the gate's and the Mul's positions, and the one oneDNN activation they make.
 std::optional<FunctionLowering::GatedMatch> FunctionLowering::gatedAfter(ValueId x) const {
@@ -167,7 +196,7 @@ std::vector<ChainItem> FunctionLowering::collectChain(ValueId out, bool allow_su
       if (other == cur || shapeOf(node.outputs[0]) != shapeOf(cur)) break;
       bool commutative = *alg != algorithm::binary_sub && *alg != algorithm::binary_div;
       if (!first && !commutative) break;
-      if (!available(other)) break;
+      if (!available(other) && !lowerOperandEarly(other)) break;
       std::vector<int64_t> os = shapeOf(other);
       if (*alg == algorithm::binary_add && allow_sum && !isConstant(other) && os == shapeOf(cur)) {
         item.ops.push_back(PostOp{PostOp::Kind::kSum, 0, 0, 0, 1.0f});
