@@ -448,7 +448,7 @@ def contention_section(res, notes):
               f"{c.get('idle_runs')} runs each, just before the loops start. Target: partita's mean with the loops at most "
               f"{c.get('target_ratio', 1.5)}x ONNX Runtime's, and no run above {c.get('slow_ms', 100):g} ms on a "
               "model whose idle run takes under 10 ms. How partita's threads wait (spin, then sleep; with "
-              "PARTITA_THREAD_WAIT=adaptive-alone a model of short steps then runs on the calling thread alone) is in "
+              "a model of short steps then runs on the calling thread alone unless PARTITA_THREAD_WAIT=adaptive-team) is in "
               "[threads.md](threads.md). The load average before the loops counts other work on the machine; "
               "with them it includes the loops and the worker.", ""]
     before = [m.get("loadavg_before", 0) for m in c.get("models", [])]

@@ -240,7 +240,7 @@ void convForwardTyped(const ConvShape& s, const T* x, const T* w, const T* bias,
                          g.pb[1] == 0 && g.pb[2] == 0 && s.in_size == s.out_size;
   const int64_t kt = s.cg * s.ksize;  // GEMM depth
   const int64_t p_n = s.out_size;
-  const int threads = omp_get_max_threads();
+  const int threads = splitThreads();  // the tiles; the team runs them
 
   int64_t tile = std::max<int64_t>(kMinTileColumns, int64_t(kTileBytes / sizeof(T)) / kt);
   if (pointwise) tile = std::max<int64_t>(tile, 256);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "kernels/op_util.h"
+
 namespace partita::kernels {
 
 namespace {
@@ -58,7 +60,7 @@ void parallel(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const 
               int64_t ldb, T beta, T* c, int64_t ldc) {
   if (trivial(m, n, k, beta, c, ldc)) return;
   pinBlasToOneThread();
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int threads = splitThreads();
   // Below ~2 MFLOP a second thread costs more than it saves.
   if (threads <= 1 || m * n * k < (int64_t(1) << 20)) {
     blas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -71,7 +73,7 @@ void parallel(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const 
   int64_t chunk = (extent + threads - 1) / threads;
   chunk = (chunk + align - 1) / align * align;
   const int parts = int((extent + chunk - 1) / chunk);
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
+#pragma omp parallel for num_threads(std::min(threads, omp_get_max_threads())) schedule(static, 1)
   for (int p = 0; p < parts; ++p) {
     const int64_t lo = p * chunk, len = std::min(chunk, extent - lo);
     if (split_rows) {

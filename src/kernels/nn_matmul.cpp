@@ -98,7 +98,7 @@ void matmulTyped(KernelContext& c, const ir::Tensor& at, const ir::Tensor& bt, c
       gemmParallel(false, false, nbatch * m, n, k, T(1), a, k, b, n, T(0), y, n);
       return;
     }
-    const int threads = omp_get_max_threads();
+    const int threads = splitThreads();
     if (nbatch >= threads && threads > 1) {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < nbatch; ++i)

@@ -1,10 +1,25 @@
 #include "kernels/op_util.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "ir/dtype.h"
 
 namespace partita::kernels {
+
+namespace {
+thread_local int t_split_threads = 0;  // 0: the team size
+}  // namespace
+
+int splitThreads() {
+  if (omp_in_parallel()) return 1;
+  return t_split_threads > 0 ? t_split_threads : omp_get_max_threads();
+}
+
+SplitThreadsScope::SplitThreadsScope(int threads) : saved_(t_split_threads) { t_split_threads = threads; }
+SplitThreadsScope::~SplitThreadsScope() { t_split_threads = saved_; }
+
 
 bool broadcastTypes(const ir::TensorType& a, const ir::TensorType& b, ir::TensorType& out) {
   out.dtype = a.dtype;

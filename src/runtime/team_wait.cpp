@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/op_util.h"
 #include "partita/error.h"
 
 namespace partita::runtime {
@@ -49,7 +50,7 @@ struct Process {
   std::string policy_text;
   std::string error;  // a bad PARTITA_THREAD_WAIT
   int loadavg_fd = -1;  // /proc/loadavg: its fourth field counts the runnable threads now
-  bool alone = false;   // adaptive-alone: block mode runs short steps on a team of one
+  bool alone = false;   // adaptive (not adaptive-team): block mode runs short steps on a team of one
   int cpus = 1;          // online CPUs
 };
 
@@ -88,8 +89,9 @@ Process detect() {
   findRuntime(p);
   const char* choice = std::getenv("PARTITA_THREAD_WAIT");
   std::string want = choice ? choice : "";
-  if (!want.empty() && want != "adaptive" && want != "adaptive-alone" && want != "spin" && want != "block") {
-    p.error = "PARTITA_THREAD_WAIT='" + want + "': expected adaptive, spin or block (or adaptive-alone)";
+  if (!want.empty() && want != "adaptive" && want != "adaptive-team" && want != "adaptive-alone" && want != "spin" &&
+      want != "block") {
+    p.error = "PARTITA_THREAD_WAIT='" + want + "': expected adaptive, adaptive-team, spin or block";
     return p;
   }
   if (!p.set_blocktime) {
@@ -104,9 +106,10 @@ Process detect() {
     }
     want = "adaptive";
   }
+  if (want == "adaptive-alone") want = "adaptive";  // its name while it was not the default
   p.policy = want == "spin" ? Policy::kSpin : want == "block" ? Policy::kBlock : Policy::kAdaptive;
   p.policy_text = want;
-  p.alone = want == "adaptive-alone";
+  p.alone = want == "adaptive";
   if (p.policy == Policy::kAdaptive) p.loadavg_fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
   p.cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   return p;
@@ -278,15 +281,16 @@ TeamWaitScope::TeamWaitScope(int threads) {
     s.interval_ns = s.waited_ns = 0;
     p.set_blocktime(0);
     // Block mode wakes the sleeping workers at every region and waits at every barrier
-    // for them to get a CPU: with adaptive-alone, when the steps are short (the last
-    // run's mean), the run's team is the calling thread alone. Long steps keep the
-    // team, whose share of the CPUs then outweighs those waits. Not the default: a
-    // team of one runs other primitives (oneDNN's one-thread twins), whose results
-    // may differ from the team's in the last bits, so runs would no longer repeat
-    // bit for bit when the machine's load changes.
+    // for them to get a CPU: when the steps are short (the last run's mean), the run's
+    // team is the calling thread alone. Long steps keep the team, whose share of the
+    // CPUs then outweighs those waits. A team of one runs other primitives (oneDNN's
+    // one-thread twins); where one of them sums in another order than the team's, a
+    // run's last bits depend on the machine's load, which adaptive-team rules out
+    // (docs/threads.md: none of the bench models differ).
     if (p.alone && s.last_step_ns < kTeamWaitOneThreadStepNs) {
       omp_set_num_threads(1);
       restore_threads_ = threads;
+      split_ = std::make_unique<kernels::SplitThreadsScope>(threads);
       ++s.one_thread_runs;
     }
     return;
@@ -309,6 +313,7 @@ TeamWaitScope::TeamWaitScope(int threads) {
 TeamWaitScope::~TeamWaitScope() {
   if (!active_) return;
   if (restore_threads_) omp_set_num_threads(restore_threads_);
+  split_.reset();
   ThreadState& s = t_state;
   if (s.steps > 0) s.last_step_ns = nsBetween(s.run_start, Clock::now()) / s.steps;
   if (s.watching) s.measure(Clock::now());

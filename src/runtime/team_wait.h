@@ -21,9 +21,10 @@
 //     often a thread woken late, or both threads put on one CPU after sleeping, until
 //     the kernel moves one), the team sleeps at once (block time 0) from the next region
 //     on: block mode.
-//   * block mode: with PARTITA_THREAD_WAIT=adaptive-alone, a run whose steps are short
-//     (the last run's mean under kTeamWaitOneThreadStepNs) runs on a team of one, the
-//     calling thread alone (results may differ from the team's in the last bits): a
+//   * block mode: a run whose steps are short (the last run's mean under
+//     kTeamWaitOneThreadStepNs) runs on a team of one, the calling thread alone
+//     (PARTITA_THREAD_WAIT=adaptive-team keeps the team, for results that never depend
+//     on the load, even in the last bits): a
 //     sleeping worker is woken at every region, and the barrier waits until it got a
 //     CPU. After a back-off (20 ms, doubled after each failed try up to 2 s) a
 //     run tries spin mode again, watched as above, unless others are runnable as said.
@@ -41,7 +42,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
+
+namespace partita::kernels {
+class SplitThreadsScope;
+}
 
 namespace partita::runtime {
 
@@ -53,7 +59,7 @@ inline constexpr int kTeamWaitContendedIntervals = 8;      // this many in a row
 inline constexpr std::chrono::milliseconds kTeamWaitFirstBackoff{20};
 inline constexpr std::chrono::milliseconds kTeamWaitMaxBackoff{2000};
 inline constexpr std::chrono::seconds kTeamWaitForceRetry{60};
-// adaptive-alone: block mode runs on a team of one while the last run's steps took
+// adaptive: block mode runs on a team of one while the last run's steps took
 // less than this on average (MobileNetV2, EfficientNet-B0, BERT: 0.1-0.3 ms a step with
 // other processes busy; ResNet-18 1.3-2 ms, which a team of one made 2x slower).
 inline constexpr int64_t kTeamWaitOneThreadStepNs = 1'000'000;
@@ -145,20 +151,22 @@ class TeamWaitPolicy {
 };
 
 // The policy of one run on the calling thread, from construction to destruction
-// (GraphExecutor::run). With adaptive-alone, a run of short steps that starts in block
+// (GraphExecutor::run). With adaptive (not adaptive-team), a run of short steps that starts in block
 // mode runs on a team of one: the scope sets the calling thread's OpenMP team size to
 // 1 and gives back `threads` when it ends (the oneDNN module then runs primitives made
 // for one thread).
 class TeamWaitScope {
  public:
   explicit TeamWaitScope(int threads);
-  ~TeamWaitScope();
+  ~TeamWaitScope();  // out of line: split_'s type is complete there
   TeamWaitScope(const TeamWaitScope&) = delete;
   TeamWaitScope& operator=(const TeamWaitScope&) = delete;
 
  private:
   bool active_ = false;
   int restore_threads_ = 0;  // the team size to set back (block mode ran on one)
+  // While on a team of one: host kernels split their work as for the team.
+  std::unique_ptr<kernels::SplitThreadsScope> split_;
 };
 
 // Between two steps of a run (executor steps, oneDNN primitives): reads a clock, and at
@@ -168,13 +176,13 @@ void teamWaitCheckpoint();
 // What decides the wait in this process, for docs, tools and tests.
 struct TeamWaitInfo {
   std::string runtime;  // the library serving omp_* and GOMP_* calls (its file name), or "unknown"
-  std::string policy;   // "adaptive", "adaptive-alone", "spin", "block", or "runtime default (...)" when partita
+  std::string policy;   // "adaptive", "adaptive-team", "spin", "block", or "runtime default (...)" when partita
                         // leaves it alone
   bool adaptive = false;
   bool sees_runnable = false;  // /proc/loadavg is readable (other runnable threads are seen)
 };
 TeamWaitInfo teamWaitInfo();
-// Whether runs may start on a team of one (PARTITA_THREAD_WAIT=adaptive-alone with
+// Whether runs may start on a team of one (PARTITA_THREAD_WAIT adaptive, the default, with
 // LLVM's runtime): modules then keep what they need to make one-thread primitives.
 bool teamWaitMayRunAlone();
 

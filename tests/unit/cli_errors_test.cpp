@@ -117,11 +117,11 @@ TEST(Cli, HelpListsCommands) {
 }
 
 TEST_F(CliErrors, UnknownThreadWaitPolicy) {
-  // docs/threads.md: PARTITA_THREAD_WAIT is adaptive, spin or block (or adaptive-alone).
+  // docs/threads.md: PARTITA_THREAD_WAIT is adaptive, adaptive-team, spin or block.
   expectError(runCli("run " + kModel + " --input input=" PARTITA_SOURCE_DIR "/models/fashion/test_images.npy --quiet",
                      "PARTITA_THREAD_WAIT=sometimes"),
-              {"PARTITA_THREAD_WAIT='sometimes'", "expected adaptive, spin or block"});
-  for (const char* policy : {"adaptive", "adaptive-alone", "spin", "block"}) {
+              {"PARTITA_THREAD_WAIT='sometimes'", "expected adaptive, adaptive-team, spin or block"});
+  for (const char* policy : {"adaptive", "adaptive-team", "spin", "block"}) {
     Result r = runCli("run " + kModel + " --input input=" PARTITA_SOURCE_DIR "/models/fashion/test_images.npy --quiet",
                       std::string("PARTITA_THREAD_WAIT=") + policy);
     EXPECT_EQ(r.exit_code, 0) << policy << ": " << r.output;

@@ -367,10 +367,10 @@ TEST(DnnlModule, LoadsAtAnotherThreadCountThanCompiled) {
   omp_set_num_threads(2);
 }
 
-// A run on a team of one (the adaptive wait's block mode sets it under
-// PARTITA_THREAD_WAIT=adaptive-alone, CTest threads_adaptive_alone) uses primitives
-// made for one thread, made at its first such run, with the same results. Otherwise
-// the module keeps no steps for that and runs its own primitives.
+// A run on a team of one (the adaptive wait's block mode sets it, unless
+// PARTITA_THREAD_WAIT=adaptive-team, CTest threads_adaptive_team) uses primitives made
+// for one thread, made at its first such run, with the same results. Under
+// adaptive-team the module keeps no steps for that and runs its own primitives.
 TEST(DnnlModule, RunsOnATeamOfOneWithOneThreadPrimitives) {
   omp_set_num_threads(2);
   Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
