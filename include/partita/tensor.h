@@ -73,6 +73,10 @@ class Tensor {
   struct Free {
     void operator()(void* p) const;
   };
+  // Only the bytes past the end are zeroed: the caller writes every byte of the data
+  // (a copy; a model's output copied out of a run: no memset of megabytes first).
+  struct Unfilled {};
+  Tensor(DType dtype, std::vector<int64_t> shape, Unfilled);
   std::unique_ptr<void, Free> storage_;
   TensorView view_;
 };

@@ -22,7 +22,11 @@ size_t nbytesOf(DType dtype, const std::vector<int64_t>& shape) {
 
 void Tensor::Free::operator()(void* p) const { std::free(p); }
 
-Tensor::Tensor(DType dtype, std::vector<int64_t> shape) {
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : Tensor(dtype, std::move(shape), Unfilled{}) {
+  std::memset(view_.data, 0, view_.nbytes());
+}
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape, Unfilled) {
   view_.dtype = dtype;
   view_.shape = std::move(shape);
   const size_t bytes = view_.nbytes();
@@ -33,11 +37,11 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape) {
     throw Error(ErrorCode::kInvalidArgument, "out of memory: cannot allocate " + std::to_string(bytes) +
                                                  " bytes for a tensor of type " + std::string(ir::dtypeName(dtype)) +
                                                  ir::shapeStr(view_.shape));
-  std::memset(storage_.get(), 0, rounded);
+  std::memset(static_cast<std::byte*>(storage_.get()) + bytes, 0, rounded - bytes);
   view_.data = storage_.get();
 }
 
-Tensor::Tensor(const Tensor& other) : Tensor(other.dtype(), other.shape()) {
+Tensor::Tensor(const Tensor& other) : Tensor(other.dtype(), other.shape(), Unfilled{}) {
   if (other.nbytes()) std::memcpy(view_.data, other.data(), other.nbytes());
 }
 
@@ -47,7 +51,7 @@ Tensor& Tensor::operator=(const Tensor& other) {
 }
 
 Tensor Tensor::copyOf(const TensorView& v) {
-  Tensor t(v.dtype, v.shape);
+  Tensor t(v.dtype, v.shape, Unfilled{});
   if (v.nbytes()) std::memcpy(t.data(), v.data, v.nbytes());
   return t;
 }

@@ -347,9 +347,7 @@ std::vector<ir::OwnedTensor> GraphExecutor::collectOutputs(const RunState& state
   std::vector<ir::OwnedTensor> outputs;
   outputs.reserve(g.outputs.size());
   for (ir::ValueId out : g.outputs) {
-    const ir::Tensor& t = values[size_t(out)];
-    outputs.emplace_back(t.dtype, t.shape);
-    if (t.nbytes()) std::memcpy(outputs.back().data(), t.data, t.nbytes());
+    outputs.push_back(ir::OwnedTensor::copyOf(values[size_t(out)]));
   }
   return outputs;
 }
