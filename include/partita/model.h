@@ -130,6 +130,9 @@ class Session {
   // Runs the model. Throws Error(kInvalidArgument) when an input is missing.
   void run();
 
+  // The last run's outputs. The next run() writes its outputs into these tensors
+  // where dtype and shape agree (steady runs allocate nothing for them), so a
+  // reference kept across runs sees the new values; takeOutputs() to keep them.
   const Tensor& output(const std::string& name) const;
   const std::vector<Tensor>& outputs() const { return outputs_; }
   // Hands the last run's outputs over (in output order) without copying them; until

@@ -75,7 +75,8 @@ void Session::run() {
   const auto& ins = model_->inputs();
   for (size_t i = 0; i < ins.size(); ++i)
     if (!bound_[i]) throw Error(ErrorCode::kInvalidArgument, "input '" + ins[i].name + "' was not set");
-  outputs_ = model_->executor().run(*state_->run, inputs_, state_->profiling ? &state_->profile : nullptr);
+  // The last run's output tensors are reused when the shapes agree (no allocation).
+  model_->executor().runInto(*state_->run, inputs_, outputs_, state_->profiling ? &state_->profile : nullptr);
 }
 
 std::vector<Tensor> Session::takeOutputs() {

@@ -20,6 +20,11 @@ Executor::Executor(std::vector<IoSpec> inputs, std::vector<IoSpec> outputs, RunO
     ir::checkLimits(io.type, options_.limits, ErrorCode::kInvalidModel, "output '" + io.name + "'");
 }
 
+void Executor::runInto(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
+                       std::vector<ir::OwnedTensor>& outputs, ProfileSink* profile) const {
+  outputs = run(state, inputs, profile);
+}
+
 std::vector<RunValue> Executor::runValues(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const {
   std::vector<RunValue> out;
   for (ir::OwnedTensor& t : run(state, inputs)) out.push_back({std::move(t), nullptr});

@@ -73,6 +73,12 @@ class Executor {
   // without, it records nothing.
   virtual std::vector<ir::OwnedTensor> run(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
                                            ProfileSink* profile = nullptr) const = 0;
+  // As run(), into `outputs`: where it already holds a tensor of an output's dtype and
+  // shape (the last run's), the output is copied into it, so that a session's steady
+  // runs allocate (and page-fault) nothing for their outputs; other entries are
+  // replaced. Here: run()'s result assigned.
+  virtual void runInto(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
+                       std::vector<ir::OwnedTensor>& outputs, ProfileSink* profile = nullptr) const;
   // Runs a program whose inputs or outputs may be sequences or optionals: an input of
   // such a kind is given boxed (ir::box; the caller keeps the aggregate alive), and
   // such an output comes back as its aggregate. run() refuses those outputs by name.

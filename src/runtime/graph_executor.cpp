@@ -214,9 +214,16 @@ void endRunEvent(std::optional<ProfileScope>& run_event, const std::vector<ir::T
 
 std::vector<ir::OwnedTensor> GraphExecutor::run(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
                                                 ProfileSink* profile) const {
+  std::vector<ir::OwnedTensor> outputs;
+  runInto(state, inputs, outputs, profile);
+  return outputs;
+}
+
+void GraphExecutor::runInto(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
+                            std::vector<ir::OwnedTensor>& outputs, ProfileSink* profile) const {
   auto* s = dynamic_cast<RunState*>(&state);
   if (!s) throw Error(ErrorCode::kInternal, "graph executor given another executor's state");
-  return run(*s, inputs, profile);
+  runInto(*s, inputs, outputs, profile);
 }
 
 std::vector<RunValue> GraphExecutor::runValues(ExecutorState& state,
@@ -240,7 +247,14 @@ std::vector<RunValue> GraphExecutor::runValues(ExecutorState& state,
 
 std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vector<ir::Tensor>& inputs,
                                                 ProfileSink* profile) const {
-  for (const IoSpec& out : outputs())
+  std::vector<ir::OwnedTensor> outputs;
+  runInto(state, inputs, outputs, profile);
+  return outputs;
+}
+
+void GraphExecutor::runInto(RunState& state, const std::vector<ir::Tensor>& inputs,
+                            std::vector<ir::OwnedTensor>& outputs, ProfileSink* profile) const {
+  for (const IoSpec& out : Executor::outputs())
     if (!out.type.isTensor())
       throw Error(ErrorCode::kUnsupported, "output '" + out.name + "' is " + out.type.kindStr() +
                                                "; this way of running a model returns tensors only");
@@ -252,9 +266,8 @@ std::vector<ir::OwnedTensor> GraphExecutor::run(RunState& state, const std::vect
   // Whether the team's idle threads spin or sleep during this run (team_wait.h).
   const TeamWaitScope wait(options().threads);
   execute(state, inputs, profile, nullptr);
-  std::vector<ir::OwnedTensor> outputs = collectOutputs(state);
+  collectOutputs(state, outputs);
   endRunEvent(run_event, inputs, options().threads, steps_.size());
-  return outputs;
 }
 
 const std::vector<ir::Tensor>& GraphExecutor::runBody(RunState& state, const std::vector<ir::Tensor>& inputs,
@@ -340,16 +353,18 @@ void GraphExecutor::runSteps(RunState& state, const kernels::ConstResolver& cons
   }
 }
 
-std::vector<ir::OwnedTensor> GraphExecutor::collectOutputs(const RunState& state) const {
+void GraphExecutor::collectOutputs(const RunState& state, std::vector<ir::OwnedTensor>& outputs) const {
   const ir::Graph& g = *graph_;
-  const auto& values = state.values;
-
-  std::vector<ir::OwnedTensor> outputs;
-  outputs.reserve(g.outputs.size());
-  for (ir::ValueId out : g.outputs) {
-    outputs.push_back(ir::OwnedTensor::copyOf(values[size_t(out)]));
+  outputs.resize(g.outputs.size());
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    const ir::Tensor& t = state.values[size_t(g.outputs[o])];
+    ir::OwnedTensor& to = outputs[o];
+    if (to.data() && to.dtype() == t.dtype && to.shape() == t.shape) {
+      if (t.nbytes()) std::memcpy(to.data(), t.data, t.nbytes());
+    } else {
+      to = ir::OwnedTensor::copyOf(t);
+    }
   }
-  return outputs;
 }
 
 void GraphExecutor::runStepProfiled(RunState& state, size_t n, const kernels::ConstResolver& constants,

@@ -106,6 +106,10 @@ class GraphExecutor final : public Executor {
                                    ProfileSink* profile = nullptr) const;
   std::vector<ir::OwnedTensor> run(ExecutorState& state, const std::vector<ir::Tensor>& inputs,
                                    ProfileSink* profile = nullptr) const override;
+  void runInto(ExecutorState& state, const std::vector<ir::Tensor>& inputs, std::vector<ir::OwnedTensor>& outputs,
+               ProfileSink* profile = nullptr) const override;
+  void runInto(RunState& state, const std::vector<ir::Tensor>& inputs, std::vector<ir::OwnedTensor>& outputs,
+               ProfileSink* profile = nullptr) const;
   std::vector<RunValue> runValues(ExecutorState& state, const std::vector<ir::Tensor>& inputs) const override;
 
   // Runs the graph as the body of a control-flow step (control_flow.h), on the
@@ -166,7 +170,7 @@ class GraphExecutor final : public Executor {
   void runValueStep(RunState& state, size_t n) const;
   // Makes value `out` of step `node` the aggregate `a` (kept by the state for this run).
   void setAggregate(RunState& state, ir::ValueId out, const ir::Node& node, ir::AggregatePtr a) const;
-  std::vector<ir::OwnedTensor> collectOutputs(const RunState& state) const;
+  void collectOutputs(const RunState& state, std::vector<ir::OwnedTensor>& outputs) const;
   MemoryPlan plan_;
   bool any_dynamic_ = false;
   mutable ShapeCache<const ShapePlan> plans_;

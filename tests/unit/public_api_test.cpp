@@ -109,6 +109,32 @@ TEST(PublicApi, TakeOutputsHandsThemOverAndClearInputsForgets) {
   }
 }
 
+// A session's next run writes its outputs into the last run's tensors (same dtype and
+// shape: no allocation), with the new run's values; after takeOutputs() it makes new
+// ones and leaves the taken ones alone.
+TEST(PublicApi, RunsReuseTheirOutputTensors) {
+  std::shared_ptr<const Model> model = compileOnnx(kDemo, CompileOptions{});
+  const Tensor images = readNpy(PARTITA_SOURCE_DIR "/models/fashion/test_images.npy");
+  Tensor other = images;
+  for (int64_t i = 0; i < other.numel(); ++i) other.as<float>()[i] = 1.0f - images.as<float>()[i];
+  const Tensor want = runOnce(model, images), want_other = runOnce(model, other);
+  ASSERT_FALSE(sameBytes(want, want_other));
+  Session s(model);
+  s.setInput("input", images);
+  s.run();
+  const void* data = s.outputs().at(0).data();
+  s.setInput("input", other);
+  s.run();
+  EXPECT_EQ(s.outputs().at(0).data(), data);
+  EXPECT_TRUE(sameBytes(s.outputs().at(0), want_other));
+  std::vector<Tensor> taken = s.takeOutputs();
+  s.setInput("input", images);
+  s.run();
+  EXPECT_NE(s.outputs().at(0).data(), taken.at(0).data());
+  EXPECT_TRUE(sameBytes(s.outputs().at(0), want));
+  EXPECT_TRUE(sameBytes(taken.at(0), want_other));
+}
+
 TEST(PublicApi, BackendsAndDtypeNames) {
   const std::vector<std::string> backends = availableBackends();
   ASSERT_FALSE(backends.empty());
