@@ -41,6 +41,9 @@
 namespace partita::dnnl_backend {
 
 inline constexpr const char* kModuleKind = "dnnl";
+// A function run on a team gives each of its buffers bytes of its own when they add up
+// to at most this (loadFunction says why).
+inline constexpr size_t kPrivateBuffersBytes = size_t(16) << 20;
 
 // The module kind of this backend's run-time half, for the program's list of kinds.
 runtime::ModuleKind dnnlModuleKind();
