@@ -70,6 +70,8 @@ class DnnlModule final : public runtime::RuntimeModule {
   // Workspace bytes per concurrent run: region-local activations plus scratchpad
   // (shape-polymorphic functions: at their representative shapes).
   size_t scratchpadBytes() const override;
+  // The region temporaries' part of it (functions of fixed shapes).
+  size_t arenaBytes() const { return arena_bytes_; }
   bool shapePolymorphic(uint32_t fn) const override;
   // Lowers the function for these shapes on first use (an instance, then cached).
   std::vector<std::vector<int64_t>> outputShapes(uint32_t fn, const std::vector<ir::Tensor>& inputs) const override;

@@ -399,6 +399,24 @@ TEST(DnnlModule, RunsOnATeamOfOneWithOneThreadPrimitives) {
   EXPECT_EQ(m->serialPrimitivesCreated(), made);
 }
 
+// On a team, temporaries that add up to at most kPrivateBuffersBytes get bytes of their
+// own (no step reuses bytes another step's threads wrote); on one thread they share by
+// lifetime. Same results either way.
+TEST(DnnlModule, TeamGivesSmallFunctionsPrivateBuffers) {
+  omp_set_num_threads(2);
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  std::vector<ir::OwnedTensor> inputs = testing::randomInputs(*c.graph, 21);
+  auto one = reloadAssuming(c, 1), two = reloadAssuming(c, 2);
+  EXPECT_GT(two->arenaBytes(), one->arenaBytes());
+  EXPECT_LE(two->arenaBytes(), kPrivateBuffersBytes);
+  ir::OwnedTensor a(ir::DType::kFloat32, {1, 1000}), b(ir::DType::kFloat32, {1, 1000});
+  omp_set_num_threads(1);
+  one->run(0, {inputs[0].view()}, {a.view()});
+  omp_set_num_threads(2);
+  two->run(0, {inputs[0].view()}, {b.view()});
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0);
+}
+
 TEST(DnnlModule, ConcurrentRunsShareOneModule) {
   Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
   const auto& mod = moduleOf(c);
