@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "ir/dtype.h"
 
@@ -17,9 +18,7 @@ int splitThreads() {
   return t_split_threads > 0 ? t_split_threads : omp_get_max_threads();
 }
 
-SplitThreadsScope::SplitThreadsScope(int threads) : saved_(t_split_threads) { t_split_threads = threads; }
-SplitThreadsScope::~SplitThreadsScope() { t_split_threads = saved_; }
-
+int setSplitThreads(int threads) { return std::exchange(t_split_threads, threads); }
 
 bool broadcastTypes(const ir::TensorType& a, const ir::TensorType& b, ir::TensorType& out) {
   out.dtype = a.dtype;

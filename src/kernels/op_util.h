@@ -70,19 +70,11 @@ constexpr int threadsUnlessTSan(int n) {
 // which may exceed the team that runs the parts. A run on a team of one in place of
 // its model's team (docs/threads.md: block mode) keeps the team's split, so its
 // results are the team's bit for bit: a BLAS call's rounding can depend on its shape.
-// Without a SplitThreadsScope on this thread: the team size (1 inside a parallel
-// region).
+// Unless set on this thread (setSplitThreads, 0 to unset): the team size (1 inside a
+// parallel region).
 int splitThreads();
-class SplitThreadsScope {
- public:
-  explicit SplitThreadsScope(int threads);
-  ~SplitThreadsScope();
-  SplitThreadsScope(const SplitThreadsScope&) = delete;
-  SplitThreadsScope& operator=(const SplitThreadsScope&) = delete;
-
- private:
-  int saved_;
-};
+// Sets this thread's split; returns the one it replaces.
+int setSplitThreads(int threads);
 
 // Fails the node unless it has between `min_inputs` and `max_inputs` inputs, the
 // first `min_inputs` present, and at least one output.

@@ -290,7 +290,7 @@ TeamWaitScope::TeamWaitScope(int threads) {
     if (p.alone && s.last_step_ns < kTeamWaitOneThreadStepNs) {
       omp_set_num_threads(1);
       restore_threads_ = threads;
-      split_ = std::make_unique<kernels::SplitThreadsScope>(threads);
+      restore_split_ = kernels::setSplitThreads(threads);
       ++s.one_thread_runs;
     }
     return;
@@ -312,8 +312,10 @@ TeamWaitScope::TeamWaitScope(int threads) {
 
 TeamWaitScope::~TeamWaitScope() {
   if (!active_) return;
-  if (restore_threads_) omp_set_num_threads(restore_threads_);
-  split_.reset();
+  if (restore_threads_) {
+    omp_set_num_threads(restore_threads_);
+    kernels::setSplitThreads(restore_split_);
+  }
   ThreadState& s = t_state;
   if (s.steps > 0) s.last_step_ns = nsBetween(s.run_start, Clock::now()) / s.steps;
   if (s.watching) s.measure(Clock::now());

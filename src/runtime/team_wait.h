@@ -42,12 +42,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <memory>
 #include <string>
-
-namespace partita::kernels {
-class SplitThreadsScope;
-}
 
 namespace partita::runtime {
 
@@ -158,15 +153,16 @@ class TeamWaitPolicy {
 class TeamWaitScope {
  public:
   explicit TeamWaitScope(int threads);
-  ~TeamWaitScope();  // out of line: split_'s type is complete there
+  ~TeamWaitScope();
   TeamWaitScope(const TeamWaitScope&) = delete;
   TeamWaitScope& operator=(const TeamWaitScope&) = delete;
 
  private:
   bool active_ = false;
   int restore_threads_ = 0;  // the team size to set back (block mode ran on one)
-  // While on a team of one: host kernels split their work as for the team.
-  std::unique_ptr<kernels::SplitThreadsScope> split_;
+  // While on a team of one host kernels split their work as for the team
+  // (kernels::setSplitThreads); the split to set back.
+  int restore_split_ = 0;
 };
 
 // Between two steps of a run (executor steps, oneDNN primitives): reads a clock, and at

@@ -281,6 +281,15 @@ CreatedPrimitive createPrimitive(const Step& step, const std::string& where) {
   return c;
 }
 
+// Whether `fn`'s temporaries add up to at most `bound` bytes. The sum stops once past
+// it: readProgram caps each buffer at 1 TiB, so it cannot wrap.
+bool temporariesAtMost(const Function& fn, uint64_t bound) {
+  uint64_t total = 0;
+  for (const Buffer& b : fn.buffers)
+    if (b.kind == BufferKind::kTemp && (total += b.bytes) > bound) return false;
+  return true;
+}
+
 // Creates the primitives of `steps` on up to `threads` threads: creating one
 // generates its JIT kernels, most of a load's time, and the steps are independent.
 // Each step is created for stepThreads() OpenMP threads, since oneDNN fixes a
@@ -377,10 +386,7 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
   // buffers of their own are written by the same thread run after run. Larger sets
   // keep sharing: they do not stay in the caches anyway (MobileNetV2, 26 MB of
   // buffers, ran 7 % slower without), and at one thread sharing costs nothing.
-  size_t total = 0;
-  for (const Buffer& buf : fn.buffers)
-    if (buf.kind == BufferKind::kTemp) total += size_t(buf.bytes);
-  const bool private_buffers = threads_ > 1 && total <= kPrivateBuffersBytes;
+  const bool private_buffers = threads_ > 1 && temporariesAtMost(fn, kPrivateBuffersBytes);
   std::vector<runtime::BufferRequest> requests;
   std::vector<size_t> which;
   const int32_t end = int32_t(fn.steps.size());
