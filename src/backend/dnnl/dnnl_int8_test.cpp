@@ -153,6 +153,46 @@ TEST(DnnlInt8, QLinearConvMaxPoolAndQuantizeMatchHostWithinAStep) {
   EXPECT_EQ(offByMoreThanAStep(got[0], want[0], 0.02), 0.0);
 }
 
+// A float convolution's channels-last output, flattened and quantized for an int8
+// layer (the demo CNN before fc1): the reorder to row-major for the Flatten and the
+// QuantizeLinear's reorder are one step, from channels-last float32 straight to
+// row-major uint8 (mergeReorderPairs), with the same values.
+TEST(DnnlInt8, FlattenThenQuantizeIsOneReorder) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {2, 16, 6, 6});
+  ir::AttributeMap conv;
+  conv.setInts("pads", {1, 1, 1, 1});
+  ir::ValueId y = b.node("Conv", {x, b.constant("w", {16, 16, 3, 3}, testing::randomFloats(16 * 16 * 9, 4)),
+                                 b.constant("cb", {16}, testing::randomFloats(16, 5))}, conv, 13);
+  ir::ValueId flat = b.node("Flatten", {y}, {}, 13);
+  ir::ValueId s = scalarF(b, "s", 0.05f), z = scalarU8(b, "z", 128);
+  b.g.outputs.push_back(b.node("QuantizeLinear", {flat, s, z}, {}, 13));
+
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  EXPECT_EQ(testing::dnnlOps(dnnl).size(), 3u);
+  size_t reorders = 0, merged = 0;
+  for (const DnnlModule::StepInfo& st : allSteps(dnnl)) {
+    if (st.kind != StepKind::kReorder) continue;
+    ++reorders;
+    merged += st.label.rfind("to row-major", 0) == 0 && st.label.find("QuantizeLinear") != std::string::npos;
+  }
+  EXPECT_EQ(merged, 1u);
+  EXPECT_EQ(reorders, 2u) << "the input's to channels-last, and the merged one";
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 8);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].shape(), want[0].shape());
+  ASSERT_EQ(got[0].dtype(), ir::DType::kUInt8);
+  int64_t off = 0, distinct = 0;  // the float convolutions may round a value either way
+  for (int64_t i = 0; i < got[0].numel(); ++i) {
+    off += std::abs(int(got[0].as<uint8_t>()[i]) - int(want[0].as<uint8_t>()[i])) > 1;
+    distinct += got[0].as<uint8_t>()[i] != got[0].as<uint8_t>()[0];
+  }
+  EXPECT_EQ(off, 0);
+  EXPECT_GT(distinct, 0) << "all elements equal: the test would not see a misplaced element";
+}
+
 // relu(conv2(relu(conv1(x))) + x) written as a static quantizer writes it (every
 // activation through a QuantizeLinear -> DequantizeLinear pair, int8 weights behind
 // DequantizeLinear): fused into QLinearConvs, the residual into the second one. The
