@@ -10,6 +10,7 @@
 
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_claims.h"
+#include "backend/dnnl/dnnl_memory_desc.h"
 #include "backend/dnnl/dnnl_testing.h"
 #include "partita/error.h"
 
@@ -787,12 +788,56 @@ TEST(DnnlMove, TransposeAndSliceAreReorders) {
   b.output(b.node("Transpose", {x}));  // default: reversed axes
   Compiled d = expectMatchesHost(b);
   std::vector<StepKind> kinds = stepKinds(d);
-  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kReorder), 3);
+  // The slice of the transposed copy reads the source directly (composeViews): one
+  // reorder for both, and one for the reversed transpose.
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kReorder), 2);
   GraphBuilder b2;  // a step other than 1 stays on the host
   ir::ValueId y = b2.node("Relu", {b2.input("y", {8})});
   b2.output(b2.node("Slice", {y, b2.constantInts("s", {1}, {0}), b2.constantInts("e", {1}, {8}),
                               b2.constantInts("a", {1}, {0}), b2.constantInts("st", {1}, {2})}));
   expectMatchesHost(b2, 1);
+}
+
+// A batch-1 encoder's attention heads: [S, 1, 3H] -> [1, S, 3H] moves only a dim of
+// size 1 (a view, no step); each third of the fused QKV projection is sliced,
+// reshaped to heads and transposed: one reorder each (mergeReorderPairs with
+// composeViews), where there were a copy for the Slice and one for the Transpose.
+TEST(DnnlMove, SlicedHeadsAreOneReorderEach) {
+  GraphBuilder b;
+  ir::ValueId x = b.node("Relu", {b.input("x", {8, 1, 48})});
+  ir::ValueId t = b.node("Transpose", {x}, Attrs().ints("perm", {1, 0, 2}));
+  for (int64_t k = 0; k < 3; ++k) {
+    const std::string n = std::to_string(k);
+    ir::ValueId s = b.node("Slice", {t, b.constantInts("s" + n, {1}, {16 * k}), b.constantInts("e" + n, {1}, {16 * k + 16}),
+                                     b.constantInts("a" + n, {1}, {2})});
+    ir::ValueId r = b.node("Reshape", {s, b.constantInts("shape" + n, {3}, {8, 2, 8})});
+    b.output(b.node("Sigmoid", {b.node("Transpose", {r}, Attrs().ints("perm", {1, 0, 2}))}));
+  }
+  Compiled d = expectMatchesHost(b);
+  std::vector<StepKind> kinds = stepKinds(d);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kReorder), 3);
+}
+
+TEST(DnnlMove, ComposedViews) {
+  // The middle third of [8, 1, 48], copied to row-major [8, 1, 16], read as [2, 8, 8]
+  // (heads first): the same elements straight from the source.
+  memory::desc slice = withStrides({8, 1, 16}, {48, 48, 1});
+  slice.data.offset0 = 16;
+  std::optional<memory::desc> heads = composeViews(slice, withStrides({2, 8, 8}, {8, 16, 1}));
+  ASSERT_TRUE(heads.has_value());
+  EXPECT_EQ(dimsOf(*heads), (std::vector<int64_t>{2, 8, 8}));
+  EXPECT_EQ(elementStrides(*heads), (std::vector<int64_t>{8, 48, 1}));
+  EXPECT_EQ(heads->data.offset0, 16);
+  // An offset into the copy: element (1, 0, 3) of it, 3 rows of the source further on.
+  memory::desc later = withStrides({1, 1, 4}, {16, 16, 1});
+  later.data.offset0 = 16 + 3;
+  std::optional<memory::desc> part = composeViews(slice, later);
+  ASSERT_TRUE(part.has_value());
+  EXPECT_EQ(part->data.offset0, 16 + 48 + 3);
+  // Reading the copy flat would carry from one row into the next: no strided view.
+  EXPECT_FALSE(composeViews(slice, withStrides({128}, {1})).has_value());
+  // Steps that are not a whole number of the copy's rows: none either.
+  EXPECT_FALSE(composeViews(slice, withStrides({4, 2}, {24, 1})).has_value());
 }
 
 TEST(DnnlReduce, EveryReductionMatchesHost) {

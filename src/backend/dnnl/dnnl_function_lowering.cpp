@@ -18,13 +18,16 @@ namespace {
 // Whether a step reads or writes buffer `b` through argument `a`.
 bool touches(const Arg& a, uint64_t b) { return a.source == ArgSource::kBuffer && a.index == b; }
 
-// Two reorders through a row-major temporary that no other step touches are one: from
-// the first's source straight into the second's destination, whose row-major bytes
-// are the same whatever dims describe them. That is a layout change for a view
-// (Flatten, Reshape: "to row-major") followed by a QuantizeLinear, or by the copy to a
-// region output. (The int8 demo CNN: its channels-last pooled float32 went through
-// row-major float32 before it was quantized for fc1; 100x32x7x7, 29 us of 0.68 ms at
-// 2 threads.) Steps are kept when oneDNN has only its reference code for the one.
+// Two reorders through a row-major temporary that no other step touches are one,
+// from the first's source straight into the second's destination:
+//   * a layout change for a view (Flatten, Reshape: "to row-major") followed by a
+//     QuantizeLinear or the copy to a region output: the destination's row-major bytes
+//     are the same with the first's dims. (The int8 demo CNN: its channels-last pooled
+//     float32 went through row-major float32 before it was quantized for fc1;
+//     100x32x7x7, 29 us of 0.68 ms at 2 threads.)
+//   * a Slice followed by a Transpose of it (the attention heads of a fused QKV
+//     projection): the two strided views compose into one (composeViews).
+// Steps are kept when oneDNN has only its reference code for the one.
 void mergeReorderPairs(Function& fn) {
   for (size_t j = 0; j < fn.steps.size(); ++j) {
     const Step& second = fn.steps[j];
@@ -53,18 +56,25 @@ void mergeReorderPairs(Function& fn) {
     if (first.kind != StepKind::kReorder || !first.post_ops.empty() || !first.quant.empty() || first.args.size() != 2 ||
         !from || !through || from->source != ArgSource::kBuffer)
       continue;
-    if (!isPlainDense(through->md) || !isPlainDense(src->md) || !isPlainDense(dst->md) ||
-        through->md.data_type() != src->md.data_type() || through->md.get_size() != src->md.get_size() ||
-        numElements(dst->md) != numElements(through->md))
+    if (!isPlainDense(through->md) || through->md.data_type() != from->md.data_type() ||
+        through->md.data_type() != src->md.data_type())
       continue;
+    Step merged = second;
+    if (isPlainDense(src->md) && isPlainDense(dst->md) && numElements(src->md) == numElements(through->md)) {
+      // Row-major on both sides of the temporary: the second's destination has the same
+      // bytes with the first's dims.
+      *merged.find(DNNL_ARG_SRC) = *from;
+      merged.find(DNNL_ARG_DST)->md = withDataType(plainDesc(dimsOf(through->md)), dst->md.data_type());
+    } else if (std::optional<memory::desc> view = composeViews(from->md, src->md)) {
+      *merged.find(DNNL_ARG_SRC) = Arg{DNNL_ARG_SRC, ArgSource::kBuffer, from->index, *view, false};
+    } else {
+      continue;
+    }
     // The first's source must still hold its value when the second runs.
     bool overwritten = false;
     for (size_t k = writer + 1; k < j; ++k)
       for (const Arg& a : fn.steps[k].args) overwritten |= touches(a, from->index) && a.key == DNNL_ARG_DST;
     if (overwritten) continue;
-    Step merged = second;
-    *merged.find(DNNL_ARG_SRC) = *from;
-    merged.find(DNNL_ARG_DST)->md = withDataType(plainDesc(dimsOf(through->md)), dst->md.data_type());
     merged.label = first.label + "; " + second.label;
     try {
       if (isReference(makePrimitiveDesc(merged, cpuEngine()))) continue;

@@ -108,6 +108,13 @@ void FunctionLowering::lowerMove(size_t pos) {
   }
   memory::desc view = withStrides(spec.dims, strides);
   view.data.offset0 = offset;
+  if (isPlainDense(view)) {
+    // The input's bytes as they are (a transpose that moves only dims of size 1, as a
+    // batch-1 encoder's [S, 1, H] <-> [1, S, H] does; a slice of everything): a view.
+    consume(pos);
+    place(out, Loc{src.buffer, withDataType(plainDesc(spec.dims), elementType(out))});
+    return;
+  }
   // A window keeps its source's order of dims (a channels-last slice stays
   // channels-last, a plain copy); a transpose writes row-major.
   const memory::desc dst_md = node.op_type == "Slice" ? denseLike(src.md, spec.dims) : plainDesc(spec.dims);

@@ -127,6 +127,47 @@ bool isPlainDense(const memory::desc& md) {
   return true;
 }
 
+std::optional<memory::desc> composeViews(const memory::desc& inner, const memory::desc& outer) {
+  auto strided = [](const memory::desc& md) {
+    const dnnl_memory_desc_t& d = md.data;
+    return d.format_kind == dnnl_blocked && d.format_desc.blocking.inner_nblks == 0 && !hasPadding(md) &&
+           d.offset0 >= 0;
+  };
+  if (!strided(inner) || !strided(outer) || inner.data.data_type != outer.data.data_type) return std::nullopt;
+  const std::vector<int64_t> d1 = dimsOf(inner), s1 = elementStrides(inner);
+  const std::vector<int64_t> d2 = dimsOf(outer), s2 = elementStrides(outer);
+  std::vector<int64_t> rows(d1.size(), 1);  // B's row-major strides
+  for (size_t m = d1.size(); m-- > 1;) rows[m - 1] = rows[m] * d1[m];
+  const int64_t total = d1.empty() ? 1 : rows[0] * d1[0];
+  // Where outer starts in B, as an index of inner's dims; from there, the highest index
+  // each of inner's dims reaches.
+  int64_t rest = outer.data.offset0;
+  if (rest >= total) return std::nullopt;
+  std::vector<int64_t> reach(d1.size());
+  int64_t offset = inner.data.offset0;
+  for (size_t m = 0; m < d1.size(); ++m) {
+    reach[m] = rest / rows[m];
+    rest %= rows[m];
+    offset += reach[m] * s1[m];
+  }
+  std::vector<int64_t> strides(d2.size(), 0);
+  for (size_t k = 0; k < d2.size(); ++k) {
+    if (d2[k] == 1) continue;
+    // The one dim m of inner with rows[m] <= s2[k] < rows[m] * d1[m], stepped q at a time.
+    size_t m = 0;
+    while (m < d1.size() && !(d1[m] > 1 && s2[k] >= rows[m] && s2[k] / rows[m] < d1[m])) ++m;
+    if (m == d1.size() || s2[k] % rows[m] != 0) return std::nullopt;
+    const int64_t q = s2[k] / rows[m];
+    reach[m] += q * (d2[k] - 1);
+    if (reach[m] >= d1[m]) return std::nullopt;  // would carry into the next dim
+    strides[k] = q * s1[m];
+  }
+  memory::desc md = withStrides(d2, strides);
+  md.data.data_type = inner.data.data_type;
+  md.data.offset0 = offset;
+  return md;
+}
+
 uint64_t extentBytes(const memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
   if (d.format_kind != dnnl_blocked) return md.get_size();

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <dnnl.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ std::vector<int64_t> elementStrides(const memory::desc& md);
 // of a dense row-major tensor with md's number of elements.
 bool isPlainDense(const memory::desc& md);
 bool hasPadding(const memory::desc& md);
+// A reorder wrote view `inner` (strided, no inner blocks, over bytes A) into dense
+// row-major bytes B of inner's dims; `outer` is a strided view over B. The view over A
+// that reads the same elements as `outer` does, when it is a strided one: each of
+// outer's dims steps through one of inner's without carrying into the next. (A Slice
+// copied, reshaped and transposed: one view.) nullopt otherwise.
+std::optional<memory::desc> composeViews(const memory::desc& inner, const memory::desc& outer);
 int64_t numElements(const memory::desc& md);  // product of the logical dims
 
 // The bytes from a memory's handle that `md` may touch: offset0 plus the span of its
