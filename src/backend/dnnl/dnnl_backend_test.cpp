@@ -647,6 +647,22 @@ TEST(DnnlFusion, RowOperandAfterThePostOpsStartEndsTheMatMulChain) {
   EXPECT_EQ(moduleOf(d).steps(0)[1].post_ops, 1u);  // the bias Add, then Relu
 }
 
+// A bias Add step (the chain above, or a dynamic-int8 MatMul's) followed by the
+// layer's residual Add of a value computed earlier: one binary step whose post-op
+// adds the full-size residual, then the Relu.
+TEST(DnnlFusion, BinaryStepTakesTheResidualAsAPostOp) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {8, 32});
+  ir::ValueId skip = b.node("Sigmoid", {x});
+  ir::ValueId h = b.node("MatMul", {skip, b.constant("w", {32, 32}, randomFloats(1024, 3))});
+  ir::ValueId y = b.node("Add", {b.node("Mul", {h, b.constant("s", {}, {0.25f})}),
+                                 b.constant("bias", {32}, randomFloats(32, 4))});
+  b.output(b.node("Relu", {b.node("Add", {skip, y})}));
+  Compiled d = expectMatchesHost(b);
+  EXPECT_EQ(stepKinds(d), (std::vector<StepKind>{StepKind::kEltwise, StepKind::kMatMul, StepKind::kBinary}));
+  EXPECT_EQ(moduleOf(d).steps(0)[2].post_ops, 2u);  // plus the residual, then Relu
+}
+
 // PyTorch's Gelu export (Div, Erf, Add, Mul, Mul) is one gelu_erf: a post-op of the
 // MatMul+bias before it, or one eltwise step. The second one divides by sqrt(2) as a
 // float16 model stores it (1.4140625): still GELU, within float16's resolution.

@@ -150,7 +150,12 @@ class FunctionLowering {
   std::optional<GatedMatch> gatedAfter(ValueId x) const;
   std::optional<std::pair<std::vector<size_t>, size_t>> geluAfter(ValueId x) const;
   size_t fakeQuantTail(ir::NodeId quantize) const;
-  std::vector<ChainItem> collectChain(ValueId out, bool allow_sum, bool allow_binary);
+  // `full_binary`: a full-size operand computed earlier becomes a binary post-op (for
+  // anchors that take no sum: a binary step's residual Add).
+  std::vector<ChainItem> collectChain(ValueId out, bool allow_sum, bool allow_binary, bool full_binary = false);
+  // Points the binary post-ops' operand arguments of `step` at their constants or
+  // buffers; returns the sum post-op's addend (kNoValue without one).
+  ValueId bindPostOpOperands(Step& step, const std::vector<ChainItem>& chain);
   size_t fitChain(Step& step, const std::vector<ChainItem>& chain, size_t fixed,
                   dnnl::primitive_desc_base& pd);
   void finishAnchor(Step& step, size_t pos, std::vector<ChainItem>& chain, ValueId anchor_out);

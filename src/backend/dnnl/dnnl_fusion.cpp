@@ -127,7 +127,8 @@ std::optional<std::pair<std::vector<size_t>, size_t>> FunctionLowering::geluAfte
 // Greedily follows the single-use chain after an anchor's output: activations become
 // eltwise post-ops, an Add of a value computed earlier a sum post-op (the residual),
 // and constant (or earlier) operands of binary ops binary post-ops.
-std::vector<ChainItem> FunctionLowering::collectChain(ValueId out, bool allow_sum, bool allow_binary) {
+std::vector<ChainItem> FunctionLowering::collectChain(ValueId out, bool allow_sum, bool allow_binary,
+                                                      bool full_binary) {
   std::vector<ChainItem> chain;
   ValueId cur = out;
   size_t num_ops = 0;
@@ -203,7 +204,7 @@ std::vector<ChainItem> FunctionLowering::collectChain(ValueId out, bool allow_su
         item.sum_addend = other;
         allow_sum = false;
       } else {
-        if (!isConstant(other) && ir::shapeNumel(os) == ir::shapeNumel(shapeOf(cur)))
+        if (!isConstant(other) && ir::shapeNumel(os) == ir::shapeNumel(shapeOf(cur)) && !full_binary)
           break;  // full-size: use sum
         item.ops.push_back(PostOp{PostOp::Kind::kBinary, int32_t(*alg), 0, 0, 1.0f});
         item.operand = other;
@@ -263,13 +264,7 @@ size_t FunctionLowering::fitChain(Step& step, const std::vector<ChainItem>& chai
 
 // Common tail of anchors: consumes the fused nodes, binds post-op operands and the
 // destination (in place over a dead residual when the layouts agree), emits the step.
-void FunctionLowering::finishAnchor(Step& step, size_t pos, std::vector<ChainItem>& chain,
-                                    ValueId anchor_out) {
-  step.label = labelOf(pos, chain);
-  consume(pos);
-  for (const ChainItem& c : chain)
-    if (c.pos != pos) consumeItem(c);
-  // Post-op operands, in post-op order.
+ValueId FunctionLowering::bindPostOpOperands(Step& step, const std::vector<ChainItem>& chain) {
   size_t op_index = 0;
   ValueId addend = ir::kNoValue;
   for (const ChainItem& c : chain)
@@ -295,6 +290,16 @@ void FunctionLowering::finishAnchor(Step& step, size_t pos, std::vector<ChainIte
       if (op.kind == PostOp::Kind::kSum) addend = c.sum_addend;
       ++op_index;
     }
+  return addend;
+}
+
+void FunctionLowering::finishAnchor(Step& step, size_t pos, std::vector<ChainItem>& chain,
+                                    ValueId anchor_out) {
+  step.label = labelOf(pos, chain);
+  consume(pos);
+  for (const ChainItem& c : chain)
+    if (c.pos != pos) consumeItem(c);
+  const ValueId addend = bindPostOpOperands(step, chain);
   Arg* dst = step.find(DNNL_ARG_DST);
   const memory::desc dst_md = dst->md;
   uint32_t dst_buffer = 0;

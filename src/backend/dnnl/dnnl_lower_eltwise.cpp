@@ -109,7 +109,9 @@ void FunctionLowering::lowerBinary(size_t pos) {
     step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, src0_md, false});
   };
   Step step;
-  std::vector<ChainItem> chain = collectChain(out, false, false);
+  // Post-ops: activations, constant operands, and a full-size operand computed
+  // earlier (a bias Add then the residual Add of an encoder layer: one step).
+  std::vector<ChainItem> chain = collectChain(out, false, true, true);
   dnnl::primitive_desc_base pd;
   size_t k = 0;
   try {
@@ -137,12 +139,15 @@ void FunctionLowering::lowerBinary(size_t pos) {
     s1->index = isPlainDense(s1->md) ? plain(b).buffer : get(b, s1->md).buffer;
   consume(pos);
   for (const ChainItem& c : chain) consumeItem(c);
+  bindPostOpOperands(step, chain);
+  s0 = step.find(DNNL_ARG_SRC_0);
   Arg* dst = step.find(DNNL_ARG_DST);
-  // In place over the first operand when nothing reads it afterwards.
-  uint32_t d = (s0->source == ArgSource::kBuffer && bufferDead(uint32_t(s0->index)) &&
-                !(s1->source == ArgSource::kBuffer && s1->index == s0->index))
-                   ? uint32_t(s0->index)
-                   : newBuffer(dst->md);
+  // In place over the first operand when nothing reads it afterwards (nor as the
+  // second operand or a post-op's).
+  bool in_place = s0->source == ArgSource::kBuffer && bufferDead(uint32_t(s0->index));
+  for (const Arg& a : step.args)
+    if (&a != s0 && a.key != DNNL_ARG_DST && a.source == ArgSource::kBuffer && a.index == s0->index) in_place = false;
+  uint32_t d = in_place ? uint32_t(s0->index) : newBuffer(dst->md);
   dst->index = d;
   ValueId final_value = chain.empty() ? out : nodeAt(chain.back().pos).outputs[0];
   place(final_value, Loc{d, dst->md});
