@@ -459,8 +459,8 @@ void DnnlModule::runProfiled(uint32_t fn, const std::vector<ir::Tensor>& inputs,
 namespace {
 // A primitive's details for its profile event: kind, implementation, post-ops, and
 // each argument as "f32[1,64,56,56] aBcd16b" (data type, logical dims, layout tag).
-// Made when a profiled run reports the primitive (a run that is not profiled never
-// pays for it).
+// Made once, when a profiled run first reports the primitive (a run that is not
+// profiled never pays for it).
 std::vector<std::pair<std::string, std::string>> describeStep(StepKind kind, const std::string& implementation,
                                                               size_t post_ops,
                                                               const std::vector<std::pair<int, memory::desc>>& args) {
@@ -620,9 +620,12 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
           dnnl_primitive_execute(primitive, ws.stream.get(), int(a.c_args.size()), a.c_args.data()),
           "could not execute a primitive");
       event.end();
-      std::vector<std::pair<int, memory::desc>> args;
-      for (const LoadedArg& la : ls.args) args.emplace_back(la.key, la.md);
-      event.args(describeStep(ls.kind, ls.implementation, ls.post_ops, args));
+      std::call_once(ls.described->made, [&] {
+        std::vector<std::pair<int, memory::desc>> args;
+        for (const LoadedArg& la : ls.args) args.emplace_back(la.key, la.md);
+        ls.described->args = describeStep(ls.kind, ls.implementation, ls.post_ops, args);
+      });
+      event.args(ls.described->args);
     }
     ws.stream.wait();
   } catch (const dnnl::error& e) {

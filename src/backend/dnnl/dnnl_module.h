@@ -128,6 +128,12 @@ class DnnlModule final : public runtime::RuntimeModule {
     int threads = 1;  // team size it was created for (small steps: 1) and runs with
     std::vector<LoadedArg> args;
     dnnl::memory::desc scratchpad;
+    // Its profile event's details, made at the first profiled run that reports it.
+    struct Described {
+      std::once_flag made;
+      std::vector<std::pair<std::string, std::string>> args;
+    };
+    std::shared_ptr<Described> described = std::make_shared<Described>();
   };
   // One-thread primitives of a function's steps, made the first time a run has a team
   // of one (the adaptive wait's block mode) while the module runs with more threads:
