@@ -6,10 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
+#include <functional>
+#include <omp.h>
 #include <cmath>
 #include <cstring>
 
 #include "backend/dnnl/dnnl_backend.h"
+#include "backend/dnnl/dnnl_kernels.h"
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_testing.h"
@@ -391,10 +395,113 @@ TEST(DnnlInt8, DynamicQuantizeWithItsDequantizeMatchesHost) {
   std::vector<std::string> ops = testing::dnnlOps(dnnl);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "DynamicQuantizeLinear"), 2);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "DequantizeLinear"), 2);
+  // Each quantization is one step of the module's own kernel.
+  size_t own = 0;
+  for (const DnnlModule::StepInfo& st : allSteps(dnnl)) {
+    EXPECT_NE(st.kind, StepKind::kReduction) << st.label;
+    if (st.kind == StepKind::kDynamicQuantize) {
+      ++own;
+      EXPECT_EQ(st.implementation, "partita:dynamic_quantize");
+    }
+  }
+  EXPECT_EQ(own, 2u);
   std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 5);
   std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
   ASSERT_EQ(got.size(), 3u);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(testing::closeness(got[i], want[i], 0, 0), 1.0) << "output " << i;
+}
+
+// The kernel against ONNX's definition computed in plain scalar code: lengths that
+// are and are not a multiple of the vector width, ranges of one sign, values exactly
+// halfway between two steps (ties to even), an all-zero input.
+TEST(DnnlInt8, DynamicQuantizeKernelFollowsOnnx) {
+  auto reference = [](const std::vector<float>& x, std::vector<uint8_t>& y, float& scale, float& zero) {
+    float mx = 0, mn = 0;  // ONNX: the range includes 0
+    for (float v : x) {
+      mx = std::max(mx, v);
+      mn = std::min(mn, v);
+    }
+    scale = std::max((mx - mn) / 255.0f, FLT_MIN);
+    zero = std::nearbyint(std::min(std::max(-mn / scale, 0.0f), 255.0f));
+    y.resize(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      y[i] = uint8_t(std::min(std::max(std::nearbyint(x[i] / scale) + zero, 0.0f), 255.0f));
+  };
+  std::vector<std::vector<float>> cases;
+  for (size_t n : {1, 7, 16, 33, 1000, 70001}) {
+    std::vector<float> r = testing::randomFloats(n, n);
+    cases.push_back(r);
+    for (float& v : r) v = std::fabs(v) * 3;  // non-negative
+    cases.push_back(r);
+    for (float& v : r) v = -v;  // non-positive
+    cases.push_back(r);
+  }
+  cases.push_back(std::vector<float>(40, 0.0f));
+  std::vector<float> ties;  // range [-1, 1.55]: scale 0.01, x / scale = k + 0.5 for many k
+  for (int k = -100; k <= 155; ++k) ties.push_back((float(k) + 0.5f) * 0.01f);
+  ties.push_back(-1.0f);
+  ties.push_back(1.55f);
+  cases.push_back(ties);
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (const std::vector<float>& x : cases) {
+      std::vector<uint8_t> want, got(x.size());
+      float want_scale = 0, want_zero = 0, scale = 0, zero = 0;
+      int32_t zero_s32 = -1;
+      reference(x, want, want_scale, want_zero);
+      dynamicQuantize(x.data(), int64_t(x.size()), got.data(), &scale, &zero, &zero_s32);
+      EXPECT_EQ(scale, want_scale) << x.size() << " elements";
+      EXPECT_EQ(zero, want_zero) << x.size() << " elements";
+      EXPECT_EQ(zero_s32, int32_t(want_zero));
+      EXPECT_EQ(got, want) << x.size() << " elements, " << threads << " threads";
+    }
+  }
+  omp_set_num_threads(2);
+}
+
+// A blob whose dynamic quantization step lacks an argument, or has one of the wrong
+// element type, is refused at load with the step named.
+TEST(DnnlInt8, MalformedDynamicQuantizeStepIsRefused) {
+  GraphBuilder b;
+  ir::Node dql;
+  dql.op_type = "DynamicQuantizeLinear";
+  dql.opset = 13;
+  dql.name = "dql";
+  dql.inputs = {b.node("Relu", {b.input("x", {4, 16})}, {}, 13)};
+  ir::ValueId y = b.g.addValue("y"), scale = b.g.addValue("scale"), zero = b.g.addValue("zero");
+  dql.outputs = {y, scale, zero};
+  b.g.addNode(dql);
+  b.g.outputs.push_back(b.node("DequantizeLinear", {y, b.constant("one", {}, {1.0f}), zero}, {}, 13));
+  Compiled c = testing::compile(b.g, {"dnnl", "host"});
+  const backend::ModuleImage& image = c.parts.modules.at(0);
+  auto loadEdited = [&](const std::function<void(Step&)>& edit) -> std::string {
+    Program p = readProgram(image.blob.data(), image.blob.size());
+    bool found = false;
+    for (Step& st : p.functions[0].steps)
+      if (st.kind == StepKind::kDynamicQuantize) {
+        edit(st);
+        found = true;
+      }
+    EXPECT_TRUE(found);
+    p.embedded.assign(image.blob.begin() + ptrdiff_t(p.embedded_offset),
+                      image.blob.begin() + ptrdiff_t(p.embedded_offset + p.embedded_size));
+    const std::vector<std::byte> blob = writeProgram(p);
+    runtime::ModuleLoadContext ctx{Bytes::copyOf(blob.data(), blob.size()), c.store.get(), image.uses, 2, {}};
+    try {
+      api::builtinModuleKinds().load("dnnl", ctx);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArtifact) << e.what();
+      return e.what();
+    }
+    return "loaded";
+  };
+  EXPECT_NE(loadEdited([](Step& st) { st.args.pop_back(); }).find("no int32 zero point buffer"), std::string::npos);
+  EXPECT_NE(loadEdited([](Step& st) {
+              Arg* d = st.find(DNNL_ARG_DST);
+              d->md = withDataType(d->md, dnnl::memory::data_type::s8);
+            }).find("destination is not a dense row-major buffer of the expected type"),
+            std::string::npos);
+  EXPECT_NE(loadEdited([](Step& st) { st.post_ops.push_back(PostOp{}); }).find("post-ops"), std::string::npos);
 }
 
 // ONNX Runtime's dynamic quantization of three MatMuls over one activation:

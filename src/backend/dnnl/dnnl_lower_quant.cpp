@@ -399,19 +399,15 @@ void FunctionLowering::emitQuantize(size_t pos) {
 
 // DynamicQuantizeLinear with its DequantizeLinear(y, 1, zero point), as ONNX computes
 // it (scale = (max(x, 0) - min(x, 0)) / 255, zero point = round(clip(-min(x, 0) /
-// scale, 0, 255)), y = saturate(round(x / scale) + zero point)), by steps on
-// one-element buffers for the scale and the zero point:
-//   hi = relu(max(x)), lo = relu(-min(x))             two reductions
-//   scale = max((hi + lo) / 255, FLT_MIN)             binary add, / 255, clip
-//   zero = round(clip(lo / scale, 0, 255))             binary div, clip, round
-//   zero as int32                                      reorder
-//   y = round(x / scale) + zero, saturated to uint8    one binary step with post-ops
+// scale, 0, 255)), y = saturate(round(x / scale) + zero point)): one step of the
+// module's own kernel (dynamicQuantize, dnnl_kernels.h) writing y, the scale, and the
+// zero point as float32 and int32 one-element buffers. As six oneDNN steps (two
+// reductions, three binary steps on one element, a reorder) it cost the dynamic-int8
+// encoder about 10 us a MatMul, mostly per-step overhead.
 // The DequantizeLinear's output, y - zero, is what int8 matmuls read as y with a
 // run-time source zero point (lowerMatMul); its float32 value is made only for a float
-// reader (emitCentred). x is seen as one row: oneDNN 2.6 reduces a [128,1,256] tensor
-// with its reference code, a flat one with its jit kernel. (An all-zero x gives scale
-// FLT_MIN instead of ONNX Runtime's 1: its integers and the products with them are 0
-// either way.)
+// reader (emitCentred). (An all-zero x gives scale FLT_MIN instead of ONNX Runtime's
+// 1: its integers and the products with them are 0 either way.)
 void FunctionLowering::lowerDynamicQuantize(size_t pos) {
   const ir::Node& node = nodeAt(pos);
   std::optional<DynamicQuantizeMatch> m = matchDynamicQuantize(g_, r_.nodes[pos], nullptr);
@@ -422,55 +418,17 @@ void FunctionLowering::lowerDynamicQuantize(size_t pos) {
   const size_t dq_pos = dq_it->second;
   const ValueId x = node.inputs[0];
   const std::vector<int64_t> dims = shapeOf(x);
-  const memory::desc one = plainDesc({1});
-  const std::string label = labelOf(pos, {}) + "+" + nodeAt(dq_pos).name;
-  const int32_t linear = int32_t(dnnl::algorithm::eltwise_linear), relu = int32_t(dnnl::algorithm::eltwise_relu),
-                clip = int32_t(dnnl::algorithm::eltwise_clip), round = int32_t(dnnl::algorithm::eltwise_round);
-  const Loc src = plain(x);
-  const memory::desc flat = plainDesc({ir::shapeNumel(dims)});
-  auto scalarStep = [&](StepKind kind, int32_t alg, std::vector<Arg> args, std::vector<PostOp> post_ops,
-                        const memory::desc& dst_md) {
-    Step s;
-    s.kind = kind;
-    s.label = label;
-    s.alg = alg;
-    s.args = std::move(args);
-    s.post_ops = std::move(post_ops);
-    const uint32_t dst = newBuffer(dst_md);
-    s.args.push_back(bufferArg(DNNL_ARG_DST, dst, dst_md));
-    makePrimitiveDesc(s, cpuEngine());
-    fn_.steps.push_back(std::move(s));
-    return dst;
-  };
-  const uint32_t hi = scalarStep(StepKind::kReduction, int32_t(dnnl::algorithm::reduction_max),
-                                 {bufferArg(DNNL_ARG_SRC, src.buffer, flat)}, {{PostOp::Kind::kEltwise, relu, 0, 0, 1}},
-                                 one);
-  const uint32_t lo = scalarStep(StepKind::kReduction, int32_t(dnnl::algorithm::reduction_min),
-                                 {bufferArg(DNNL_ARG_SRC, src.buffer, flat)},
-                                 {{PostOp::Kind::kEltwise, linear, -1, 0, 1}, {PostOp::Kind::kEltwise, relu, 0, 0, 1}},
-                                 one);
-  const float k255 = 255.0f;
-  std::vector<Arg> scale_args = {bufferArg(DNNL_ARG_SRC_0, hi, one), bufferArg(DNNL_ARG_SRC_1, lo, one),
-                                 mb_.embed(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &k255, one, {})};
-  const uint32_t scale = scalarStep(StepKind::kBinary, int32_t(dnnl::algorithm::binary_add), scale_args,
-                                    {{PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_div), 0, 0, 1},
-                                     {PostOp::Kind::kEltwise, clip, FLT_MIN, FLT_MAX, 1}},
-                                    one);
-  const uint32_t zero = scalarStep(StepKind::kBinary, int32_t(dnnl::algorithm::binary_div),
-                                   {bufferArg(DNNL_ARG_SRC_0, lo, one), bufferArg(DNNL_ARG_SRC_1, scale, one)},
-                                   {{PostOp::Kind::kEltwise, clip, 0, 255, 1}, {PostOp::Kind::kEltwise, round, 0, 0, 1}},
-                                   one);
-  const memory::desc one_s32 = withDataType(one, dt::s32);
-  const uint32_t zero_s32 = scalarStep(StepKind::kReorder, 0, {bufferArg(DNNL_ARG_SRC, zero, one)}, {}, one_s32);
-  // Rounded before the zero point is added: round-half-to-even of x / scale + an odd
-  // zero point would round the other way.
-  const memory::desc q_md = withDataType(flat, dt::u8);
-  const uint32_t q = scalarStep(StepKind::kBinary, int32_t(dnnl::algorithm::binary_div),
-                                {bufferArg(DNNL_ARG_SRC_0, src.buffer, flat), bufferArg(DNNL_ARG_SRC_1, scale, one),
-                                 bufferArg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, zero, one)},
-                                {{PostOp::Kind::kEltwise, round, 0, 0, 1},
-                                 {PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_add), 0, 0, 1}},
-                                q_md);
+  const memory::desc one = plainDesc({1}), one_s32 = withDataType(one, dt::s32);
+  const memory::desc flat = plainDesc({ir::shapeNumel(dims)}), q_md = withDataType(flat, dt::u8);
+  Step step;
+  step.kind = StepKind::kDynamicQuantize;
+  step.label = labelOf(pos, {}) + "+" + nodeAt(dq_pos).name;
+  const uint32_t q = newBuffer(q_md), scale = newBuffer(one), zero = newBuffer(one), zero_s32 = newBuffer(one_s32);
+  step.args = {bufferArg(DNNL_ARG_SRC, plain(x).buffer, flat), bufferArg(DNNL_ARG_DST, q, q_md),
+               bufferArg(kDynamicScaleArg, scale, one), bufferArg(kDynamicZeroArg, zero, one),
+               bufferArg(kDynamicZeroS32Arg, zero_s32, one_s32)};
+  const std::string label = step.label;
+  fn_.steps.push_back(std::move(step));
   consume(pos);
   consume(dq_pos);
   const ValueId centred = nodeAt(dq_pos).outputs[0];

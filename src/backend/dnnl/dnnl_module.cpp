@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 
+#include "backend/dnnl/dnnl_kernels.h"
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "backend/dnnl/dnnl_primitive.h"
 #include "backend/dnnl/dnnl_replay.h"
@@ -305,7 +307,8 @@ std::vector<CreatedPrimitive> createPrimitives(const std::vector<Step>& steps, c
       const int step_threads = stepThreads(steps[s], threads);
       omp_set_num_threads(step_threads);
       try {
-        created[s] = createPrimitive(steps[s], stepWhere(fn_where, s, steps[s]));
+        if (!isOwnKernel(steps[s].kind))  // partita's code: nothing to create
+          created[s] = createPrimitive(steps[s], stepWhere(fn_where, s, steps[s]));
         created[s].threads = step_threads;
       } catch (...) {
         errors[s] = std::current_exception();
@@ -345,11 +348,11 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
     lf.fallback_steps += fell_back ? 1 : 0;
     ls.kind = step.kind;
     ls.label = step.label;
-    ls.implementation = implementationName(pd);
+    ls.implementation = isOwnKernel(step.kind) ? ownKernelName(step.kind) : implementationName(pd);
     ls.post_ops = step.post_ops.size();
     ls.primitive = created[s].primitive;
     ls.threads = created[s].threads;
-    ls.scratchpad = pd.scratchpad_desc();
+    if (!isOwnKernel(step.kind)) ls.scratchpad = pd.scratchpad_desc();
     lf.scratch_bytes = std::max(lf.scratch_bytes, ls.scratchpad.get_size());
     for (const Arg& a : step.args) {
       LoadedArg la;
@@ -544,7 +547,7 @@ const DnnlModule::SerialSteps& DnnlModule::serialSteps(const LoadedFunction& lf,
     ss.scratchpads.resize(lf.steps.size());
     const OmpThreadsScope one(1);
     for (size_t s = 0; s < lf.steps.size() && s < lf.program.size(); ++s) {
-      if (lf.steps[s].threads <= 1) continue;
+      if (lf.steps[s].threads <= 1 || isOwnKernel(lf.steps[s].kind)) continue;  // own kernels: any team
       try {
         CreatedPrimitive c = createPrimitive(lf.program[s], stepWhere("function " + std::to_string(fn), s, lf.program[s]));
         ss.scratchpads[s] = c.pd.scratchpad_desc();
@@ -582,6 +585,36 @@ std::vector<StepArgs> serialArgs(const std::vector<StepArgs>& args, const std::v
 
 }  // namespace
 
+namespace {
+
+// The handle of argument `key` of a step's bound arguments.
+template <typename T, typename StepArgs>
+T* argData(const StepArgs& a, int key) {
+  for (const dnnl_exec_arg_t& e : a.c_args)
+    if (e.arg == key) {
+      void* p = nullptr;
+      dnnl::error::wrap_c_api(dnnl_memory_get_data_handle(e.memory, &p), "could not read a memory's handle");
+      return static_cast<T*>(p);
+    }
+  throw Error(ErrorCode::kInternal, "dnnl module: an own kernel's argument " + std::to_string(key) + " is unbound");
+}
+
+template <typename StepArgs>
+void runOwnKernel(StepKind kind, const StepArgs& a) {
+  if (kind != StepKind::kDynamicQuantize) throw Error(ErrorCode::kInternal, "dnnl module: unknown own kernel");
+  const dnnl_memory_desc_t* md = nullptr;
+  for (const dnnl_exec_arg_t& e : a.c_args)
+    if (e.arg == DNNL_ARG_SRC) dnnl::error::wrap_c_api(dnnl_memory_get_memory_desc(e.memory, &md), "no desc");
+  if (!md) throw Error(ErrorCode::kInternal, "dnnl module: a dynamic quantization without a source");
+  int64_t n = 1;
+  for (int i = 0; i < md->ndims; ++i) n *= md->dims[i];
+  dynamicQuantize(argData<const float>(a, DNNL_ARG_SRC), n, argData<uint8_t>(a, DNNL_ARG_DST),
+                  argData<float>(a, kDynamicScaleArg), argData<float>(a, kDynamicZeroArg),
+                  argData<int32_t>(a, kDynamicZeroS32Arg));
+}
+
+}  // namespace
+
 void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, uint32_t fn,
                          const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& outputs,
                          runtime::ProfileSink* profile) const {
@@ -606,7 +639,18 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
         omp_set_num_threads(team = want);
       const bool alone = serial && !ws.serial_args[slot][s].c_args.empty();
       const Workspace::StepArgs& a = alone ? ws.serial_args[slot][s] : ws.args[slot][s];
-      const dnnl_primitive_t primitive = alone ? serial->primitives[s].get() : lf.steps[s].primitive.get();
+      const dnnl_primitive_t primitive = alone ? serial->primitives[s].get() : lf.steps[s].primitive.get(true);
+      if (isOwnKernel(lf.steps[s].kind)) {
+        std::optional<runtime::ProfileScope> event;
+        if (profile) event.emplace(*profile, lf.steps[s].label, "primitive", 2);
+        runOwnKernel(lf.steps[s].kind, a);
+        if (event) {
+          event->end();
+          event->args({{"backend", kModuleKind}, {"kind", stepKindName(lf.steps[s].kind)},
+                       {"impl", lf.steps[s].implementation}});
+        }
+        continue;
+      }
       if (!profile) {
         dnnl::error::wrap_c_api(
             dnnl_primitive_execute(primitive, ws.stream.get(), int(a.c_args.size()), a.c_args.data()),

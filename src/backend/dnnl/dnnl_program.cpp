@@ -1,5 +1,7 @@
 #include "backend/dnnl/dnnl_program.h"
 
+#include "backend/dnnl/dnnl_kernels.h"
+
 #include <cstring>
 #include <optional>
 
@@ -44,6 +46,8 @@ const char* stepKindName(StepKind k) {
       return "resampling";
     case StepKind::kRnn:
       return "rnn";
+    case StepKind::kDynamicQuantize:
+      return "dynamic_quantize";
   }
   return "?";
 }
@@ -103,7 +107,7 @@ void writeStep(BlobWriter& w, const Step& s) {
 Step readStep(BlobReader& r) {
   Step s;
   uint8_t kind = r.u8();
-  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kRnn))
+  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kDynamicQuantize))
     r.fail("step kind: unknown step kind " + std::to_string(kind));
   s.kind = StepKind(kind);
   s.label = r.str();
@@ -447,7 +451,9 @@ void validate(const Program& p, size_t blob_size) {
     for (uint32_t o = 0; o < fn.num_outputs; ++o)
       check(outputs_seen[o] == 1,
             where + ": output " + std::to_string(o) + " has " + std::to_string(outputs_seen[o]) + " buffers");
-    for (size_t s = 0; s < fn.steps.size(); ++s)
+    for (size_t s = 0; s < fn.steps.size(); ++s) {
+      if (isOwnKernel(fn.steps[s].kind))
+        checkOwnKernelStep(fn.steps[s], where + " step " + std::to_string(s) + " (" + fn.steps[s].label + ")");
       for (const Arg& a : fn.steps[s].args) {
         const std::string at = where + " step " + std::to_string(s) + " (" + fn.steps[s].label + ")";
         if (a.source == ArgSource::kBuffer) {
@@ -460,6 +466,7 @@ void validate(const Program& p, size_t blob_size) {
                 at + ": embedded argument outside the embedded data");
         }
       }
+    }
   }
   check(p.embedded_offset <= blob_size && p.embedded_size <= blob_size - p.embedded_offset,
         "embedded data outside the blob");

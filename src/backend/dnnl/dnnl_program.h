@@ -73,7 +73,16 @@ enum class StepKind : uint8_t {
                        // [WEIGHTS_PEEPHOLE], [BIAS] -> DST_LAYER, [DST_ITER], [DST_ITER_C];
                        // alg: the cell kind, axis: the direction (dnnl_rnn_direction_t),
                        // flags: vanilla_rnn's activation (dnnl_alg_kind_t) with alpha, beta
+  // partita's own kernels (dnnl_kernels.h), no oneDNN primitive:
+  kDynamicQuantize = 17,  // SRC (f32) -> DST (u8, same count), kDynamicScaleArg (f32[1]),
+                          // kDynamicZeroArg (f32[1]), kDynamicZeroS32Arg (s32[1]); all
+                          // dense row-major buffers
 };
+// The argument keys of a kDynamicQuantize step's scale and zero points (oneDNN never
+// sees them).
+inline constexpr int kDynamicScaleArg = DNNL_ARG_DST_1;
+inline constexpr int kDynamicZeroArg = DNNL_ARG_DST_2;
+inline constexpr int kDynamicZeroS32Arg = DNNL_ARG_DST_2 + 1;
 const char* stepKindName(StepKind k);
 
 struct PostOp {

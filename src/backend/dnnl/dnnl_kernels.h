@@ -1,0 +1,33 @@
+// The dnnl module's own kernels: steps that are partita's code, not a oneDNN
+// primitive, where a chain of oneDNN primitives costs more in per-step overhead than
+// the work is worth (StepKind::kDynamicQuantize: six one-element or streaming steps
+// made one). They run inside the module's function like any step: same buffers, same
+// team size, same profile events.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backend/dnnl/dnnl_program.h"
+
+namespace partita::dnnl_backend {
+
+// Whether a step kind is one of these kernels (no oneDNN primitive is made for it).
+bool isOwnKernel(StepKind kind);
+// The implementation name `partita inspect`, profiles and ONEDNN_VERBOSE-style checks
+// see for it.
+const char* ownKernelName(StepKind kind);
+
+// Throws Error(kInvalidArtifact) naming `where` unless `step` has the arguments its
+// kernel reads and writes, as the blob format says (docs/backends.md).
+void checkOwnKernelStep(const Step& step, const std::string& where);
+
+// DynamicQuantizeLinear as ONNX defines it, computed as the oneDNN steps it replaces
+// did (so results are bit-identical): hi = max(max(x), 0), lo = max(-min(x), 0),
+// scale = clip((hi + lo) / 255, FLT_MIN, FLT_MAX), zero = round(clip(lo / scale, 0,
+// 255)), y = saturate_u8(round(x / scale) + zero), rounding half to even. Uses the
+// calling thread's OpenMP team. NaN in x: ONNX leaves it undefined; here it is skipped
+// by min/max and gives 0 in y.
+void dynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale, float* zero, int32_t* zero_s32);
+
+}  // namespace partita::dnnl_backend
