@@ -17,6 +17,9 @@ namespace {
 
 // Whether a step reads or writes buffer `b` through argument `a`.
 bool touches(const Arg& a, uint64_t b) { return a.source == ArgSource::kBuffer && a.index == b; }
+// Whether argument key `key` is one a step writes: DST, an RNN's DST_ITER / DST_ITER_C,
+// the own kernels' extra outputs (kDynamicScaleArg ...).
+bool writes(int key) { return key >= DNNL_ARG_DST && key <= kDynamicZeroS32Arg; }
 
 // Two reorders through a row-major temporary that no other step touches are one,
 // from the first's source straight into the second's destination:
@@ -73,7 +76,7 @@ void mergeReorderPairs(Function& fn) {
     // The first's source must still hold its value when the second runs.
     bool overwritten = false;
     for (size_t k = writer + 1; k < j; ++k)
-      for (const Arg& a : fn.steps[k].args) overwritten |= touches(a, from->index) && a.key == DNNL_ARG_DST;
+      for (const Arg& a : fn.steps[k].args) overwritten |= touches(a, from->index) && writes(a.key);
     if (overwritten) continue;
     merged.label = first.label + "; " + second.label;
     try {

@@ -150,7 +150,7 @@ std::optional<memory::desc> composeViews(const memory::desc& inner, const memory
     rest %= rows[m];
     offset += reach[m] * s1[m];
   }
-  std::vector<int64_t> strides(d2.size(), 0);
+  std::vector<int64_t> strides(d2.size(), 1);  // a dim of size 1: any stride
   for (size_t k = 0; k < d2.size(); ++k) {
     if (d2[k] == 1) continue;
     // The one dim m of inner with rows[m] <= s2[k] < rows[m] * d1[m], stepped q at a time.
