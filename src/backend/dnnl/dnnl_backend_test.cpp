@@ -599,11 +599,17 @@ TEST(DnnlFusion, SiluBecomesSwish) {
   Compiled d = expectMatchesHost(b);
   std::vector<StepKind> kinds = stepKinds(d);
   EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kBinary), 0);
-  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kEltwise), 1);
-  for (const auto& s : moduleOf(d).steps(0))
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kEltwise), 0);
+  // Both SiLUs are steps of the module's own swish kernel, not post-ops.
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kSwish), 2);
+  for (const auto& s : moduleOf(d).steps(0)) {
     if (s.kind == StepKind::kConvolution) {
-      EXPECT_EQ(s.post_ops, 1u);
+      EXPECT_EQ(s.post_ops, 0u);
     }
+    if (s.kind == StepKind::kSwish) {
+      EXPECT_EQ(s.implementation, "partita:swish");
+    }
+  }
 }
 
 // MobileNetV3's HardSwish as exported before opset 14: x * HardSigmoid(x) with alpha

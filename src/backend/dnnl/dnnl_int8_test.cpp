@@ -459,6 +459,34 @@ TEST(DnnlInt8, DynamicQuantizeKernelFollowsOnnx) {
   omp_set_num_threads(2);
 }
 
+// The own swish kernel against x * sigmoid(x) in double: a few ulp over the float
+// range (both tails, around 0, the clamp at -104 where e^x underflows), any length, 1
+// and 2 threads, in place; 0 gives 0 (padding of blocked layouts stays zero).
+TEST(DnnlKernels, SwishIsWithinAFewUlp) {
+  std::vector<float> x = testing::randomFloats(70001, 11, -20.0f, 20.0f);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-6f, -1e-6f, 88.0f, -88.0f, 103.0f, -103.0f, 105.0f, -105.0f,
+                  200.0f, -200.0f, 3.4e38f, -3.4e38f})
+    x.push_back(v);
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (size_t n : {size_t(1), size_t(15), size_t(17), x.size()}) {
+      std::vector<float> y(x.begin(), x.begin() + ptrdiff_t(n));
+      swish(y.data(), y.data(), int64_t(n));  // in place
+      double worst = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const double e = double(x[i]) / (1.0 + std::exp(-double(x[i])));
+        const double ulp = std::max(std::fabs(e), 1e-37) * std::pow(2.0, -23);
+        worst = std::max(worst, std::fabs(double(y[i]) - e) / ulp);
+        if (x[i] == 0.0f) {
+          EXPECT_EQ(y[i], 0.0f);
+        }
+      }
+      EXPECT_LE(worst, 4.0) << n << " elements, " << threads << " threads";
+    }
+  }
+  omp_set_num_threads(2);
+}
+
 // A blob whose dynamic quantization step lacks an argument, or has one of the wrong
 // element type, is refused at load with the step named.
 TEST(DnnlInt8, MalformedDynamicQuantizeStepIsRefused) {
@@ -502,6 +530,42 @@ TEST(DnnlInt8, MalformedDynamicQuantizeStepIsRefused) {
             }).find("destination is not a dense row-major buffer of the expected type"),
             std::string::npos);
   EXPECT_NE(loadEdited([](Step& st) { st.post_ops.push_back(PostOp{}); }).find("post-ops"), std::string::npos);
+}
+
+// The same for a swish step: a destination that is not the source's descriptor, or an
+// argument too many, is refused when the blob is read.
+TEST(DnnlKernels, MalformedSwishStepIsRefused) {
+  GraphBuilder b;
+  ir::ValueId x = b.node("Relu", {b.input("x", {4, 16})}, {}, 13);
+  b.g.outputs.push_back(b.node("Mul", {x, b.node("Sigmoid", {x}, {}, 13)}, {}, 13));
+  Compiled c = testing::compile(b.g, {"dnnl", "host"});
+  const backend::ModuleImage& image = c.parts.modules.at(0);
+  auto loadEdited = [&](const std::function<void(Step&)>& edit) -> std::string {
+    Program p = readProgram(image.blob.data(), image.blob.size());
+    bool found = false;
+    for (Step& st : p.functions[0].steps)
+      if (st.kind == StepKind::kSwish) {
+        edit(st);
+        found = true;
+      }
+    EXPECT_TRUE(found);
+    const std::vector<std::byte> blob = writeProgram(p);
+    runtime::ModuleLoadContext ctx{Bytes::copyOf(blob.data(), blob.size()), c.store.get(), image.uses, 2, {}};
+    try {
+      api::builtinModuleKinds().load("dnnl", ctx);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArtifact) << e.what();
+      return e.what();
+    }
+    return "loaded";
+  };
+  EXPECT_NE(loadEdited([](Step& st) {
+              Arg* d = st.find(DNNL_ARG_DST);
+              d->md = withDataType(d->md, dnnl::memory::data_type::s8);
+            }).find("not one float32 descriptor"),
+            std::string::npos);
+  EXPECT_NE(loadEdited([](Step& st) { st.args.push_back(st.args.back()); }).find("exactly a source and a destination"),
+            std::string::npos);
 }
 
 // ONNX Runtime's dynamic quantization of three MatMuls over one activation:

@@ -46,6 +46,13 @@ void FunctionLowering::lowerEltwise(size_t pos) {
   emitEltwise(node.inputs[0], *ops, pos, fused);
 }
 
+// SiLU (oneDNN's swish with alpha 1) over float32 runs as the module's own kernel
+// (dnnl_kernels.h).
+bool ownSwish(const EltwiseOp& op, const memory::desc& md) {
+  return op.alg == algorithm::eltwise_swish && op.alpha == 1.0f && md.data.data_type == dnnl_f32 &&
+         md.data.offset0 == 0;
+}
+
 // Eltwise steps over `x` computing the node at `pos` and the nodes `fused` after it,
 // in place when nothing reads `x` afterwards (oneDNN eltwise allows src == dst).
 void FunctionLowering::emitEltwise(ValueId x, const std::vector<EltwiseOp>& ops, size_t pos,
@@ -65,7 +72,13 @@ void FunctionLowering::emitEltwise(ValueId x, const std::vector<EltwiseOp>& ops,
     step.beta = ops[i].beta;
     step.args.push_back(bufferArg(DNNL_ARG_SRC, i == 0 ? src.buffer : dst, src.md));
     step.args.push_back(bufferArg(DNNL_ARG_DST, dst, src.md));
-    makePrimitiveDesc(step, cpuEngine());
+    if (ownSwish(ops[i], src.md)) {
+      step.kind = StepKind::kSwish;
+      step.alg = 0;
+      step.alpha = step.beta = 0;
+    } else {
+      makePrimitiveDesc(step, cpuEngine());
+    }
     fn_.steps.push_back(std::move(step));
   }
   place(out, Loc{dst, src.md});

@@ -601,6 +601,16 @@ T* argData(const StepArgs& a, int key) {
 
 template <typename StepArgs>
 void runOwnKernel(StepKind kind, const StepArgs& a) {
+  if (kind == StepKind::kSwish) {
+    const dnnl_memory_desc_t* md = nullptr;
+    for (const dnnl_exec_arg_t& e : a.c_args)
+      if (e.arg == DNNL_ARG_SRC) dnnl::error::wrap_c_api(dnnl_memory_get_memory_desc(e.memory, &md), "no desc");
+    if (!md) throw Error(ErrorCode::kInternal, "dnnl module: a swish without a source");
+    // Every float the descriptor spans: padding (zero) stays zero.
+    swish(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST),
+          int64_t(dnnl_memory_desc_get_size(md) / sizeof(float)));
+    return;
+  }
   if (kind != StepKind::kDynamicQuantize) throw Error(ErrorCode::kInternal, "dnnl module: unknown own kernel");
   const dnnl_memory_desc_t* md = nullptr;
   for (const dnnl_exec_arg_t& e : a.c_args)

@@ -48,6 +48,8 @@ const char* stepKindName(StepKind k) {
       return "rnn";
     case StepKind::kDynamicQuantize:
       return "dynamic_quantize";
+    case StepKind::kSwish:
+      return "swish";
   }
   return "?";
 }
@@ -107,7 +109,7 @@ void writeStep(BlobWriter& w, const Step& s) {
 Step readStep(BlobReader& r) {
   Step s;
   uint8_t kind = r.u8();
-  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kDynamicQuantize))
+  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kSwish))
     r.fail("step kind: unknown step kind " + std::to_string(kind));
   s.kind = StepKind(kind);
   s.label = r.str();

@@ -77,6 +77,8 @@ enum class StepKind : uint8_t {
   kDynamicQuantize = 17,  // SRC (f32) -> DST (u8, same count), kDynamicScaleArg (f32[1]),
                           // kDynamicZeroArg (f32[1]), kDynamicZeroS32Arg (s32[1]); all
                           // dense row-major buffers
+  kSwish = 18,            // SRC -> DST (f32, one descriptor; in place when the same buffer):
+                          // x * sigmoid(x), SiLU
 };
 // The argument keys of a kDynamicQuantize step's scale and zero points (oneDNN never
 // sees them).
