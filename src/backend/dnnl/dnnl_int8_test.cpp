@@ -487,6 +487,28 @@ TEST(DnnlKernels, SwishIsWithinAFewUlp) {
   omp_set_num_threads(2);
 }
 
+// Loads the dnnl module of `c` with its steps passed through `edit` (true when it
+// changed one), written back as a blob with its embedded bytes: the load error's
+// text, or "loaded".
+std::string loadWithEditedSteps(const Compiled& c, const std::function<bool(Step&)>& edit) {
+  const backend::ModuleImage& image = c.parts.modules.at(0);
+  Program p = readProgram(image.blob.data(), image.blob.size());
+  bool found = false;
+  for (Step& st : p.functions[0].steps) found |= edit(st);
+  EXPECT_TRUE(found) << "no step was edited";
+  p.embedded.assign(image.blob.begin() + ptrdiff_t(p.embedded_offset),
+                    image.blob.begin() + ptrdiff_t(p.embedded_offset + p.embedded_size));
+  const std::vector<std::byte> blob = writeProgram(p);
+  runtime::ModuleLoadContext ctx{Bytes::copyOf(blob.data(), blob.size()), c.store.get(), image.uses, 2, {}};
+  try {
+    api::builtinModuleKinds().load("dnnl", ctx);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArtifact) << e.what();
+    return e.what();
+  }
+  return "loaded";
+}
+
 // A blob whose dynamic quantization step lacks an argument, or has one of the wrong
 // element type, is refused at load with the step named.
 TEST(DnnlInt8, MalformedDynamicQuantizeStepIsRefused) {
@@ -501,27 +523,8 @@ TEST(DnnlInt8, MalformedDynamicQuantizeStepIsRefused) {
   b.g.addNode(dql);
   b.g.outputs.push_back(b.node("DequantizeLinear", {y, b.constant("one", {}, {1.0f}), zero}, {}, 13));
   Compiled c = testing::compile(b.g, {"dnnl", "host"});
-  const backend::ModuleImage& image = c.parts.modules.at(0);
-  auto loadEdited = [&](const std::function<void(Step&)>& edit) -> std::string {
-    Program p = readProgram(image.blob.data(), image.blob.size());
-    bool found = false;
-    for (Step& st : p.functions[0].steps)
-      if (st.kind == StepKind::kDynamicQuantize) {
-        edit(st);
-        found = true;
-      }
-    EXPECT_TRUE(found);
-    p.embedded.assign(image.blob.begin() + ptrdiff_t(p.embedded_offset),
-                      image.blob.begin() + ptrdiff_t(p.embedded_offset + p.embedded_size));
-    const std::vector<std::byte> blob = writeProgram(p);
-    runtime::ModuleLoadContext ctx{Bytes::copyOf(blob.data(), blob.size()), c.store.get(), image.uses, 2, {}};
-    try {
-      api::builtinModuleKinds().load("dnnl", ctx);
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kInvalidArtifact) << e.what();
-      return e.what();
-    }
-    return "loaded";
+  auto loadEdited = [&](const std::function<void(Step&)>& edit) {
+    return loadWithEditedSteps(c, [&](Step& st) { return st.kind == StepKind::kDynamicQuantize && (edit(st), true); });
   };
   EXPECT_NE(loadEdited([](Step& st) { st.args.pop_back(); }).find("no int32 zero point buffer"), std::string::npos);
   EXPECT_NE(loadEdited([](Step& st) {
@@ -539,25 +542,8 @@ TEST(DnnlKernels, MalformedSwishStepIsRefused) {
   ir::ValueId x = b.node("Relu", {b.input("x", {4, 16})}, {}, 13);
   b.g.outputs.push_back(b.node("Mul", {x, b.node("Sigmoid", {x}, {}, 13)}, {}, 13));
   Compiled c = testing::compile(b.g, {"dnnl", "host"});
-  const backend::ModuleImage& image = c.parts.modules.at(0);
-  auto loadEdited = [&](const std::function<void(Step&)>& edit) -> std::string {
-    Program p = readProgram(image.blob.data(), image.blob.size());
-    bool found = false;
-    for (Step& st : p.functions[0].steps)
-      if (st.kind == StepKind::kSwish) {
-        edit(st);
-        found = true;
-      }
-    EXPECT_TRUE(found);
-    const std::vector<std::byte> blob = writeProgram(p);
-    runtime::ModuleLoadContext ctx{Bytes::copyOf(blob.data(), blob.size()), c.store.get(), image.uses, 2, {}};
-    try {
-      api::builtinModuleKinds().load("dnnl", ctx);
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kInvalidArtifact) << e.what();
-      return e.what();
-    }
-    return "loaded";
+  auto loadEdited = [&](const std::function<void(Step&)>& edit) {
+    return loadWithEditedSteps(c, [&](Step& st) { return st.kind == StepKind::kSwish && (edit(st), true); });
   };
   EXPECT_NE(loadEdited([](Step& st) {
               Arg* d = st.find(DNNL_ARG_DST);
@@ -660,28 +646,12 @@ TEST(DnnlInt8, RunTimeZeroPointMustBeOneInt32) {
   ASSERT_EQ(passes::lowerIntegerCompute(b.g), 1u);
   Compiled c = testing::compile(b.g, {"dnnl", "host"});
   ASSERT_EQ(int8MatMuls(c), 1u);
-  const backend::ModuleImage& image = c.parts.modules.at(0);
-  Program p = readProgram(image.blob.data(), image.blob.size());
-  bool found = false;
-  for (Step& s : p.functions[0].steps)
-    if (Arg* zp = s.find(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC)) {
-      zp->md = withDataType(zp->md, dnnl::memory::data_type::f32);
-      found = true;
-    }
-  ASSERT_TRUE(found);
-  // The embedded bytes (the quantization's constant 255) go with the program.
-  p.embedded.assign(image.blob.begin() + ptrdiff_t(p.embedded_offset),
-                    image.blob.begin() + ptrdiff_t(p.embedded_offset + p.embedded_size));
-  const std::vector<std::byte> blob = writeProgram(p);
-  runtime::ModuleLoadContext ctx{Bytes::copyOf(blob.data(), blob.size()), c.store.get(), image.uses, 2, {}};
-  try {
-    api::builtinModuleKinds().load("dnnl", ctx);
-    ADD_FAILURE() << "load succeeded";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArtifact) << e.what();
-    EXPECT_NE(std::string(e.what()).find("run-time source zero point that is not one int32"), std::string::npos)
-        << e.what();
-  }
+  const std::string error = loadWithEditedSteps(c, [](Step& st) {
+    Arg* zp = st.find(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC);
+    if (zp) zp->md = withDataType(zp->md, dnnl::memory::data_type::f32);
+    return zp != nullptr;
+  });
+  EXPECT_NE(error.find("run-time source zero point that is not one int32"), std::string::npos) << error;
 }
 
 }  // namespace
