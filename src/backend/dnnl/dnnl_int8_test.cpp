@@ -457,6 +457,22 @@ TEST(DnnlInt8, DynamicQuantizeKernelFollowsOnnx) {
     }
   }
   omp_set_num_threads(2);
+  // NaN (ONNX leaves it undefined): skipped by the range, 0 in y; the rest as without it.
+  std::vector<float> with_nan = {1.0f, NAN, -1.0f, 0.5f};
+  std::vector<uint8_t> got(4);
+  float scale = 0, zero = 0;
+  int32_t zero_s32 = 0;
+  dynamicQuantize(with_nan.data(), 4, got.data(), &scale, &zero, &zero_s32);
+  std::vector<float> without = {1.0f, -1.0f, 0.5f};
+  std::vector<uint8_t> want(3);
+  float want_scale = 0, want_zero = 0;
+  dynamicQuantize(without.data(), 3, want.data(), &want_scale, &want_zero, &zero_s32);
+  EXPECT_EQ(scale, want_scale);
+  EXPECT_EQ(zero, want_zero);
+  EXPECT_EQ(got[1], 0);
+  EXPECT_EQ(got[0], want[0]);
+  EXPECT_EQ(got[2], want[1]);
+  EXPECT_EQ(got[3], want[2]);
 }
 
 // The own swish kernel against x * sigmoid(x) in double: a few ulp over the float

@@ -100,7 +100,8 @@ void quantize(const float* x, int64_t n, float scale, float zero, uint8_t* y) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float q = ((x[i] / scale + kRound) - kRound) + zero;
-    y[i] = uint8_t(int32_t(std::min(std::max(q, 0.0f), 255.0f)));
+    // NaN fails both tests: 0 (no float-to-int conversion of a NaN).
+    y[i] = uint8_t(int32_t(q >= 0.0f ? (q <= 255.0f ? q : 255.0f) : 0.0f));
   }
 }
 
