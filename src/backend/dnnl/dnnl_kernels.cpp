@@ -60,6 +60,22 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
 
 namespace {
 
+// Runs f(begin, end) over [0, n) cut into one share per thread of the calling
+// thread's OpenMP team, each a whole number of 16-element vectors (of floats: no two
+// threads write one cache line) (the executor sets the team: one thread for small
+// steps). On a team of one, f(0, n) without a parallel region.
+template <typename F>
+void onTeam(int64_t n, F&& f) {
+  const int team = omp_get_max_threads();
+  if (team <= 1) return f(int64_t(0), n);
+  const int64_t chunk = ((n + team - 1) / team + 15) / 16 * 16;
+#pragma omp parallel for
+  for (int t = 0; t < team; ++t) {
+    const int64_t b = t * chunk, e = std::min(n, b + chunk);
+    if (b < e) f(b, e);
+  }
+}
+
 // GCC 12's AVX-512 min/max intrinsics pass _mm512_undefined_ps() as the unused merge
 // source, which -Wmaybe-uninitialized reports.
 #pragma GCC diagnostic push
@@ -108,31 +124,20 @@ void quantize(const float* x, int64_t n, float scale, float zero, uint8_t* y) {
 }  // namespace
 
 void dynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale_out, float* zero_out, int32_t* zero_s32) {
-  // A team when the executor gave this step one (large inputs: stepThreads).
-  const int team = omp_get_max_threads();
-  const int64_t chunk = (n + team - 1) / team;
-  float mx = -INFINITY, mn = INFINITY;
-  if (team > 1) {
-#pragma omp parallel for reduction(max : mx) reduction(min : mn)
-    for (int t = 0; t < team; ++t) {
-      const int64_t b = t * chunk, e = std::min(n, b + chunk);
-      if (b < e) minMax(x + b, e - b, mn, mx);
+  float mn = INFINITY, mx = -INFINITY;
+  onTeam(n, [&](int64_t b, int64_t e) {
+    float lo = INFINITY, hi = -INFINITY;
+    minMax(x + b, e - b, lo, hi);
+#pragma omp critical(partita_dynamic_quantize_range)
+    {
+      mn = std::min(mn, lo);
+      mx = std::max(mx, hi);
     }
-  } else {
-    minMax(x, n, mn, mx);
-  }
+  });
   const float hi = std::max(mx, 0.0f), lo = std::max(-mn, 0.0f);
   const float scale = std::min(std::max((hi + lo) / 255.0f, FLT_MIN), FLT_MAX);
   const float zero = std::nearbyint(std::min(std::max(lo / scale, 0.0f), 255.0f));
-  if (team > 1) {
-#pragma omp parallel for
-    for (int t = 0; t < team; ++t) {
-      const int64_t b = t * chunk, e = std::min(n, b + chunk);
-      if (b < e) quantize(x + b, e - b, scale, zero, y + b);
-    }
-  } else {
-    quantize(x, n, scale, zero, y);
-  }
+  onTeam(n, [&](int64_t b, int64_t e) { quantize(x + b, e - b, scale, zero, y + b); });
   *scale_out = scale;
   *zero_out = zero;
   *zero_s32 = int32_t(zero);
@@ -186,15 +191,7 @@ void swishRange(const float* x, float* y, int64_t n) {
 }  // namespace
 
 void swish(const float* x, float* y, int64_t n) {
-  const int team = omp_get_max_threads();
-  if (team <= 1) return swishRange(x, y, n);
-  // Chunks of whole vectors, so that threads never share a cache line's writes.
-  const int64_t chunk = ((n + team - 1) / team + 15) / 16 * 16;
-#pragma omp parallel for
-  for (int t = 0; t < team; ++t) {
-    const int64_t b = t * chunk, e = std::min(n, b + chunk);
-    if (b < e) swishRange(x + b, y + b, e - b);
-  }
+  onTeam(n, [&](int64_t b, int64_t e) { swishRange(x + b, y + b, e - b); });
 }
 
 }  // namespace partita::dnnl_backend

@@ -48,7 +48,7 @@ void FunctionLowering::lowerEltwise(size_t pos) {
 
 // SiLU (oneDNN's swish with alpha 1) over float32 runs as the module's own kernel
 // (dnnl_kernels.h).
-bool ownSwish(const EltwiseOp& op, const memory::desc& md) {
+static bool ownSwish(const EltwiseOp& op, const memory::desc& md) {
   return op.alg == algorithm::eltwise_swish && op.alpha == 1.0f && md.data.data_type == dnnl_f32 &&
          md.data.offset0 == 0;
 }

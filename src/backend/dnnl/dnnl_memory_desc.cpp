@@ -41,6 +41,8 @@ const char* typeName(dnnl_data_type_t t) {
 
 }  // namespace
 
+const char* dataTypeName(const memory::desc& md) { return typeName(md.data.data_type); }
+
 memory::desc plainDesc(const std::vector<int64_t>& shape) {
   memory::dims dims = dnnlDims(shape);
   memory::dims strides(dims.size(), 1);

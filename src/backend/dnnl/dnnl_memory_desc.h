@@ -60,6 +60,8 @@ uint64_t extentBytes(const memory::desc& md);
 // Byte-for-byte identity of two descriptors (dims, type, layout).
 bool sameDesc(const memory::desc& a, const memory::desc& b);
 
+// The element type as oneDNN's short name: "f32", "u8", "s8", "s32", "bf16", "f16".
+const char* dataTypeName(const memory::desc& md);
 // A compact human-readable tag such as "acdb" or "ABcd16b16a" (blocked dims upper case).
 std::string formatTag(const memory::desc& md);
 // Fully describes a blocked layout: dims, padded dims, offsets, strides and inner

@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <optional>
 
 #include "backend/dnnl/dnnl_kernels.h"
 #include "backend/dnnl/dnnl_memory_desc.h"
@@ -460,8 +459,36 @@ void DnnlModule::runProfiled(uint32_t fn, const std::vector<ir::Tensor>& inputs,
 }
 
 namespace {
+// The name of argument `key` of a step of `kind` in profile events.
+std::string argName(StepKind kind, int key) {
+  if (kind == StepKind::kDynamicQuantize && key != DNNL_ARG_SRC && key != DNNL_ARG_DST)
+    return key == kDynamicScaleArg ? "scale" : key == kDynamicZeroArg ? "zero_point" : "zero_point_s32";
+  switch (key) {
+    case DNNL_ARG_SRC: return "src";
+    case DNNL_ARG_SRC_1: return kind == StepKind::kRnn ? "src_iter" : "src_1";  // DNNL_ARG_SRC_ITER
+    case DNNL_ARG_WEIGHTS: return "weights";
+    case DNNL_ARG_BIAS: return "bias";
+    case DNNL_ARG_DST: return "dst";
+    case DNNL_ARG_MEAN: return "mean";
+    case DNNL_ARG_VARIANCE: return "variance";
+    case DNNL_ARG_SCALE: return "scale";
+    case DNNL_ARG_SHIFT: return "shift";
+    case DNNL_ARG_SRC_ITER_C: return "src_iter_c";
+    case DNNL_ARG_WEIGHTS_ITER: return "weights_iter";
+    case DNNL_ARG_WEIGHTS_PEEPHOLE: return "weights_peephole";
+    case DNNL_ARG_DST_ITER: return "dst_iter";
+    case DNNL_ARG_DST_ITER_C: return "dst_iter_c";
+    default:
+      if (key >= DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE)  // DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1
+        return "post_op_" + std::to_string(key / DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE - 1) + "_src_1";
+      if (key >= DNNL_ARG_MULTIPLE_SRC && key < DNNL_ARG_MULTIPLE_DST)
+        return "src_" + std::to_string(key - DNNL_ARG_MULTIPLE_SRC);
+      return "arg_" + std::to_string(key);
+  }
+}
+
 // A primitive's details for its profile event: kind, implementation, post-ops, and
-// each argument as "f32[1,64,56,56] aBcd16b" (data type, logical dims, layout tag).
+// each argument as "f32[1,64,56,56] aBcd16b" (element type, logical dims, layout tag).
 // Made once, when a profiled run first reports the primitive (a run that is not
 // profiled never pays for it).
 std::vector<std::pair<std::string, std::string>> describeStep(StepKind kind, const std::string& implementation,
@@ -471,33 +498,9 @@ std::vector<std::pair<std::string, std::string>> describeStep(StepKind kind, con
       {"backend", kModuleKind}, {"kind", stepKindName(kind)}, {"impl", implementation}};
   if (post_ops) out.emplace_back("post_ops", std::to_string(post_ops));
   for (const auto& [key, md] : args) {
-    std::string name;
-    switch (key) {
-      case DNNL_ARG_SRC: name = "src"; break;
-      case DNNL_ARG_SRC_1: name = kind == StepKind::kRnn ? "src_iter" : "src_1"; break;  // DNNL_ARG_SRC_ITER
-      case DNNL_ARG_WEIGHTS: name = "weights"; break;
-      case DNNL_ARG_BIAS: name = "bias"; break;
-      case DNNL_ARG_DST: name = "dst"; break;
-      case DNNL_ARG_MEAN: name = "mean"; break;
-      case DNNL_ARG_VARIANCE: name = "variance"; break;
-      case DNNL_ARG_SCALE: name = "scale"; break;
-      case DNNL_ARG_SHIFT: name = "shift"; break;
-      case DNNL_ARG_SRC_ITER_C: name = "src_iter_c"; break;
-      case DNNL_ARG_WEIGHTS_ITER: name = "weights_iter"; break;
-      case DNNL_ARG_WEIGHTS_PEEPHOLE: name = "weights_peephole"; break;
-      case DNNL_ARG_DST_ITER: name = "dst_iter"; break;
-      case DNNL_ARG_DST_ITER_C: name = "dst_iter_c"; break;
-      default:
-        if (key >= DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE)  // DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1
-          name = "post_op_" + std::to_string(key / DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE - 1) + "_src_1";
-        else if (key >= DNNL_ARG_MULTIPLE_SRC && key < DNNL_ARG_MULTIPLE_DST)
-          name = "src_" + std::to_string(key - DNNL_ARG_MULTIPLE_SRC);
-        else
-          name = "arg_" + std::to_string(key);
-    }
     std::string dims;
     for (int64_t d : dimsOf(md)) dims += (dims.empty() ? "" : ",") + std::to_string(d);
-    out.emplace_back(std::move(name), "f32[" + dims + "] " + formatTag(md));
+    out.emplace_back(argName(kind, key), std::string(dataTypeName(md)) + "[" + dims + "] " + formatTag(md));
   }
   return out;
 }
@@ -601,26 +604,27 @@ T* argData(const StepArgs& a, int key) {
 
 template <typename StepArgs>
 void runOwnKernel(StepKind kind, const StepArgs& a) {
-  if (kind == StepKind::kSwish) {
-    const dnnl_memory_desc_t* md = nullptr;
-    for (const dnnl_exec_arg_t& e : a.c_args)
-      if (e.arg == DNNL_ARG_SRC) dnnl::error::wrap_c_api(dnnl_memory_get_memory_desc(e.memory, &md), "no desc");
-    if (!md) throw Error(ErrorCode::kInternal, "dnnl module: a swish without a source");
-    // Every float the descriptor spans: padding (zero) stays zero.
-    swish(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST),
-          int64_t(dnnl_memory_desc_get_size(md) / sizeof(float)));
-    return;
-  }
-  if (kind != StepKind::kDynamicQuantize) throw Error(ErrorCode::kInternal, "dnnl module: unknown own kernel");
-  const dnnl_memory_desc_t* md = nullptr;
+  const dnnl_memory_desc_t* src = nullptr;
   for (const dnnl_exec_arg_t& e : a.c_args)
-    if (e.arg == DNNL_ARG_SRC) dnnl::error::wrap_c_api(dnnl_memory_get_memory_desc(e.memory, &md), "no desc");
-  if (!md) throw Error(ErrorCode::kInternal, "dnnl module: a dynamic quantization without a source");
-  int64_t n = 1;
-  for (int i = 0; i < md->ndims; ++i) n *= md->dims[i];
-  dynamicQuantize(argData<const float>(a, DNNL_ARG_SRC), n, argData<uint8_t>(a, DNNL_ARG_DST),
-                  argData<float>(a, kDynamicScaleArg), argData<float>(a, kDynamicZeroArg),
-                  argData<int32_t>(a, kDynamicZeroS32Arg));
+    if (e.arg == DNNL_ARG_SRC) dnnl::error::wrap_c_api(dnnl_memory_get_memory_desc(e.memory, &src), "no desc");
+  if (!src) throw Error(ErrorCode::kInternal, "dnnl module: an own kernel without a source");
+  switch (kind) {
+    case StepKind::kSwish:
+      // Every float the descriptor spans: padding (zero) stays zero.
+      swish(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST),
+            int64_t(dnnl_memory_desc_get_size(src) / sizeof(float)));
+      return;
+    case StepKind::kDynamicQuantize: {
+      int64_t n = 1;
+      for (int i = 0; i < src->ndims; ++i) n *= src->dims[i];
+      dynamicQuantize(argData<const float>(a, DNNL_ARG_SRC), n, argData<uint8_t>(a, DNNL_ARG_DST),
+                      argData<float>(a, kDynamicScaleArg), argData<float>(a, kDynamicZeroArg),
+                      argData<int32_t>(a, kDynamicZeroS32Arg));
+      return;
+    }
+    default:
+      throw Error(ErrorCode::kInternal, "dnnl module: unknown own kernel");
+  }
 }
 
 }  // namespace
@@ -649,30 +653,21 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
         omp_set_num_threads(team = want);
       const bool alone = serial && !ws.serial_args[slot][s].c_args.empty();
       const Workspace::StepArgs& a = alone ? ws.serial_args[slot][s] : ws.args[slot][s];
-      const dnnl_primitive_t primitive = alone ? serial->primitives[s].get() : lf.steps[s].primitive.get(true);
-      if (isOwnKernel(lf.steps[s].kind)) {
-        std::optional<runtime::ProfileScope> event;
-        if (profile) event.emplace(*profile, lf.steps[s].label, "primitive", 2);
-        runOwnKernel(lf.steps[s].kind, a);
-        if (event) {
-          event->end();
-          event->args({{"backend", kModuleKind}, {"kind", stepKindName(lf.steps[s].kind)},
-                       {"impl", lf.steps[s].implementation}});
-        }
-        continue;
-      }
-      if (!profile) {
+      const LoadedStep& ls = lf.steps[s];
+      // On the CPU engine a primitive has finished when execute returns.
+      auto run = [&] {
+        if (isOwnKernel(ls.kind)) return runOwnKernel(ls.kind, a);
+        const dnnl_primitive_t primitive = alone ? serial->primitives[s].get() : ls.primitive.get();
         dnnl::error::wrap_c_api(
             dnnl_primitive_execute(primitive, ws.stream.get(), int(a.c_args.size()), a.c_args.data()),
             "could not execute a primitive");
+      };
+      if (!profile) {
+        run();
         continue;
       }
-      // On the CPU engine a primitive has finished when execute returns.
-      const LoadedStep& ls = lf.steps[s];
       runtime::ProfileScope event(*profile, ls.label, "primitive", 2);
-      dnnl::error::wrap_c_api(
-          dnnl_primitive_execute(primitive, ws.stream.get(), int(a.c_args.size()), a.c_args.data()),
-          "could not execute a primitive");
+      run();
       event.end();
       std::call_once(ls.described->made, [&] {
         std::vector<std::pair<int, memory::desc>> args;
