@@ -612,6 +612,39 @@ TEST(DnnlFusion, SiluBecomesSwish) {
   }
 }
 
+// EfficientNet's squeeze-excitation block over a channels-last tensor: the global
+// average pool and the per-channel Mul run as the module's own kernels (channel_mean,
+// scale_channels), with a batch of two (a scale per image).
+GraphBuilder squeezeExcitation() {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {2, 16, 9, 7});
+  ir::ValueId c = b.node("Conv", {x, b.constant("w", {32, 16, 1, 1}, randomFloats(32 * 16, 1))});
+  ir::ValueId silu = b.node("Mul", {c, b.node("Sigmoid", {c})});
+  ir::ValueId squeeze = b.node("GlobalAveragePool", {silu});
+  ir::ValueId fc1 = b.node("Relu", {b.node("Conv", {squeeze, b.constant("w1", {8, 32, 1, 1}, randomFloats(256, 2))})});
+  ir::ValueId fc2 = b.node("Conv", {fc1, b.constant("w2", {32, 8, 1, 1}, randomFloats(256, 3))});
+  ir::ValueId excited = b.node("Mul", {silu, b.node("Sigmoid", {fc2})});
+  b.output(b.node("Conv", {excited, b.constant("w3", {16, 32, 1, 1}, randomFloats(512, 4))}));
+  return b;
+}
+
+TEST(DnnlFusion, SqueezeExcitationRunsOnOwnKernels) {
+  Compiled d = expectMatchesHost(squeezeExcitation());
+  std::vector<StepKind> kinds = stepKinds(d);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kChannelMean), 1);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kScaleChannels), 1);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kPooling), 0);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kBinary), 0);
+  for (const auto& s : moduleOf(d).steps(0)) {
+    if (s.kind == StepKind::kChannelMean) {
+      EXPECT_EQ(s.implementation, "partita:channel_mean");
+    }
+    if (s.kind == StepKind::kScaleChannels) {
+      EXPECT_EQ(s.implementation, "partita:scale_channels");
+    }
+  }
+}
+
 // MobileNetV3's HardSwish as exported before opset 14: x * HardSigmoid(x) with alpha
 // 1/6 is oneDNN's hardswish, fused into the conv or one eltwise step; the default
 // alpha (0.2) is not a HardSwish and stays two steps.

@@ -162,6 +162,9 @@ class FunctionLowering {
 
   // One member per op family (dnnl_lower_*.cpp).
   void lowerConv(size_t pos);
+  // Own kernels for a squeeze-excitation block (dnnl_kernels.h); false: not that case.
+  bool emitScaleChannels(size_t pos, dnnl::algorithm alg, ir::ValueId a, ir::ValueId b);
+  bool emitChannelMean(size_t pos, const PoolSpec& spec);
   bool channelsLastConv(Step& step, const ConvSpec& spec, bool excluded, const std::vector<ChainItem>& chain,
                         size_t fixed, dnnl::primitive_desc_base& pd, size_t& k);
   bool lowerUpsamplingDeconv(size_t pos, const ConvSpec& spec);

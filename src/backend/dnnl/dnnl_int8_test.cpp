@@ -570,6 +570,75 @@ TEST(DnnlKernels, MalformedSwishStepIsRefused) {
             std::string::npos);
 }
 
+// The squeeze-excitation kernels against their definitions (double sums), over
+// channel counts with and without a partial vector, at 1 and 2 threads (the mean the
+// same bits on both), the scale in place and per image or shared.
+TEST(DnnlKernels, ChannelMeanAndScaleFollowTheirDefinitions) {
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (int64_t c : {int64_t(1), int64_t(16), int64_t(37), int64_t(300)}) {
+      for (int64_t n : {int64_t(1), int64_t(3)}) {
+        const int64_t positions = 150;  // three blocks of the mean
+        SCOPED_TRACE(std::to_string(threads) + " threads, c " + std::to_string(c) + ", n " + std::to_string(n));
+        const std::vector<float> x = testing::randomFloats(size_t(n * positions * c), uint64_t(c + n), -3.0f, 5.0f);
+        std::vector<float> mean(size_t(n * c));
+        channelMean(x.data(), mean.data(), n, positions, c);
+        double worst = 0;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < c; ++j) {
+            double sum = 0, mag = 0;
+            for (int64_t p = 0; p < positions; ++p) {
+              sum += x[size_t((i * positions + p) * c + j)];
+              mag += std::fabs(x[size_t((i * positions + p) * c + j)]);
+            }
+            worst = std::max(worst, std::fabs(mean[size_t(i * c + j)] - sum / double(positions)) /
+                                        (mag / double(positions) * 1e-6));
+          }
+        EXPECT_LE(worst, 1.0);
+        // The same bits on the other team size.
+        std::vector<float> again(mean.size());
+        omp_set_num_threads(3 - threads);
+        channelMean(x.data(), again.data(), n, positions, c);
+        omp_set_num_threads(threads);
+        EXPECT_EQ(std::memcmp(again.data(), mean.data(), mean.size() * sizeof(float)), 0);
+        for (bool per_batch : {false, true}) {
+          std::vector<float> y = x;
+          const std::vector<float> s = testing::randomFloats(size_t((per_batch ? n : 1) * c), 5, 0.0f, 1.0f);
+          scaleChannels(y.data(), s.data(), y.data(), n, positions, c, per_batch);
+          for (int64_t r = 0; r < n * positions; ++r)
+            for (int64_t j = 0; j < c; ++j) {
+              const float f = s[size_t((per_batch ? r / positions : 0) * c + j)];
+              ASSERT_EQ(y[size_t(r * c + j)], x[size_t(r * c + j)] * f) << "row " << r << " channel " << j;
+            }
+        }
+      }
+    }
+  }
+  omp_set_num_threads(2);
+}
+
+// Their steps with a per-channel operand or result of the wrong shape are refused when
+// the blob is read.
+TEST(DnnlKernels, MalformedSqueezeExcitationStepsAreRefused) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 16, 5, 5});
+  ir::ValueId c = b.node("Conv", {x, b.constant("w", {32, 16, 1, 1}, testing::randomFloats(512, 1))}, {}, 13);
+  ir::ValueId s = b.node("Sigmoid", {b.node("GlobalAveragePool", {c}, {}, 13)}, {}, 13);
+  b.g.outputs.push_back(b.node("Conv", {b.node("Mul", {c, s}, {}, 13),
+                                        b.constant("w2", {8, 32, 1, 1}, testing::randomFloats(256, 2))},
+                               {}, 13));
+  Compiled compiled = testing::compile(b.g, {"dnnl", "host"});
+  auto loadEdited = [&](StepKind kind, int key) {
+    return loadWithEditedSteps(compiled, [&](Step& st) {
+      if (st.kind != kind) return false;
+      st.find(key)->md = plainDesc({1, 16, 2, 1});  // 32 floats, not [1, 32, 1, 1]
+      return true;
+    });
+  };
+  EXPECT_NE(loadEdited(StepKind::kScaleChannels, DNNL_ARG_SRC_1).find("scale is not a dense"), std::string::npos);
+  EXPECT_NE(loadEdited(StepKind::kChannelMean, DNNL_ARG_DST).find("destination is not a dense"), std::string::npos);
+}
+
 // ONNX Runtime's dynamic quantization of three MatMuls over one activation:
 // DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(scale) [-> Add(bias)].
 // After passes::lowerIntegerCompute the two with int8 weights run as oneDNN int8

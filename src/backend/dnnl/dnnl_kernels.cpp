@@ -6,13 +6,17 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <vector>
 
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "partita/error.h"
 
 namespace partita::dnnl_backend {
 
-bool isOwnKernel(StepKind kind) { return kind == StepKind::kDynamicQuantize || kind == StepKind::kSwish; }
+bool isOwnKernel(StepKind kind) {
+  return kind == StepKind::kDynamicQuantize || kind == StepKind::kSwish || kind == StepKind::kScaleChannels ||
+         kind == StepKind::kChannelMean;
+}
 
 const char* ownKernelName(StepKind kind) {
   switch (kind) {
@@ -20,6 +24,10 @@ const char* ownKernelName(StepKind kind) {
       return "partita:dynamic_quantize";
     case StepKind::kSwish:
       return "partita:swish";
+    case StepKind::kScaleChannels:
+      return "partita:scale_channels";
+    case StepKind::kChannelMean:
+      return "partita:channel_mean";
     default:
       return "partita:unknown";
   }
@@ -37,6 +45,38 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
     if (!sameDesc(x->md, y->md) || x->md.data.data_type != dnnl_f32 || x->md.data.offset0 != 0)
       bad("a swish's source and destination are not one float32 descriptor");
     if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on a swish");
+    return;
+  }
+  if (step.kind == StepKind::kScaleChannels || step.kind == StepKind::kChannelMean) {
+    const bool scale = step.kind == StepKind::kScaleChannels;
+    const Arg* x = step.find(scale ? DNNL_ARG_SRC_0 : DNNL_ARG_SRC);
+    const Arg* s = scale ? step.find(DNNL_ARG_SRC_1) : nullptr;
+    const Arg* y = step.find(DNNL_ARG_DST);
+    if (!x || !y || (scale && !s) || step.args.size() != (scale ? 3u : 2u))
+      bad(std::string("a ") + stepKindName(step.kind) + " needs exactly its " + (scale ? "three" : "two") +
+          " buffers");
+    for (const Arg& a : step.args)
+      if (a.source != ArgSource::kBuffer) bad(std::string("a ") + stepKindName(step.kind) + " reads a constant");
+    if (!isChannelsLastDense(x->md)) bad("the source is not a dense channels-last float32 tensor");
+    const std::vector<int64_t> dims = dimsOf(x->md);
+    // The per-channel operand or result: [N (or 1 for a scale), C, 1...], dense.
+    auto perChannel = [&](const memory::desc& md, bool batch_of_one) {
+      std::vector<int64_t> want(dims.size(), 1);
+      want[1] = dims[1];
+      const std::vector<int64_t> got = dimsOf(md);
+      if (got.size() != dims.size() || md.data.data_type != dnnl_f32) return false;
+      if (!(got[0] == dims[0] || (batch_of_one && got[0] == 1))) return false;
+      want[0] = got[0];
+      return got == want && (isPlainDense(md) || isChannelsLastDense(md));
+    };
+    if (scale) {
+      if (!sameDesc(x->md, y->md)) bad("a scale_channels' source and destination are not one descriptor");
+      if (!perChannel(s->md, true)) bad("a scale_channels' scale is not a dense [N or 1, C, 1...] float32 tensor");
+    } else if (!perChannel(y->md, false)) {
+      bad("a channel_mean's destination is not a dense [N, C, 1...] float32 tensor");
+    }
+    if (!step.post_ops.empty() || !step.quant.empty())
+      bad(std::string("post-ops or int8 attributes on a ") + stepKindName(step.kind));
     return;
   }
   if (step.kind != StepKind::kDynamicQuantize) bad("not one of the module's own kernels");
@@ -60,19 +100,19 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
 
 namespace {
 
-// Runs f(begin, end) over [0, n) cut into one share per thread of the calling
-// thread's OpenMP team, each a whole number of 16-element vectors (of floats: no two
-// threads write one cache line) (the executor sets the team: one thread for small
-// steps). On a team of one, f(0, n) without a parallel region.
+// Runs f(begin, end, thread) over [0, n) cut into one contiguous share per thread of
+// the calling thread's OpenMP team, each a whole number of `granule` items (16 floats:
+// no two threads write one cache line) (the executor sets the team: one thread for
+// small steps). On a team of one, f(0, n, 0) without a parallel region.
 template <typename F>
-void onTeam(int64_t n, F&& f) {
+void onTeam(int64_t n, F&& f, int64_t granule = 16) {
   const int team = omp_get_max_threads();
-  if (team <= 1) return f(int64_t(0), n);
-  const int64_t chunk = ((n + team - 1) / team + 15) / 16 * 16;
+  if (team <= 1) return f(int64_t(0), n, 0);
+  const int64_t chunk = ((n + team - 1) / team + granule - 1) / granule * granule;
 #pragma omp parallel for
   for (int t = 0; t < team; ++t) {
     const int64_t b = t * chunk, e = std::min(n, b + chunk);
-    if (b < e) f(b, e);
+    if (b < e) f(b, e, t);
   }
 }
 
@@ -125,7 +165,7 @@ void quantize(const float* x, int64_t n, float scale, float zero, uint8_t* y) {
 
 void dynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale_out, float* zero_out, int32_t* zero_s32) {
   float mn = INFINITY, mx = -INFINITY;
-  onTeam(n, [&](int64_t b, int64_t e) {
+  onTeam(n, [&](int64_t b, int64_t e, int) {
     float lo = INFINITY, hi = -INFINITY;
     minMax(x + b, e - b, lo, hi);
 #pragma omp critical(partita_dynamic_quantize_range)
@@ -137,7 +177,7 @@ void dynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale_out, fl
   const float hi = std::max(mx, 0.0f), lo = std::max(-mn, 0.0f);
   const float scale = std::min(std::max((hi + lo) / 255.0f, FLT_MIN), FLT_MAX);
   const float zero = std::nearbyint(std::min(std::max(lo / scale, 0.0f), 255.0f));
-  onTeam(n, [&](int64_t b, int64_t e) { quantize(x + b, e - b, scale, zero, y + b); });
+  onTeam(n, [&](int64_t b, int64_t e, int) { quantize(x + b, e - b, scale, zero, y + b); });
   *scale_out = scale;
   *zero_out = zero;
   *zero_s32 = int32_t(zero);
@@ -191,7 +231,99 @@ void swishRange(const float* x, float* y, int64_t n) {
 }  // namespace
 
 void swish(const float* x, float* y, int64_t n) {
-  onTeam(n, [&](int64_t b, int64_t e) { swishRange(x + b, y + b, e - b); });
+  onTeam(n, [&](int64_t b, int64_t e, int) { swishRange(x + b, y + b, e - b); });
+}
+
+// Rows split by positions: a thread's rows are the bytes the swish before (split by
+// elements the same way, to within a vector) left in its core's cache.
+void scaleChannels(const float* x, const float* s, float* y, int64_t n, int64_t positions, int64_t c,
+                   bool per_batch) {
+  onTeam(
+      n * positions,
+      [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) {
+          const float* sv = per_batch ? s + (r / positions) * c : s;
+          const float* xr = x + r * c;
+          float* yr = y + r * c;
+#pragma omp simd
+          for (int64_t j = 0; j < c; ++j) yr[j] = xr[j] * sv[j];
+        }
+      },
+      1);
+}
+
+namespace {
+
+// acc[j] += the sum of x[r * c + j] over r < rows, for j < c: up to 128 channels at a
+// time summed in registers down the rows (no store per row), then added to acc.
+#ifdef __AVX512F__
+template <int NV>
+void sumRowsBlock(const float* x, int64_t rows, int64_t c, int64_t width, float* acc) {
+  __m512 a[NV];
+  for (int v = 0; v < NV; ++v) a[v] = _mm512_setzero_ps();
+  const __mmask16 tail = __mmask16(width - 16 * (NV - 1) >= 16 ? 0xffff : (1u << (width - 16 * (NV - 1))) - 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * c;
+    for (int v = 0; v < NV - 1; ++v) a[v] = _mm512_add_ps(a[v], _mm512_loadu_ps(xr + 16 * v));
+    a[NV - 1] = _mm512_add_ps(a[NV - 1], _mm512_maskz_loadu_ps(tail, xr + 16 * (NV - 1)));
+  }
+  for (int v = 0; v < NV - 1; ++v) _mm512_storeu_ps(acc + 16 * v, _mm512_add_ps(_mm512_loadu_ps(acc + 16 * v), a[v]));
+  float* last = acc + 16 * (NV - 1);
+  _mm512_mask_storeu_ps(last, tail, _mm512_add_ps(_mm512_maskz_loadu_ps(tail, last), a[NV - 1]));
+}
+#endif
+
+void sumRows(const float* x, int64_t rows, int64_t c, float* acc) {
+#ifdef __AVX512F__
+  for (int64_t j = 0; j < c; j += 128) {
+    const int64_t width = std::min<int64_t>(128, c - j);
+    switch ((width + 15) / 16) {
+      case 1: sumRowsBlock<1>(x + j, rows, c, width, acc + j); break;
+      case 2: sumRowsBlock<2>(x + j, rows, c, width, acc + j); break;
+      case 3: sumRowsBlock<3>(x + j, rows, c, width, acc + j); break;
+      case 4: sumRowsBlock<4>(x + j, rows, c, width, acc + j); break;
+      case 5: sumRowsBlock<5>(x + j, rows, c, width, acc + j); break;
+      case 6: sumRowsBlock<6>(x + j, rows, c, width, acc + j); break;
+      case 7: sumRowsBlock<7>(x + j, rows, c, width, acc + j); break;
+      default: sumRowsBlock<8>(x + j, rows, c, width, acc + j); break;
+    }
+  }
+#else
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < c; ++j) acc[j] += x[r * c + j];
+#endif
+}
+
+}  // namespace
+
+// The positions of an image are summed in fixed blocks, each block's sums added in
+// block order: the same result on any team size (a run that falls back to a team of
+// one gives the bits a two-thread run gave).
+constexpr int64_t kMeanBlockRows = 64;
+
+void channelMean(const float* x, float* y, int64_t n, int64_t positions, int64_t c) {
+  const int64_t blocks = (positions + kMeanBlockRows - 1) / kMeanBlockRows;  // per image
+  // Each block's sums (the calling thread's vector, reused across runs).
+  thread_local std::vector<float> partial;
+  partial.assign(size_t(n * blocks * c), 0.0f);
+  float* const sums = partial.data();  // (a worker's own `partial` is another vector)
+  onTeam(
+      n * blocks,
+      [&](int64_t b, int64_t e, int) {
+        for (int64_t k = b; k < e; ++k) {
+          const int64_t i = k / blocks, first = (k % blocks) * kMeanBlockRows;
+          const int64_t rows = std::min(kMeanBlockRows, positions - first);
+          sumRows(x + (i * positions + first) * c, rows, c, sums + k * c);
+        }
+      },
+      1);
+  const float count = float(positions);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j) {
+      float sum = 0;
+      for (int64_t k = 0; k < blocks; ++k) sum += sums[(i * blocks + k) * c + j];
+      y[i * c + j] = sum / count;
+    }
 }
 
 }  // namespace partita::dnnl_backend

@@ -2,8 +2,12 @@
 // primitive, where oneDNN's way costs more than the work is worth:
 // StepKind::kDynamicQuantize (six one-element or streaming steps made one) and
 // StepKind::kSwish (SiLU in about 25 % less time than oneDNN 2.6's swish, as a step or
-// as a post-op). They run inside the module's function like any step: same buffers, same
-// team size, same profile events.
+// as a post-op), StepKind::kChannelMean and StepKind::kScaleChannels (a
+// squeeze-excitation block's global average pool and its per-channel Mul over a
+// channels-last tensor: each thread takes the same contiguous share of positions as
+// the swish before them wrote, where oneDNN's pooling and binary steps split the work
+// their own ways and ran 2-3x slower on two threads than on one). They run inside the
+// module's function like any step: same buffers, same team size, same profile events.
 #pragma once
 
 #include <cstdint>
@@ -35,5 +39,17 @@ void dynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale, float*
 // value (DnnlKernels.SwishIsWithinAFewUlp); 0 stays 0 (blocked layouts' padding).
 // Uses the calling thread's OpenMP team.
 void swish(const float* x, float* y, int64_t n);
+
+// y[i, p, :] = x[i, p, :] * s[per_batch ? i : 0, :] for i < n, p < positions: x and y
+// hold n * positions rows of c floats (channels-last), s rows of c. y may be x. Exact
+// (one multiply). Uses the calling thread's OpenMP team.
+void scaleChannels(const float* x, const float* s, float* y, int64_t n, int64_t positions, int64_t c,
+                   bool per_batch);
+
+// y[i, :] = the mean of x[i, p, :] over p < positions, for i < n (x channels-last as
+// above, y n rows of c). Summed in float32 over fixed blocks of positions, the blocks'
+// sums added in order: the same bits on any team size. Uses the calling thread's
+// OpenMP team.
+void channelMean(const float* x, float* y, int64_t n, int64_t positions, int64_t c);
 
 }  // namespace partita::dnnl_backend

@@ -121,10 +121,11 @@ void FunctionLowering::lowerBinary(size_t pos) {
     step.args.push_back(Arg{DNNL_ARG_SRC_1, ArgSource::kBuffer, 0, src1_md, false});
     step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, src0_md, false});
   };
-  Step step;
   // Post-ops: activations, constant operands, and a full-size operand computed
   // earlier (a bias Add then the residual Add of an encoder layer: one step).
   std::vector<ChainItem> chain = collectChain(out, false, true, true);
+  if (chain.empty() && emitScaleChannels(pos, alg, a, b)) return;
+  Step step;
   dnnl::primitive_desc_base pd;
   size_t k = 0;
   try {
@@ -165,6 +166,35 @@ void FunctionLowering::lowerBinary(size_t pos) {
   ValueId final_value = chain.empty() ? out : nodeAt(chain.back().pos).outputs[0];
   place(final_value, Loc{d, dst->md});
   fn_.steps.push_back(std::move(step));
+}
+
+// A squeeze-excitation block's Mul: a channels-last float32 tensor times computed
+// per-channel factors ([N or 1, C, 1...]), nothing fused after it. The module's own
+// kernel (dnnl_kernels.h), in place when nothing reads the tensor afterwards.
+bool FunctionLowering::emitScaleChannels(size_t pos, algorithm alg, ValueId a, ValueId b) {
+  const std::vector<int64_t> y = shapeOf(nodeAt(pos).outputs[0]);
+  if (alg != algorithm::binary_mul || isConstant(a) || isConstant(b) || y.size() < 3 || shapeOf(a) != y ||
+      elementType(a) != memory::data_type::f32 || elementType(b) != memory::data_type::f32)
+    return false;
+  const std::vector<int64_t> s = padLeft(shapeOf(b), y.size());
+  for (size_t i = 2; i < y.size(); ++i)
+    if (s[i] != 1) return false;
+  if (s[1] != y[1] || !(s[0] == 1 || s[0] == y[0])) return false;
+  const Loc x = primary(a);
+  if (!isChannelsLastDense(x.md)) return false;
+  Step step;
+  step.kind = StepKind::kScaleChannels;
+  step.label = labelOf(pos, {});
+  const uint32_t factors = plain(b).buffer;
+  step.args.push_back(bufferArg(DNNL_ARG_SRC_0, x.buffer, x.md));
+  step.args.push_back(bufferArg(DNNL_ARG_SRC_1, factors, plainDesc(s)));
+  consume(pos);
+  const bool in_place = bufferDead(x.buffer) && factors != x.buffer;
+  const uint32_t d = in_place ? x.buffer : newBuffer(x.md);
+  step.args.push_back(bufferArg(DNNL_ARG_DST, d, x.md));
+  fn_.steps.push_back(std::move(step));
+  place(nodeAt(pos).outputs[0], Loc{d, x.md});
+  return true;
 }
 
 void FunctionLowering::lowerPrelu(size_t pos) {

@@ -363,7 +363,39 @@ Step poolStep(const PoolSpec& spec, std::string label) {
 void FunctionLowering::lowerPool(size_t pos) {
   const ir::Node& node = nodeAt(pos);
   const PoolSpec spec = decoded(decodePool(g_, node, nullptr), pos);
+  if (emitChannelMean(pos, spec)) return;
   emitWindowStep(poolStep(spec, labelOf(pos, {})), pos, node.inputs[0], node.outputs[0], shapeOf(node.outputs[0]));
+}
+
+// A global average pool (a squeeze-excitation block's squeeze) over a channels-last
+// float32 tensor: the module's own kernel (dnnl_kernels.h), the mean into a dense
+// [N, C, 1...] buffer.
+bool FunctionLowering::emitChannelMean(size_t pos, const PoolSpec& spec) {
+  const ir::Node& node = nodeAt(pos);
+  const ValueId x = node.inputs[0];
+  const std::vector<int64_t> in = shapeOf(x), out = shapeOf(node.outputs[0]);
+  if (in.size() < 3 || out.size() != in.size() || elementType(x) != memory::data_type::f32 ||
+      (spec.alg != dnnl::algorithm::pooling_avg_include_padding && spec.alg != dnnl::algorithm::pooling_avg_exclude_padding))
+    return false;
+  for (size_t i = 2; i < in.size(); ++i) {
+    const size_t k = i - 2;
+    if (out[i] != 1 || k >= spec.kernel.size() || spec.kernel[k] != in[i] || spec.pad_l[k] != 0 || spec.pad_r[k] != 0 ||
+        (k < spec.dilates.size() && spec.dilates[k] != 0))
+      return false;
+  }
+  const Loc src = primary(x);
+  if (!isChannelsLastDense(src.md)) return false;
+  Step step;
+  step.kind = StepKind::kChannelMean;
+  step.label = labelOf(pos, {});
+  step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
+  consume(pos);
+  const memory::desc mean = plainDesc(out);
+  const uint32_t d = newBuffer(mean);
+  step.args.push_back(bufferArg(DNNL_ARG_DST, d, mean));
+  fn_.steps.push_back(std::move(step));
+  place(node.outputs[0], Loc{d, mean});
+  return true;
 }
 
 void FunctionLowering::lowerResample(size_t pos) {

@@ -193,6 +193,21 @@ uint64_t extentBytes(const memory::desc& md) {
   return bytes > UINT64_MAX ? UINT64_MAX : uint64_t(bytes);
 }
 
+bool isChannelsLastDense(const memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.ndims < 3 || d.data_type != dnnl_f32 || d.format_kind != dnnl_blocked ||
+      d.format_desc.blocking.inner_nblks != 0 || d.offset0 != 0 || hasPadding(md))
+    return false;
+  const dnnl_dims_t& st = d.format_desc.blocking.strides;
+  if (d.dims[1] != 1 && st[1] != 1) return false;
+  int64_t expect = d.dims[1];
+  for (int i = d.ndims; i-- > 2;) {
+    if (d.dims[i] != 1 && st[i] != expect) return false;
+    expect *= d.dims[i];
+  }
+  return d.dims[0] == 1 || st[0] == expect;
+}
+
 bool sameDesc(const memory::desc& a, const memory::desc& b) {
   return dnnl_memory_desc_equal(&a.data, &b.data) != 0;
 }

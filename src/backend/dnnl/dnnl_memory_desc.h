@@ -43,6 +43,10 @@ std::vector<int64_t> elementStrides(const memory::desc& md);
 // Blocked without inner blocks or padding, strides decreasing row-major: the bytes
 // of a dense row-major tensor with md's number of elements.
 bool isPlainDense(const memory::desc& md);
+// float32 [N, C, spatial...] (rank 3 or more), dense, no inner blocks, no offset, the
+// channels innermost and the rest row-major (acb, acdb, acdeb): each of the N * spatial
+// positions holds its C channels side by side.
+bool isChannelsLastDense(const memory::desc& md);
 bool hasPadding(const memory::desc& md);
 // A reorder wrote view `inner` (strided, no inner blocks, over bytes A) into dense
 // row-major bytes B of inner's dims; `outer` is a strided view over B. The view over A

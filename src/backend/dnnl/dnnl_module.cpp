@@ -603,12 +603,34 @@ T* argData(const StepArgs& a, int key) {
 }
 
 template <typename StepArgs>
-void runOwnKernel(StepKind kind, const StepArgs& a) {
-  const dnnl_memory_desc_t* src = nullptr;
+const dnnl_memory_desc_t* argDesc(const StepArgs& a, int key) {
+  const dnnl_memory_desc_t* md = nullptr;
   for (const dnnl_exec_arg_t& e : a.c_args)
-    if (e.arg == DNNL_ARG_SRC) dnnl::error::wrap_c_api(dnnl_memory_get_memory_desc(e.memory, &src), "no desc");
-  if (!src) throw Error(ErrorCode::kInternal, "dnnl module: an own kernel without a source");
+    if (e.arg == key) dnnl::error::wrap_c_api(dnnl_memory_get_memory_desc(e.memory, &md), "no desc");
+  if (!md) throw Error(ErrorCode::kInternal, "dnnl module: an own kernel's argument " + std::to_string(key) + " is unbound");
+  return md;
+}
+
+template <typename StepArgs>
+void runOwnKernel(StepKind kind, const StepArgs& a) {
+  const dnnl_memory_desc_t* src = argDesc(a, DNNL_ARG_SRC);  // DNNL_ARG_SRC_0 too
+  // A channels-last [N, C, spatial...] source (checkOwnKernelStep): N rows of
+  // `positions` rows of C floats.
+  auto positions = [&] {
+    int64_t p = 1;
+    for (int i = 2; i < src->ndims; ++i) p *= src->dims[i];
+    return p;
+  };
   switch (kind) {
+    case StepKind::kScaleChannels:
+      scaleChannels(argData<const float>(a, DNNL_ARG_SRC_0), argData<const float>(a, DNNL_ARG_SRC_1),
+                    argData<float>(a, DNNL_ARG_DST), src->dims[0], positions(), src->dims[1],
+                    argDesc(a, DNNL_ARG_SRC_1)->dims[0] > 1);
+      return;
+    case StepKind::kChannelMean:
+      channelMean(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST), src->dims[0], positions(),
+                  src->dims[1]);
+      return;
     case StepKind::kSwish:
       // Every float the descriptor spans: padding (zero) stays zero.
       swish(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST),

@@ -250,6 +250,8 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
       return rnnDesc(s, attr, eng);
     case StepKind::kDynamicQuantize:  // partita's own kernels (dnnl_kernels.h)
     case StepKind::kSwish:
+    case StepKind::kScaleChannels:
+    case StepKind::kChannelMean:
       throw dnnl::error(dnnl_unimplemented, "not a oneDNN primitive");
     case StepKind::kPrelu: {
       dnnl::prelu_forward::desc d(prop_kind::forward_inference, required(s, DNNL_ARG_SRC),

@@ -50,6 +50,10 @@ const char* stepKindName(StepKind k) {
       return "dynamic_quantize";
     case StepKind::kSwish:
       return "swish";
+    case StepKind::kScaleChannels:
+      return "scale_channels";
+    case StepKind::kChannelMean:
+      return "channel_mean";
   }
   return "?";
 }
@@ -109,7 +113,7 @@ void writeStep(BlobWriter& w, const Step& s) {
 Step readStep(BlobReader& r) {
   Step s;
   uint8_t kind = r.u8();
-  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kSwish))
+  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kChannelMean))
     r.fail("step kind: unknown step kind " + std::to_string(kind));
   s.kind = StepKind(kind);
   s.label = r.str();

@@ -79,6 +79,11 @@ enum class StepKind : uint8_t {
                           // dense row-major buffers
   kSwish = 18,            // SRC -> DST (f32, one descriptor; in place when the same buffer):
                           // x * sigmoid(x), SiLU
+  kScaleChannels = 19,    // SRC_0 (f32 [N, C, spatial...], channels-last dense), SRC_1 (f32
+                          // [N or 1, C, 1...], dense) -> DST (SRC_0's descriptor; in place
+                          // when the same buffer): x * s, s per channel (squeeze-excitation)
+  kChannelMean = 20,      // SRC (f32 [N, C, spatial...], channels-last dense) -> DST (f32
+                          // [N, C, 1...], dense): the mean over the spatial dims
 };
 // The argument keys of a kDynamicQuantize step's scale and zero points (oneDNN never
 // sees them).
