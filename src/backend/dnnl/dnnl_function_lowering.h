@@ -64,6 +64,10 @@ ConvWeights convWeights(const ConvSpec& spec);
 Step qconvStep(const QConvSpec& q);
 // A pooling step of `spec` (its source and destination still to add).
 Step poolStep(const PoolSpec& spec, std::string label);
+// Whether the module's own int8 max pool (StepKind::kInt8MaxPool) takes `spec` over a
+// source in layout `md`: dense channels-last, 2-D, no dilation, start pads inside the
+// window.
+bool int8MaxPoolFits(const memory::desc& md, const PoolSpec& spec);
 bool qconvImplemented(const QConvSpec& q, std::string* why);
 // An int8 matmul's step (weights' layout still oneDNN's to choose), and whether oneDNN
 // has a fast implementation of it (not `ref`).
@@ -165,6 +169,7 @@ class FunctionLowering {
   // Own kernels for a squeeze-excitation block (dnnl_kernels.h); false: not that case.
   bool emitScaleChannels(size_t pos, dnnl::algorithm alg, ir::ValueId a, ir::ValueId b);
   bool emitChannelMean(size_t pos, const PoolSpec& spec);
+  bool emitInt8MaxPoolStep(size_t pos, const PoolSpec& spec);
   bool channelsLastConv(Step& step, const ConvSpec& spec, bool excluded, const std::vector<ChainItem>& chain,
                         size_t fixed, dnnl::primitive_desc_base& pd, size_t& k);
   bool lowerUpsamplingDeconv(size_t pos, const ConvSpec& spec);

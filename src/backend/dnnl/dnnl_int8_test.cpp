@@ -155,6 +155,60 @@ TEST(DnnlInt8, QLinearConvMaxPoolAndQuantizeMatchHostWithinAStep) {
   std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(offByMoreThanAStep(got[0], want[0], 0.02), 0.0);
+  // The convolution writes channels-last uint8, which the module's own max pool reads.
+  size_t own_pools = 0;
+  for (const DnnlModule::StepInfo& st : allSteps(dnnl)) own_pools += st.kind == StepKind::kInt8MaxPool;
+  EXPECT_EQ(own_pools, 1u);
+}
+
+// The own int8 max pool against the definition, for uint8 and int8, channel counts
+// on each of its vector widths and on none, windows inside the image and clipped by
+// pads at both ends (ceil_mode's extra end pad too), on 1 and 2 threads.
+TEST(DnnlKernels, Int8MaxPoolFollowsItsDefinition) {
+  struct Geometry {
+    int64_t in_h, in_w, kernel, stride, pad_l, pad_r;
+  };
+  const Geometry geometries[] = {{8, 8, 2, 2, 0, 0}, {9, 7, 3, 2, 1, 1}, {6, 6, 3, 1, 1, 1}, {7, 7, 2, 2, 0, 1},
+                                 {5, 9, 4, 3, 2, 0}};
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (bool is_signed : {false, true})
+      for (int64_t c : {int64_t(3), int64_t(16), int64_t(32), int64_t(64), int64_t(80)})
+        for (const Geometry& g : geometries) {
+          Int8Pool p;
+          p.n = 2;
+          p.c = c;
+          p.in_h = g.in_h;
+          p.in_w = g.in_w;
+          p.kernel_h = p.kernel_w = g.kernel;
+          p.stride_h = p.stride_w = g.stride;
+          p.pad_h = p.pad_w = g.pad_l;
+          p.out_h = (g.in_h + g.pad_l + g.pad_r - g.kernel) / g.stride + 1;
+          p.out_w = (g.in_w + g.pad_l + g.pad_r - g.kernel) / g.stride + 1;
+          std::vector<uint8_t> x(size_t(p.n * p.in_h * p.in_w * c));
+          for (size_t i = 0; i < x.size(); ++i) x[i] = uint8_t((i * 2654435761u) >> 13);
+          std::vector<uint8_t> y(size_t(p.n * p.out_h * p.out_w * c));
+          int8MaxPool(x.data(), y.data(), is_signed, p);
+          size_t wrong = 0;
+          for (int64_t i = 0; i < p.n; ++i)
+            for (int64_t oh = 0; oh < p.out_h; ++oh)
+              for (int64_t ow = 0; ow < p.out_w; ++ow)
+                for (int64_t j = 0; j < c; ++j) {
+                  int best = -1000;
+                  for (int64_t h = oh * g.stride - g.pad_l; h < oh * g.stride - g.pad_l + g.kernel; ++h)
+                    for (int64_t w = ow * g.stride - g.pad_l; w < ow * g.stride - g.pad_l + g.kernel; ++w) {
+                      if (h < 0 || h >= g.in_h || w < 0 || w >= g.in_w) continue;
+                      const uint8_t v = x[size_t(((i * g.in_h + h) * g.in_w + w) * c + j)];
+                      best = std::max(best, is_signed ? int(int8_t(v)) : int(v));
+                    }
+                  const uint8_t got = y[size_t(((i * p.out_h + oh) * p.out_w + ow) * c + j)];
+                  wrong += (is_signed ? int(int8_t(got)) : int(got)) != best;
+                }
+          EXPECT_EQ(wrong, 0u) << threads << " threads, signed " << is_signed << ", c " << c << ", kernel "
+                               << g.kernel << ", stride " << g.stride << ", pads " << g.pad_l << "/" << g.pad_r;
+        }
+  }
+  omp_set_num_threads(2);
 }
 
 // A float convolution's channels-last output, flattened and quantized for an int8
@@ -637,6 +691,35 @@ TEST(DnnlKernels, MalformedSqueezeExcitationStepsAreRefused) {
   };
   EXPECT_NE(loadEdited(StepKind::kScaleChannels, DNNL_ARG_SRC_1).find("scale is not a dense"), std::string::npos);
   EXPECT_NE(loadEdited(StepKind::kChannelMean, DNNL_ARG_DST).find("destination is not a dense"), std::string::npos);
+}
+
+// An int8 max pool step whose window does not fit its tensors, or whose destination
+// has another element type, is refused when the blob is read.
+TEST(DnnlKernels, MalformedInt8MaxPoolStepIsRefused) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 8, 12, 12});
+  ir::ValueId xs = scalarF(b, "xs", 0.01f), xz = scalarU8(b, "xz", 128);
+  ir::ValueId ys = scalarF(b, "ys", 0.02f), yz = scalarU8(b, "yz", 3);
+  ir::ValueId xq = b.node("QuantizeLinear", {x, xs, xz}, {}, 13);
+  QConvOperands w = qconvOperands(b, "c", 16, 8, 3, 5);
+  ir::AttributeMap conv;
+  conv.setInts("pads", {1, 1, 1, 1});
+  ir::ValueId yq = b.node("QLinearConv", {xq, xs, xz, w.w, w.w_scale, w.w_zero, ys, yz, w.bias}, conv, 13);
+  ir::AttributeMap pool;
+  pool.setInts("kernel_shape", {2, 2});
+  pool.setInts("strides", {2, 2});
+  b.g.outputs.push_back(b.node("DequantizeLinear", {b.node("MaxPool", {yq}, pool, 13), ys, yz}, {}, 13));
+  Compiled c = testing::compile(b.g, {"dnnl", "host"});
+  auto loadEdited = [&](const std::function<void(Step&)>& edit) {
+    return loadWithEditedSteps(c, [&](Step& st) { return st.kind == StepKind::kInt8MaxPool && (edit(st), true); });
+  };
+  EXPECT_NE(loadEdited([](Step& st) { st.kernel = {5, 5}; }).find("window does not fit"), std::string::npos);
+  EXPECT_NE(loadEdited([](Step& st) {
+              Arg* d = st.find(DNNL_ARG_DST);
+              d->md = withDataType(d->md, dnnl::memory::data_type::s8);
+            }).find("int8 tensors of one type"),
+            std::string::npos);
+  EXPECT_NE(loadEdited([](Step& st) { st.dilates = {1, 1}; }).find("without dilation"), std::string::npos);
 }
 
 // ONNX Runtime's dynamic quantization of three MatMuls over one activation:

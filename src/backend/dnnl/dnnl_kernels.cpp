@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "backend/dnnl/dnnl_memory_desc.h"
@@ -15,7 +16,7 @@ namespace partita::dnnl_backend {
 
 bool isOwnKernel(StepKind kind) {
   return kind == StepKind::kDynamicQuantize || kind == StepKind::kSwish || kind == StepKind::kScaleChannels ||
-         kind == StepKind::kChannelMean;
+         kind == StepKind::kChannelMean || kind == StepKind::kInt8MaxPool;
 }
 
 const char* ownKernelName(StepKind kind) {
@@ -28,6 +29,8 @@ const char* ownKernelName(StepKind kind) {
       return "partita:scale_channels";
     case StepKind::kChannelMean:
       return "partita:channel_mean";
+    case StepKind::kInt8MaxPool:
+      return "partita:int8_max_pool";
     default:
       return "partita:unknown";
   }
@@ -57,7 +60,8 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
           " buffers");
     for (const Arg& a : step.args)
       if (a.source != ArgSource::kBuffer) bad(std::string("a ") + stepKindName(step.kind) + " reads a constant");
-    if (!isChannelsLastDense(x->md)) bad("the source is not a dense channels-last float32 tensor");
+    if (!isChannelsLastDense(x->md) || x->md.data.data_type != dnnl_f32)
+      bad("the source is not a dense channels-last float32 tensor");
     const std::vector<int64_t> dims = dimsOf(x->md);
     // The per-channel operand or result: [N (or 1 for a scale), C, 1...], dense.
     auto perChannel = [&](const memory::desc& md, bool batch_of_one) {
@@ -77,6 +81,33 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
     }
     if (!step.post_ops.empty() || !step.quant.empty())
       bad(std::string("post-ops or int8 attributes on a ") + stepKindName(step.kind));
+    return;
+  }
+  if (step.kind == StepKind::kInt8MaxPool) {
+    const Arg* x = step.find(DNNL_ARG_SRC);
+    const Arg* y = step.find(DNNL_ARG_DST);
+    if (!x || !y || x->source != ArgSource::kBuffer || y->source != ArgSource::kBuffer || step.args.size() != 2)
+      bad("an int8 max pool needs exactly a source and a destination buffer");
+    const dnnl_data_type_t t = x->md.data.data_type;
+    if ((t != dnnl_u8 && t != dnnl_s8) || y->md.data.data_type != t || x->md.data.ndims != 4 ||
+        !isChannelsLastDense(x->md) || !isChannelsLastDense(y->md))
+      bad("an int8 max pool's source and destination are not dense channels-last int8 tensors of one type");
+    if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on an int8 max pool");
+    const std::vector<int64_t> in = dimsOf(x->md), out = dimsOf(y->md);
+    if (in[0] != out[0] || in[1] != out[1]) bad("an int8 max pool changes the batch or the channels");
+    auto two = [](const std::vector<int64_t>& v) { return v.size() == 2; };
+    if (!two(step.kernel) || !two(step.strides) || !two(step.pad_l) || !two(step.pad_r) ||
+        !(step.dilates.empty() || (two(step.dilates) && step.dilates[0] == 0 && step.dilates[1] == 0)))
+      bad("an int8 max pool's window is not two kernel, stride and pad extents without dilation");
+    for (size_t i = 0; i < 2; ++i) {
+      const int64_t k = step.kernel[i], s = step.strides[i], pl = step.pad_l[i], pr = step.pad_r[i];
+      const int64_t extent = in[2 + i], o = out[2 + i];
+      // Every window holds at least one element of the source: it starts before the
+      // end and ends after the start.
+      if (k < 1 || s < 1 || pl < 0 || pr < 0 || pl >= k || k > extent + pl + pr ||
+          o != (extent + pl + pr - k) / s + 1 || (o - 1) * s - pl >= extent)
+        bad("an int8 max pool's window does not fit its source and destination");
+    }
     return;
   }
   if (step.kind != StepKind::kDynamicQuantize) bad("not one of the module's own kernels");
@@ -324,6 +355,110 @@ void channelMean(const float* x, float* y, int64_t n, int64_t positions, int64_t
       for (int64_t k = 0; k < blocks; ++k) sum += sums[(i * blocks + k) * c + j];
       y[i * c + j] = sum / count;
     }
+}
+
+namespace {
+
+// One output position: the max over window rows [h0, h1) and columns [w0, w1) of
+// `image` (rows of `width` positions of c channels), V-byte vectors of channels. KH
+// and KW > 0: the whole kernel_h x kernel_w window, unrolled (no branch per element:
+// the loops with a run-time count of one or two mispredicted often enough to take 6x
+// the time of the unrolled form).
+template <int KH, int KW, typename V, typename Load, typename Max, typename Store>
+inline void maxWindow(const uint8_t* image, int64_t width, int64_t c, int64_t h0, int64_t h1, int64_t w0,
+                      int64_t w1, uint8_t* out, Load load, Max max, Store store) {
+  constexpr int64_t kBytes = int64_t(sizeof(V));
+  const uint8_t* origin = image + (h0 * width + w0) * c;
+  const int64_t row = width * c;
+  for (int64_t j = 0; j < c; j += kBytes) {
+    V acc = load(origin + j);
+    if constexpr (KH > 0 && KW > 0) {
+      for (int h = 0; h < KH; ++h)
+        for (int w = 0; w < KW; ++w)
+          if (h != 0 || w != 0) acc = max(acc, load(origin + h * row + w * c + j));
+    } else {
+      for (int64_t h = 0; h < h1 - h0; ++h)
+        for (int64_t w = 0; w < w1 - w0; ++w) acc = max(acc, load(origin + h * row + w * c + j));
+    }
+    store(out + j, acc);
+  }
+}
+
+// Every output position of rows [b, e) (of n * out_h), V-byte vectors when c is a
+// whole number of them; windows inside the image take the unrolled KH x KW form.
+template <int KH, int KW, typename V, typename Load, typename Max, typename Store>
+void poolRows(const uint8_t* x, uint8_t* y, const Int8Pool& p, int64_t b, int64_t e, Load load, Max max,
+              Store store) {
+  // Locals: a store through uint8_t* may alias any object, `p` included, and would
+  // make the compiler read its fields again after every store.
+  const int64_t c = p.c, in_h = p.in_h, in_w = p.in_w, out_h = p.out_h, out_w = p.out_w;
+  const int64_t kernel_h = p.kernel_h, kernel_w = p.kernel_w, stride_h = p.stride_h, stride_w = p.stride_w;
+  const int64_t pad_h = p.pad_h, pad_w = p.pad_w;
+  for (int64_t r = b; r < e; ++r) {
+    const int64_t i = r / out_h, oh = r % out_h;
+    const int64_t top = oh * stride_h - pad_h;
+    const int64_t h0 = std::max<int64_t>(top, 0), h1 = std::min(top + kernel_h, in_h);
+    const uint8_t* image = x + i * in_h * in_w * c;
+    for (int64_t ow = 0; ow < out_w; ++ow) {
+      const int64_t left = ow * stride_w - pad_w;
+      const int64_t w0 = std::max<int64_t>(left, 0), w1 = std::min(left + kernel_w, in_w);
+      uint8_t* out = y + (r * out_w + ow) * c;
+      if (KH > 0 && h0 == top && w0 == left && h1 - h0 == KH && w1 - w0 == KW)
+        maxWindow<KH, KW, V>(image, in_w, c, h0, h1, w0, w1, out, load, max, store);
+      else
+        maxWindow<0, 0, V>(image, in_w, c, h0, h1, w0, w1, out, load, max, store);
+    }
+  }
+}
+
+// poolRows with the kernel's extents fixed when they are 2x2 or 3x3.
+template <typename V, typename Load, typename Max, typename Store>
+void poolRowsFor(const uint8_t* x, uint8_t* y, const Int8Pool& p, int64_t b, int64_t e, Load load, Max max,
+                 Store store) {
+  if (p.kernel_h == 2 && p.kernel_w == 2) return poolRows<2, 2, V>(x, y, p, b, e, load, max, store);
+  if (p.kernel_h == 3 && p.kernel_w == 3) return poolRows<3, 3, V>(x, y, p, b, e, load, max, store);
+  poolRows<0, 0, V>(x, y, p, b, e, load, max, store);
+}
+
+template <bool Signed>
+void int8MaxPoolImpl(const uint8_t* x, uint8_t* y, const Int8Pool& p) {
+  onTeam(
+      p.n * p.out_h,
+      [&](int64_t b, int64_t e, int) {
+#ifdef __AVX512BW__
+        if (p.c % 64 == 0)
+          return poolRowsFor<__m512i>(
+              x, y, p, b, e, [](const uint8_t* q) { return _mm512_loadu_si512(q); },
+              [](__m512i u, __m512i v) { return Signed ? _mm512_max_epi8(u, v) : _mm512_max_epu8(u, v); },
+              [](uint8_t* q, __m512i v) { _mm512_storeu_si512(q, v); });
+#endif
+#ifdef __AVX2__
+        if (p.c % 32 == 0)
+          return poolRowsFor<__m256i>(
+              x, y, p, b, e, [](const uint8_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); },
+              [](__m256i u, __m256i v) { return Signed ? _mm256_max_epi8(u, v) : _mm256_max_epu8(u, v); },
+              [](uint8_t* q, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), v); });
+        if (p.c % 16 == 0)
+          return poolRowsFor<__m128i>(
+              x, y, p, b, e, [](const uint8_t* q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)); },
+              [](__m128i u, __m128i v) { return Signed ? _mm_max_epi8(u, v) : _mm_max_epu8(u, v); },
+              [](uint8_t* q, __m128i v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(q), v); });
+#endif
+        using T = std::conditional_t<Signed, int8_t, uint8_t>;
+        poolRowsFor<uint8_t>(
+            x, y, p, b, e, [](const uint8_t* q) { return *q; },
+            [](uint8_t u, uint8_t v) { return T(u) < T(v) ? v : u; }, [](uint8_t* q, uint8_t v) { *q = v; });
+      },
+      1);
+}
+
+}  // namespace
+
+void int8MaxPool(const uint8_t* x, uint8_t* y, bool is_signed, const Int8Pool& p) {
+  if (is_signed)
+    int8MaxPoolImpl<true>(x, y, p);
+  else
+    int8MaxPoolImpl<false>(x, y, p);
 }
 
 }  // namespace partita::dnnl_backend

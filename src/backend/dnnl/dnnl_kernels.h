@@ -1,12 +1,13 @@
 // The dnnl module's own kernels: steps that are partita's code, not a oneDNN
 // primitive, where oneDNN's way costs more than the work is worth:
-// StepKind::kDynamicQuantize (six one-element or streaming steps made one) and
+// StepKind::kDynamicQuantize (six one-element or streaming steps made one),
 // StepKind::kSwish (SiLU in about 25 % less time than oneDNN 2.6's swish, as a step or
 // as a post-op), StepKind::kChannelMean and StepKind::kScaleChannels (a
 // squeeze-excitation block's global average pool and its per-channel Mul over a
 // channels-last tensor: each thread takes the same contiguous share of positions as
 // the swish before them wrote, where oneDNN's pooling and binary steps split the work
-// their own ways and ran 2-3x slower on two threads than on one). They run inside the
+// their own ways and ran 2-3x slower on two threads than on one) and
+// StepKind::kInt8MaxPool (oneDNN's int8 max pooling is slow). They run inside the
 // module's function like any step: same buffers, same team size, same profile events.
 #pragma once
 
@@ -51,5 +52,15 @@ void scaleChannels(const float* x, const float* s, float* y, int64_t n, int64_t 
 // sums added in order: the same bits on any team size. Uses the calling thread's
 // OpenMP team.
 void channelMean(const float* x, float* y, int64_t n, int64_t positions, int64_t c);
+
+// A max pool's geometry over channels-last [n, in_h, in_w, c] into [n, out_h, out_w,
+// c]: every window holds at least one element of the source (checkOwnKernelStep).
+struct Int8Pool {
+  int64_t n = 0, c = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t kernel_h = 0, kernel_w = 0, stride_h = 0, stride_w = 0, pad_h = 0, pad_w = 0;
+};
+// Max pooling of uint8 (or int8 when is_signed) values: oneDNN 2.6's int8 max pooling
+// takes 3-5x its float32 pooling's time. Exact. Uses the calling thread's OpenMP team.
+void int8MaxPool(const uint8_t* x, uint8_t* y, bool is_signed, const Int8Pool& p);
 
 }  // namespace partita::dnnl_backend

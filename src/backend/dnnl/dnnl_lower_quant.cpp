@@ -188,12 +188,23 @@ void FunctionLowering::lowerQConv(size_t pos) {
   // What reads y decides what the convolution writes: int8 (the default), or float32
   // for a MaxPool (pooled in float32, then rounded into int8) or for a
   // DequantizeLinear (y's step rounding done by post-ops).
-  const std::optional<size_t> pool = int8MaxPoolAfter(out);
-  const std::optional<QResidual> res = pool ? std::nullopt : qResidualAfter(pos, q);
-  const std::optional<size_t> dequantize = pool || res ? std::nullopt : dequantizeAfter(out, q);
+  const std::optional<size_t> pooled = int8MaxPoolAfter(out);
+  const std::optional<QResidual> res = pooled ? std::nullopt : qResidualAfter(pos, q);
+  const std::optional<size_t> dequantize = pooled || res ? std::nullopt : dequantizeAfter(out, q);
   Step step = qconvStep(q);
   dnnl::primitive_desc_base pd;
   bool float_dst = false;
+  // An int8 y that oneDNN writes channels-last is pooled by the module's own int8
+  // max pool (lowerPool), a quarter of the bytes of the float32 way and no reorder.
+  bool pool = pooled.has_value();
+  if (pooled) try {
+      pd = makePrimitiveDesc(step, cpuEngine());
+      if (!isReference(pd) &&
+          int8MaxPoolFits(pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST),
+                          decoded(decodePool(g_, nodeAt(*pooled), nullptr), *pooled)))
+        pool = false;
+    } catch (const dnnl::error&) {
+    }
   if (pool || dequantize) {
     Step f = step;
     const float zero = float(q.dst_zero_point);
@@ -234,7 +245,7 @@ void FunctionLowering::lowerQConv(size_t pos) {
     chain.push_back(dq);
   }
   finishAnchor(step, pos, chain, out);
-  if (float_dst && pool) emitInt8MaxPool(*pool, out, q.dst_type);
+  if (float_dst && pool) emitInt8MaxPool(*pooled, out, q.dst_type);
   if (res) emitQResidual(*res, out, q);
 }
 

@@ -3,6 +3,8 @@
 // into its weights and bias, post-ops fused) and pooling.
 #include "backend/dnnl/dnnl_function_lowering.h"
 
+#include "backend/dnnl/dnnl_kernels.h"
+
 #include <cmath>
 
 #include "backend/dnnl/dnnl_claims.h"
@@ -363,7 +365,7 @@ Step poolStep(const PoolSpec& spec, std::string label) {
 void FunctionLowering::lowerPool(size_t pos) {
   const ir::Node& node = nodeAt(pos);
   const PoolSpec spec = decoded(decodePool(g_, node, nullptr), pos);
-  if (emitChannelMean(pos, spec)) return;
+  if (emitChannelMean(pos, spec) || emitInt8MaxPoolStep(pos, spec)) return;
   emitWindowStep(poolStep(spec, labelOf(pos, {})), pos, node.inputs[0], node.outputs[0], shapeOf(node.outputs[0]));
 }
 
@@ -395,6 +397,42 @@ bool FunctionLowering::emitChannelMean(size_t pos, const PoolSpec& spec) {
   step.args.push_back(bufferArg(DNNL_ARG_DST, d, mean));
   fn_.steps.push_back(std::move(step));
   place(node.outputs[0], Loc{d, mean});
+  return true;
+}
+
+// A MaxPool over int8 values in a dense channels-last layout: the module's own kernel
+// (oneDNN 2.6's int8 max pooling takes 3-5x its float32 pooling's time).
+bool FunctionLowering::emitInt8MaxPoolStep(size_t pos, const PoolSpec& spec) {
+  const ir::Node& node = nodeAt(pos);
+  const ValueId x = node.inputs[0];
+  const memory::data_type t = elementType(x);
+  if ((t != memory::data_type::u8 && t != memory::data_type::s8) || spec.alg != dnnl::algorithm::pooling_max)
+    return false;
+  const Loc src = primary(x);
+  const std::vector<int64_t> out = shapeOf(node.outputs[0]);
+  if (src.md.data.ndims != 4 || out.size() != 4 || !int8MaxPoolFits(src.md, spec)) return false;
+  Step step = poolStep(spec, labelOf(pos, {}));
+  step.kind = StepKind::kInt8MaxPool;
+  step.alg = 0;
+  step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
+  const memory::desc dst(memory::dims(out.begin(), out.end()), t, memory::format_tag::acdb);
+  step.args.push_back(bufferArg(DNNL_ARG_DST, 0, dst));
+  checkOwnKernelStep(step, "MaxPool '" + node.name + "'");  // what the loader will check
+  consume(pos);
+  const uint32_t d = newBuffer(dst);
+  step.find(DNNL_ARG_DST)->index = d;
+  fn_.steps.push_back(std::move(step));
+  place(node.outputs[0], Loc{d, dst});
+  return true;
+}
+
+// Whether the own int8 max pool takes `spec` over a source in layout `md`.
+bool int8MaxPoolFits(const memory::desc& md, const PoolSpec& spec) {
+  if (!isChannelsLastDense(md) || md.data.ndims != 4 || spec.kernel.size() != 2) return false;
+  for (int64_t d : spec.dilates)
+    if (d != 0) return false;
+  for (size_t i = 0; i < 2; ++i)
+    if (spec.pad_l[i] >= spec.kernel[i] || spec.strides[i] < 1) return false;
   return true;
 }
 

@@ -195,7 +195,7 @@ uint64_t extentBytes(const memory::desc& md) {
 
 bool isChannelsLastDense(const memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
-  if (d.ndims < 3 || d.data_type != dnnl_f32 || d.format_kind != dnnl_blocked ||
+  if (d.ndims < 3 || d.format_kind != dnnl_blocked ||
       d.format_desc.blocking.inner_nblks != 0 || d.offset0 != 0 || hasPadding(md))
     return false;
   const dnnl_dims_t& st = d.format_desc.blocking.strides;

@@ -43,7 +43,7 @@ std::vector<int64_t> elementStrides(const memory::desc& md);
 // Blocked without inner blocks or padding, strides decreasing row-major: the bytes
 // of a dense row-major tensor with md's number of elements.
 bool isPlainDense(const memory::desc& md);
-// float32 [N, C, spatial...] (rank 3 or more), dense, no inner blocks, no offset, the
+// [N, C, spatial...] (rank 3 or more, any element type), dense, no inner blocks, no offset, the
 // channels innermost and the rest row-major (acb, acdb, acdeb): each of the N * spatial
 // positions holds its C channels side by side.
 bool isChannelsLastDense(const memory::desc& md);

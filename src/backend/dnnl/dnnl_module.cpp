@@ -352,6 +352,8 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
     ls.primitive = created[s].primitive;
     ls.threads = created[s].threads;
     if (!isOwnKernel(step.kind)) ls.scratchpad = pd.scratchpad_desc();
+    if (step.kind == StepKind::kInt8MaxPool)  // two of each (checkOwnKernelStep)
+      ls.window = {step.kernel[0], step.kernel[1], step.strides[0], step.strides[1], step.pad_l[0], step.pad_l[1]};
     lf.scratch_bytes = std::max(lf.scratch_bytes, ls.scratchpad.get_size());
     for (const Arg& a : step.args) {
       LoadedArg la;
@@ -611,8 +613,9 @@ const dnnl_memory_desc_t* argDesc(const StepArgs& a, int key) {
   return md;
 }
 
+// `window`: a kInt8MaxPool's kernel, strides and start pads (LoadedStep::window).
 template <typename StepArgs>
-void runOwnKernel(StepKind kind, const StepArgs& a) {
+void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, const StepArgs& a) {
   const dnnl_memory_desc_t* src = argDesc(a, DNNL_ARG_SRC);  // DNNL_ARG_SRC_0 too
   // A channels-last [N, C, spatial...] source (checkOwnKernelStep): N rows of
   // `positions` rows of C floats.
@@ -627,6 +630,25 @@ void runOwnKernel(StepKind kind, const StepArgs& a) {
                     argData<float>(a, DNNL_ARG_DST), src->dims[0], positions(), src->dims[1],
                     argDesc(a, DNNL_ARG_SRC_1)->dims[0] > 1);
       return;
+    case StepKind::kInt8MaxPool: {
+      const dnnl_memory_desc_t* dst = argDesc(a, DNNL_ARG_DST);
+      Int8Pool p;
+      p.n = src->dims[0];
+      p.c = src->dims[1];
+      p.in_h = src->dims[2];
+      p.in_w = src->dims[3];
+      p.out_h = dst->dims[2];
+      p.out_w = dst->dims[3];
+      p.kernel_h = window[0];
+      p.kernel_w = window[1];
+      p.stride_h = window[2];
+      p.stride_w = window[3];
+      p.pad_h = window[4];
+      p.pad_w = window[5];
+      int8MaxPool(argData<const uint8_t>(a, DNNL_ARG_SRC), argData<uint8_t>(a, DNNL_ARG_DST),
+                  src->data_type == dnnl_s8, p);
+      return;
+    }
     case StepKind::kChannelMean:
       channelMean(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST), src->dims[0], positions(),
                   src->dims[1]);
@@ -678,7 +700,7 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
       const LoadedStep& ls = lf.steps[s];
       // On the CPU engine a primitive has finished when execute returns.
       auto run = [&] {
-        if (isOwnKernel(ls.kind)) return runOwnKernel(ls.kind, a);
+        if (isOwnKernel(ls.kind)) return runOwnKernel(ls.kind, ls.window, a);
         const dnnl_primitive_t primitive = alone ? serial->primitives[s].get() : ls.primitive.get();
         dnnl::error::wrap_c_api(
             dnnl_primitive_execute(primitive, ws.stream.get(), int(a.c_args.size()), a.c_args.data()),

@@ -25,6 +25,7 @@
 // its instance and workspace without allocating.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <dnnl.hpp>
 #include <map>
@@ -126,6 +127,8 @@ class DnnlModule final : public runtime::RuntimeModule {
     bool recorded_layout_kept = false;  // oneDNN here preferred another layout
     dnnl::primitive primitive;
     int threads = 1;  // team size it was created for (small steps: 1) and runs with
+    // An own kernel's window (kInt8MaxPool): kernel, strides and start pads, 2 each.
+    std::array<int64_t, 6> window{};
     std::vector<LoadedArg> args;
     dnnl::memory::desc scratchpad;
     // Its profile event's details, made at the first profiled run that reports it.

@@ -54,6 +54,8 @@ const char* stepKindName(StepKind k) {
       return "scale_channels";
     case StepKind::kChannelMean:
       return "channel_mean";
+    case StepKind::kInt8MaxPool:
+      return "int8_max_pool";
   }
   return "?";
 }
@@ -113,7 +115,7 @@ void writeStep(BlobWriter& w, const Step& s) {
 Step readStep(BlobReader& r) {
   Step s;
   uint8_t kind = r.u8();
-  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kChannelMean))
+  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kInt8MaxPool))
     r.fail("step kind: unknown step kind " + std::to_string(kind));
   s.kind = StepKind(kind);
   s.label = r.str();

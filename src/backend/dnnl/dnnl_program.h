@@ -84,6 +84,9 @@ enum class StepKind : uint8_t {
                           // when the same buffer): x * s, s per channel (squeeze-excitation)
   kChannelMean = 20,      // SRC (f32 [N, C, spatial...], channels-last dense) -> DST (f32
                           // [N, C, 1...], dense): the mean over the spatial dims
+  kInt8MaxPool = 21,      // SRC (u8 or s8 [N, C, H, W], channels-last dense) -> DST (the same
+                          // type and layout): max over the windows of kernel, strides,
+                          // pad_l, pad_r (2 each; no dilation)
 };
 // The argument keys of a kDynamicQuantize step's scale and zero points (oneDNN never
 // sees them).
