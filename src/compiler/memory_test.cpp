@@ -139,7 +139,17 @@ void checkModel(const std::string& onnx, const std::vector<std::string>& backend
   std::string path = tempPath(fs::path(onnx).stem().string() + ".pta");
   LinkReport r = writeArtifact(c.graph, c.parts.modules, path);
   std::vector<ir::OwnedTensor> got;
+  // The growth is the whole process's: under load, now and then some other thread's
+  // first touch falls into the measured window (2 of 45 demo runs with two busy
+  // loops beside, 255 KB over an 11.7 MB budget, in runs that kept their team). A
+  // copy of the weights or any other growth a load makes every time fails each try.
   Growth growth = measure(c.graph, c.parts.modules, path, &got);
+  for (int retry = 0; retry < 2 && growth.anonymous > growth.budget(); ++retry) {
+    std::printf("[ %s ] anonymous growth %llu over the budget %llu: measured again\n",
+                fs::path(onnx).stem().c_str(), (unsigned long long)growth.anonymous,
+                (unsigned long long)growth.budget());
+    growth = measure(c.graph, c.parts.modules, path, &got);
+  }
   fs::remove(path);
 
   std::printf("[ %s %s ] file %llu, distinct weights %llu (ratio %.5f), padding %llu, metadata %llu; "
