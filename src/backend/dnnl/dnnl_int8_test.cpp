@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <functional>
+#include <map>
 #include <omp.h>
 #include <cmath>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "api/module_kinds.h"
 #include "partita/error.h"
 #include "passes/passes.h"
+#include "runtime/profile.h"
 
 namespace partita::dnnl_backend {
 namespace {
@@ -159,6 +161,41 @@ TEST(DnnlInt8, QLinearConvMaxPoolAndQuantizeMatchHostWithinAStep) {
   size_t own_pools = 0;
   for (const DnnlModule::StepInfo& st : allSteps(dnnl)) own_pools += st.kind == StepKind::kInt8MaxPool;
   EXPECT_EQ(own_pools, 1u);
+}
+
+// A profiled run of an int8 region: each primitive's and own kernel's event gives its
+// arguments' real element types (uint8 values printed as such, not as float32).
+TEST(DnnlInt8, ProfileEventsGiveInt8ElementTypes) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 8, 12, 12});
+  ir::ValueId xs = scalarF(b, "xs", 0.01f), xz = scalarU8(b, "xz", 128);
+  ir::ValueId ys = scalarF(b, "ys", 0.02f), yz = scalarU8(b, "yz", 3);
+  ir::ValueId xq = b.node("QuantizeLinear", {x, xs, xz}, {}, 13);
+  QConvOperands w = qconvOperands(b, "c", 16, 8, 3, 5);
+  ir::AttributeMap conv;
+  conv.setInts("pads", {1, 1, 1, 1});
+  ir::ValueId yq = b.node("QLinearConv", {xq, xs, xz, w.w, w.w_scale, w.w_zero, ys, yz, w.bias}, conv, 13);
+  ir::AttributeMap pool;
+  pool.setInts("kernel_shape", {2, 2});
+  pool.setInts("strides", {2, 2});
+  b.g.outputs.push_back(b.node("DequantizeLinear", {b.node("MaxPool", {yq}, pool, 13), ys, yz}, {}, 13));
+  Compiled c = testing::compile(b.g, {"dnnl", "host"});
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*c.graph, 3);
+  ir::OwnedTensor out(ir::DType::kFloat32, {1, 16, 6, 6});
+  runtime::ProfileSink sink;
+  c.modules.at(0)->runProfiled(0, {in.at(0).view()}, {out.view()}, sink);
+  std::map<std::string, const ProfileEvent*> by_kind;
+  for (const ProfileEvent& e : sink.events())
+    if (e.cat == "primitive") by_kind[e.arg("kind")] = &e;
+  ASSERT_EQ(by_kind.count("int8_max_pool"), 1u);
+  const ProfileEvent& p = *by_kind["int8_max_pool"];
+  EXPECT_EQ(p.arg("impl"), "partita:int8_max_pool");
+  EXPECT_EQ(p.arg("src").rfind("u8[1,16,12,12]", 0), 0u) << p.arg("src");
+  EXPECT_EQ(p.arg("dst").rfind("u8[1,16,6,6]", 0), 0u) << p.arg("dst");
+  ASSERT_EQ(by_kind.count("convolution"), 1u);
+  EXPECT_EQ(by_kind["convolution"]->arg("src").rfind("u8[1,8,12,12]", 0), 0u) << by_kind["convolution"]->arg("src");
+  EXPECT_EQ(by_kind["convolution"]->arg("weights").rfind("s8[", 0), 0u) << by_kind["convolution"]->arg("weights");
+  EXPECT_EQ(by_kind["convolution"]->arg("dst").rfind("u8[1,16,12,12]", 0), 0u) << by_kind["convolution"]->arg("dst");
 }
 
 // The own int8 max pool against the definition, for uint8 and int8, channel counts
