@@ -122,10 +122,11 @@ size_t int8MatMuls(const Compiled& c) {
   return n;
 }
 
-TEST(DnnlInt8, QLinearConvMaxPoolAndQuantizeMatchHostWithinAStep) {
+// Quantize, a QLinearConv (source zero point 128: an asymmetric input; destination
+// zero point 3), a 2x2 MaxPool over its uint8 output, Dequantize.
+GraphBuilder qconvThenMaxPool() {
   GraphBuilder b;
   ir::ValueId x = b.input("x", {1, 8, 12, 12});
-  // Source zero point 128 (asymmetric input), destination zero point 3.
   ir::ValueId xs = scalarF(b, "xs", 0.01f), xz = scalarU8(b, "xz", 128);
   ir::ValueId ys = scalarF(b, "ys", 0.02f), yz = scalarU8(b, "yz", 3);
   ir::ValueId xq = b.node("QuantizeLinear", {x, xs, xz}, {}, 13);
@@ -136,8 +137,12 @@ TEST(DnnlInt8, QLinearConvMaxPoolAndQuantizeMatchHostWithinAStep) {
   ir::AttributeMap pool;
   pool.setInts("kernel_shape", {2, 2});
   pool.setInts("strides", {2, 2});
-  ir::ValueId pq = b.node("MaxPool", {yq}, pool, 13);
-  b.g.outputs.push_back(b.node("DequantizeLinear", {pq, ys, yz}, {}, 13));
+  b.g.outputs.push_back(b.node("DequantizeLinear", {b.node("MaxPool", {yq}, pool, 13), ys, yz}, {}, 13));
+  return b;
+}
+
+TEST(DnnlInt8, QLinearConvMaxPoolAndQuantizeMatchHostWithinAStep) {
+  GraphBuilder b = qconvThenMaxPool();
 
   Compiled host = testing::compile(b.g, {"host"});
   Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
@@ -166,19 +171,7 @@ TEST(DnnlInt8, QLinearConvMaxPoolAndQuantizeMatchHostWithinAStep) {
 // A profiled run of an int8 region: each primitive's and own kernel's event gives its
 // arguments' real element types (uint8 values printed as such, not as float32).
 TEST(DnnlInt8, ProfileEventsGiveInt8ElementTypes) {
-  GraphBuilder b;
-  ir::ValueId x = b.input("x", {1, 8, 12, 12});
-  ir::ValueId xs = scalarF(b, "xs", 0.01f), xz = scalarU8(b, "xz", 128);
-  ir::ValueId ys = scalarF(b, "ys", 0.02f), yz = scalarU8(b, "yz", 3);
-  ir::ValueId xq = b.node("QuantizeLinear", {x, xs, xz}, {}, 13);
-  QConvOperands w = qconvOperands(b, "c", 16, 8, 3, 5);
-  ir::AttributeMap conv;
-  conv.setInts("pads", {1, 1, 1, 1});
-  ir::ValueId yq = b.node("QLinearConv", {xq, xs, xz, w.w, w.w_scale, w.w_zero, ys, yz, w.bias}, conv, 13);
-  ir::AttributeMap pool;
-  pool.setInts("kernel_shape", {2, 2});
-  pool.setInts("strides", {2, 2});
-  b.g.outputs.push_back(b.node("DequantizeLinear", {b.node("MaxPool", {yq}, pool, 13), ys, yz}, {}, 13));
+  GraphBuilder b = qconvThenMaxPool();
   Compiled c = testing::compile(b.g, {"dnnl", "host"});
   std::vector<ir::OwnedTensor> in = testing::randomInputs(*c.graph, 3);
   ir::OwnedTensor out(ir::DType::kFloat32, {1, 16, 6, 6});
@@ -733,19 +726,7 @@ TEST(DnnlKernels, MalformedSqueezeExcitationStepsAreRefused) {
 // An int8 max pool step whose window does not fit its tensors, or whose destination
 // has another element type, is refused when the blob is read.
 TEST(DnnlKernels, MalformedInt8MaxPoolStepIsRefused) {
-  GraphBuilder b;
-  ir::ValueId x = b.input("x", {1, 8, 12, 12});
-  ir::ValueId xs = scalarF(b, "xs", 0.01f), xz = scalarU8(b, "xz", 128);
-  ir::ValueId ys = scalarF(b, "ys", 0.02f), yz = scalarU8(b, "yz", 3);
-  ir::ValueId xq = b.node("QuantizeLinear", {x, xs, xz}, {}, 13);
-  QConvOperands w = qconvOperands(b, "c", 16, 8, 3, 5);
-  ir::AttributeMap conv;
-  conv.setInts("pads", {1, 1, 1, 1});
-  ir::ValueId yq = b.node("QLinearConv", {xq, xs, xz, w.w, w.w_scale, w.w_zero, ys, yz, w.bias}, conv, 13);
-  ir::AttributeMap pool;
-  pool.setInts("kernel_shape", {2, 2});
-  pool.setInts("strides", {2, 2});
-  b.g.outputs.push_back(b.node("DequantizeLinear", {b.node("MaxPool", {yq}, pool, 13), ys, yz}, {}, 13));
+  GraphBuilder b = qconvThenMaxPool();
   Compiled c = testing::compile(b.g, {"dnnl", "host"});
   auto loadEdited = [&](const std::function<void(Step&)>& edit) {
     return loadWithEditedSteps(c, [&](Step& st) { return st.kind == StepKind::kInt8MaxPool && (edit(st), true); });
