@@ -140,6 +140,26 @@ def onnx_seeds():
          n("TopK", ["f", "k"], ["y", "i"])],
         [vi("x", [1, 2, 2, 2])], [vi("y", [1, 3]), vi("i", [1, 3], TensorProto.INT64)],
         [weights("w", [2, 1, 2, 2], 14), ints("k", [3])])
+    # The dnnl module's own kernels: a squeeze-excitation block (swish, channel mean,
+    # per-channel scale) and an int8 max pool over a quantized convolution's output.
+    s["squeeze_excite"] = model(
+        [n("Conv", ["x", "w"], ["c"]), n("Sigmoid", ["c"], ["g"]), n("Mul", ["c", "g"], ["silu"]),
+         n("GlobalAveragePool", ["silu"], ["p"]), n("Conv", ["p", "w1"], ["q"]), n("Relu", ["q"], ["r"]),
+         n("Conv", ["r", "w2"], ["e"]), n("Sigmoid", ["e"], ["s"]), n("Mul", ["silu", "s"], ["y"])],
+        [vi("x", [1, 16, 4, 4])], [vi("y", [1, 16, 4, 4])],
+        [weights("w", [16, 16, 1, 1], 15), weights("w1", [4, 16, 1, 1], 16), weights("w2", [16, 4, 1, 1], 17)])
+    u8 = lambda name, v: numpy_helper.from_array(np.array(v, np.uint8), name)
+    f32 = lambda name, v: numpy_helper.from_array(np.array(v, np.float32), name)
+    rng = np.random.default_rng(18)
+    s["qconv_maxpool"] = model(
+        [n("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+         n("QLinearConv", ["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["yq"], pads=[1, 1, 1, 1]),
+         n("MaxPool", ["yq"], ["pq"], kernel_shape=[2, 2], strides=[2, 2]),
+         n("DequantizeLinear", ["pq", "ys", "yz"], ["y"])],
+        [vi("x", [1, 4, 4, 4])], [vi("y", [1, 16, 2, 2])],
+        [f32("xs", 0.02), u8("xz", 128), f32("ys", 0.05), u8("yz", 3),
+         numpy_helper.from_array(rng.integers(-20, 20, (16, 4, 3, 3)).astype(np.int8), "w"), f32("ws", 0.01),
+         numpy_helper.from_array(np.array(0, np.int8), "wz")])
     return s
 
 
