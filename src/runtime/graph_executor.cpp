@@ -77,6 +77,7 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
         throw Error(ErrorCode::kInvalidArtifact, "call node '" + node.name + "' refers to module " + std::to_string(m) +
                                                      " but the model has " + std::to_string(modules_.size()));
       steps_[n].module = modules_[size_t(m)].get();
+      steps_[n].call_details = std::make_shared<Step::CallDetails>();
       steps_[n].function = uint32_t(node.attrs.getInt("function", 0));
     } else if (node.hasSubgraphs()) {
       // If, Loop, Scan: their subgraphs become executors of their own (validated as
@@ -188,8 +189,14 @@ std::string shapesOf(const std::vector<ir::ValueId>& ids, const std::vector<ir::
 }
 
 std::string joined(const std::vector<std::string>& v) {
+  size_t size = v.size();
+  for (const std::string& x : v) size += x.size();
   std::string s;
-  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
+  s.reserve(size);
+  for (const std::string& x : v) {
+    if (!s.empty()) s += ',';
+    s += x;
+  }
   return s;
 }
 }  // namespace
@@ -382,8 +389,14 @@ void GraphExecutor::runStepProfiled(RunState& state, size_t n, const kernels::Co
     event.arg("backend", std::string(step.module->kind()));
     event.arg("module", std::to_string(node.attrs.getInt("module", -1)));
     event.arg("function", std::to_string(step.function));
-    if (node.attrs.find("ops")) event.arg("ops", joined(node.attrs.getStrings("ops")));
-    if (node.attrs.find("nodes")) event.arg("nodes", joined(node.attrs.getStrings("nodes")));
+    // The region's ops and nodes, joined once (EfficientNet-B0's one region names 240
+    // nodes: joined at every run, they took about 0.2 ms of a profiled run).
+    std::call_once(step.call_details->made, [&] {
+      if (node.attrs.find("ops")) step.call_details->ops = joined(node.attrs.getStrings("ops"));
+      if (node.attrs.find("nodes")) step.call_details->nodes = joined(node.attrs.getStrings("nodes"));
+    });
+    if (node.attrs.find("ops")) event.arg("ops", step.call_details->ops);
+    if (node.attrs.find("nodes")) event.arg("nodes", step.call_details->nodes);
   } else {
     event.arg("op", node.domain.empty() ? node.op_type : node.domain + "." + node.op_type);
     event.arg("backend", "host");

@@ -23,6 +23,8 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "kernels/op_registry.h"
@@ -135,6 +137,12 @@ class GraphExecutor final : public Executor {
     const ControlFlow* flow = nullptr;      // or an If, Loop or Scan, whose subgraphs it runs
     bool dynamic = false;  // shapes known only at run time
     bool values = false;   // a host op reading or making sequences or optionals: op->run_values
+    // A call's profile details, made by the first profiled run that reports it (calls only).
+    struct CallDetails {
+      std::once_flag made;
+      std::string ops, nodes;
+    };
+    std::shared_ptr<CallDetails> call_details;
   };
 
   std::shared_ptr<const ir::Graph> graph_;
