@@ -832,6 +832,37 @@ TEST(DnnlViews, ReshapeSqueezeUnsqueezeIdentity) {
   expectMatchesHost(b);
 }
 
+// A classifier's Flatten of a convolution's channels-last output, read by a Gemm
+// (transposed weights, alpha) or a MatMul: no reorder to row-major for the Flatten;
+// the weights' rows are permuted at compile time to the (h, w, c) order of the bytes.
+TEST(DnnlMove, FlattenOfChannelsLastFoldsIntoTheWeights) {
+  for (bool gemm : {true, false}) {
+    SCOPED_TRACE(gemm ? "Gemm" : "MatMul");
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", {2, 3, 6, 5});
+    ir::ValueId c = b.node("Relu", {b.node("Conv", {x, b.constant("w", {16, 3, 3, 3}, randomFloats(16 * 27, 1))},
+                                           Attrs().ints("pads", {1, 1, 1, 1}))});
+    ir::ValueId f = b.node("Flatten", {c}, Attrs().i("axis", 1), 13, "flat");
+    const int64_t K = 16 * 6 * 5;
+    if (gemm)
+      b.output(b.node("Gemm",
+                      {f, b.constant("fc", {10, K}, randomFloats(size_t(10 * K), 2)),
+                       b.constant("fb", {10}, randomFloats(10, 3))},
+                      Attrs().i("transB", 1).f("alpha", 0.5f)));
+    else
+      b.output(b.node("MatMul", {f, b.constant("fc", {K, 10}, randomFloats(size_t(10 * K), 2))}));
+    Compiled d = expectMatchesHost(b);
+    // The input's reorder to channels-last only (no "to row-major" for the Flatten).
+    size_t reorders = 0, convs = 0;
+    for (const auto& s : moduleOf(d).steps(0)) {
+      reorders += s.kind == StepKind::kReorder;
+      convs += s.kind == StepKind::kConvolution && s.implementation.find("avx512") != std::string::npos;
+    }
+    EXPECT_EQ(convs, 1u);
+    EXPECT_EQ(reorders, 1u);
+  }
+}
+
 TEST(DnnlMove, TransposeAndSliceAreReorders) {
   GraphBuilder b;
   ir::ValueId x = b.node("Relu", {b.input("x", {2, 3, 4, 5})});

@@ -39,6 +39,9 @@ class ConstantArgs {
   // arguments may then point anywhere (they are never read), and derive and embed find
   // what the compiler made from the same constants.
   virtual bool computes() const { return true; }
+  // Whether a shape-polymorphic function is being lowered (its replays must find the
+  // same constants at every shape).
+  virtual bool polymorphic() const { return false; }
   // The weights of a Conv, ConvTranspose or MatMul read from constant `source`
   // (`folded`: computed from it, e.g. a BatchNormalization folded in): in a replay
   // the layout the compiler stored them in, which the step must then read (oneDNN

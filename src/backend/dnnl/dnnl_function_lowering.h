@@ -18,6 +18,7 @@
 //   dnnl_lower_recurrent.cpp    LSTM, GRU, RNN (weights in oneDNN's gate order)
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -167,6 +168,9 @@ class FunctionLowering {
   // One member per op family (dnnl_lower_*.cpp).
   void lowerConv(size_t pos);
   // Own kernels for a squeeze-excitation block (dnnl_kernels.h); false: not that case.
+  // A Flatten of a channels-last tensor read only by a MatMul / Gemm over constant
+  // weights: no reorder, the weights' rows permuted at compile time (lowerMatMul).
+  bool flattenIntoWeights(size_t pos);
   bool emitScaleChannels(size_t pos, dnnl::algorithm alg, ir::ValueId a, ir::ValueId b);
   bool emitChannelMean(size_t pos, const PoolSpec& spec);
   bool emitInt8MaxPoolStep(size_t pos, const PoolSpec& spec);
@@ -244,6 +248,10 @@ class FunctionLowering {
     std::string label;
   };
   std::unordered_map<ValueId, DynamicInt8> dynamic_;
+  // Flatten outputs placed over a channels-last tensor's bytes as they are: their rows
+  // hold (h, w, c) where the value's are (c, h, w); the [C, H, W] of each. Only the
+  // MatMul / Gemm reading them, whose weights' rows are permuted to match, sees them.
+  std::unordered_map<ValueId, std::array<int64_t, 3>> channels_last_rows_;
   bool lowering_early_ = false;  // inside lowerOperandEarly
 };
 

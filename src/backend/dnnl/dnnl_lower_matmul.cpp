@@ -52,6 +52,10 @@ void FunctionLowering::lowerMatMul(size_t pos) {
     // Stored as [cols, rows]: swap the last two strides.
     return withStrides(dims, {1, dims[0]});
   };
+  // A Flatten of a channels-last tensor (flattenIntoWeights): rows in (h, w, c) order.
+  const auto permuted = channels_last_rows_.find(a);
+  if (permuted != channels_last_rows_.end() && (collapsed || spec.trans_a || !isConstant(b)))
+    internal("MatMul '" + node.name + "' reads a channels-last Flatten it cannot take");
   const memory::desc a_md = operandDesc(spec.a_dims, spec.trans_a);
   const memory::desc b_md = operandDesc(spec.b_dims, spec.trans_b);
 
@@ -151,7 +155,8 @@ void FunctionLowering::lowerMatMul(size_t pos) {
   size_t k = fitChain(step, chain, fixed + (row_bias ? 1 : 0), pd);  // the bias item stays
   chain.resize(k);
   recordChosenLayouts(step, pd);
-  if (const_b) mb_.chosenWeights(constOf(b), scaled_b, step.find(DNNL_ARG_WEIGHTS)->md);
+  const bool reordered_rows = permuted != channels_last_rows_.end();
+  if (const_b) mb_.chosenWeights(constOf(b), scaled_b || reordered_rows, step.find(DNNL_ARG_WEIGHTS)->md);
 
   // The source row-major in its own dims (the step reads the same bytes as a_md).
   if (int8)
@@ -162,7 +167,29 @@ void FunctionLowering::lowerMatMul(size_t pos) {
   Arg* w = step.find(DNNL_ARG_WEIGHTS);
   if (const_b) {
     const ir::ConstId b_id = constOf(b);
-    if (scaled_b) {
+    if (reordered_rows) {
+      // Row k' = (h * W + w) * C + c of the weights is the original row (c * H + h) * W + w
+      // (a column of the stored [N, K] matrix when transposed), times alpha.
+      std::vector<float> rows;
+      if (mb_.computes()) {
+        const auto [C, H, W] = permuted->second;
+        const int64_t K = C * H * W, N = spec.b_dims[1];
+        const float* from = constData(b);
+        rows.resize(size_t(K * N));
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t x = 0; x < W; ++x) {
+              const int64_t k = (c * H + h) * W + x, k2 = (h * W + x) * C + c;
+              for (int64_t n = 0; n < N; ++n) {
+                if (spec.trans_b)
+                  rows[size_t(n * K + k2)] = from[n * K + k] * spec.alpha;
+                else
+                  rows[size_t(k2 * N + n)] = from[k * N + n] * spec.alpha;
+              }
+            }
+      }
+      w->index = mb_.derive(b_id, b_md, rows.data(), w->md, false);
+    } else if (scaled_b) {
       std::vector<float> scaled;
       if (mb_.computes()) {
         scaled.assign(constData(b), constData(b) + ir::shapeNumel(shapeOf(b)));

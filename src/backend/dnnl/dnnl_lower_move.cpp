@@ -79,10 +79,37 @@ void FunctionLowering::lowerView(size_t pos) {
     for (const Loc& l : same) place(out, l);
     return;
   }
-  if (lowerShuffle(pos)) return;
+  if (lowerShuffle(pos) || flattenIntoWeights(pos)) return;
   const Loc src = plain(x);
   consume(pos);
   place(out, Loc{src.buffer, withDataType(plainDesc(shapeOf(out)), elementType(out))});
+}
+
+// A classifier's Flatten after its last convolution: the channels-last bytes, read in
+// their own order as the matrix product's rows, against weights whose rows the
+// compiler put in that order (the demo CNN's fc1: a 52 us reorder a batch at one
+// thread gone; docs/backends.md). Static regions only: a replay has no weights to
+// permute.
+bool FunctionLowering::flattenIntoWeights(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  if (node.op_type != "Flatten" || mb_.polymorphic()) return false;
+  const ValueId x = node.inputs[0], out = node.outputs[0];
+  const std::vector<int64_t> xs = shapeOf(x), ys = shapeOf(out);
+  if (xs.size() != 4 || ys.size() != 2 || ys[0] != xs[0] || elementType(x) != memory::data_type::f32) return false;
+  const Loc src = primary(x);
+  if (!isChannelsLastDense(src.md)) return false;
+  const std::optional<size_t> reader = soleConsumer(out);
+  if (!reader) return false;
+  const ir::Node& mm = nodeAt(*reader);
+  if ((mm.op_type != "MatMul" && mm.op_type != "Gemm") || !mm.domain.empty() || mm.inputs[0] != out ||
+      mm.inputs[1] == out || !isConstant(mm.inputs[1]) || elementType(mm.inputs[1]) != memory::data_type::f32)
+    return false;
+  const std::optional<MatMulSpec> spec = decodeMatMul(g_, mm, nullptr);
+  if (!spec || spec->trans_a || spec->a_dims != ys) return false;
+  consume(pos);
+  place(out, Loc{src.buffer, plainDesc(ys)});
+  channels_last_rows_[out] = {xs[1], xs[2], xs[3]};
+  return true;
 }
 
 Loc FunctionLowering::unblocked(ValueId v) {

@@ -43,6 +43,7 @@ class ModuleBuilder final : public ConstantArgs {
   ir::ConstId derive(ir::ConstId source, const memory::desc& from, const void* data, const memory::desc& to,
                      bool same_values_as_source) override;
   void chosenWeights(ir::ConstId source, bool folded, const memory::desc& md) override;
+  bool polymorphic() const override { return poly_ != nullptr; }
   // Weights layouts to use instead of oneDNN's choice, by the module's ConstId of their
   // source and `folded` (a polymorphic function's, chosen to hold at other shapes).
   void pinWeights(std::map<std::pair<ir::ConstId, bool>, memory::desc> pins) { pins_ = std::move(pins); }

@@ -38,6 +38,7 @@ class ReplayArgs final : public ConstantArgs {
   ir::ConstId derive(ir::ConstId source, const dnnl::memory::desc& from, const void* data,
                      const dnnl::memory::desc& to, bool same_values_as_source) override;
   bool computes() const override { return false; }
+  bool polymorphic() const override { return true; }
   std::optional<dnnl::memory::desc> storedWeights(ir::ConstId source, bool folded) override;
 
  private:
