@@ -171,6 +171,7 @@ class FunctionLowering {
   // A Flatten of a channels-last tensor read only by a MatMul / Gemm over constant
   // weights: no reorder, the weights' rows permuted at compile time (lowerMatMul).
   bool flattenIntoWeights(size_t pos);
+  bool int8ProductAfter(size_t pos, const std::vector<int64_t>& rows) const;
   bool emitScaleChannels(size_t pos, dnnl::algorithm alg, ir::ValueId a, ir::ValueId b);
   bool emitChannelMean(size_t pos, const PoolSpec& spec);
   bool emitInt8MaxPoolStep(size_t pos, const PoolSpec& spec);

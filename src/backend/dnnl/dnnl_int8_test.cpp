@@ -241,6 +241,37 @@ TEST(DnnlKernels, Int8MaxPoolFollowsItsDefinition) {
   omp_set_num_threads(2);
 }
 
+// The demo CNN's int8 classifier: a float convolution's channels-last output,
+// Flatten, QuantizeLinear, Reshape to [M, K, 1, 1] and the QLinearConv that is a
+// matrix product (fuseQuantizedOps' form of a quantized Gemm). The quantization reads
+// the channels-last bytes in their own order (no reorder to row-major) and the int8
+// weights' rows are permuted to match; the same values as the host's.
+TEST(DnnlInt8, FlattenOfChannelsLastFoldsIntoInt8Weights) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {4, 8, 5, 6});
+  ir::AttributeMap conv;
+  conv.setInts("pads", {1, 1, 1, 1});
+  ir::ValueId y = b.node("Conv", {x, b.constant("w", {16, 8, 3, 3}, testing::randomFloats(16 * 8 * 9, 4))}, conv, 13);
+  ir::ValueId flat = b.node("Flatten", {b.node("Relu", {y}, {}, 13)}, {}, 13, "flat");
+  const int64_t K = 16 * 5 * 6;
+  ir::ValueId xs = scalarF(b, "xs", 0.05f), xz = scalarU8(b, "xz", 0);
+  ir::ValueId ys = scalarF(b, "ys", 0.2f), yz = scalarU8(b, "yz", 5);
+  ir::ValueId q = b.node("QuantizeLinear", {flat, xs, xz}, {}, 13);
+  ir::ValueId as_1x1 = b.node("Reshape", {q, typedConstant<int64_t>(b, "to", ir::DType::kInt64, {4}, {4, K, 1, 1})}, {}, 13);
+  QConvOperands w = qconvOperands(b, "fc", 10, K, 1, 6);
+  ir::ValueId fc = b.node("QLinearConv", {as_1x1, xs, xz, w.w, w.w_scale, w.w_zero, ys, yz, w.bias}, {}, 13, "fc");
+  b.g.outputs.push_back(b.node("DequantizeLinear", {fc, ys, yz}, {}, 13));
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  EXPECT_EQ(int8MatMuls(dnnl), 1u);
+  for (const DnnlModule::StepInfo& st : allSteps(dnnl))
+    EXPECT_EQ(st.label.rfind("to row-major", 0), std::string::npos) << st.label;
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 9);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(offByMoreThanAStep(got[0], want[0], 0.2), 0.0);
+}
+
 // A float convolution's channels-last output, flattened and quantized for an int8
 // layer (the demo CNN before fc1): the reorder to row-major for the Flatten and the
 // QuantizeLinear's reorder are one step, from channels-last float32 straight to

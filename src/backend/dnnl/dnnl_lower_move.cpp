@@ -83,6 +83,10 @@ void FunctionLowering::lowerView(size_t pos) {
   const Loc src = plain(x);
   consume(pos);
   place(out, Loc{src.buffer, withDataType(plainDesc(shapeOf(out)), elementType(out))});
+  // The Reshape to [M, K, 1, 1] between a channels-last Flatten's quantization and its
+  // int8 product (int8ProductAfter): the rows keep their (h, w, c) order.
+  if (auto rows = channels_last_rows_.find(x); rows != channels_last_rows_.end())
+    channels_last_rows_[out] = rows->second;
 }
 
 // A classifier's Flatten after its last convolution: the channels-last bytes, read in
@@ -101,15 +105,41 @@ bool FunctionLowering::flattenIntoWeights(size_t pos) {
   const std::optional<size_t> reader = soleConsumer(out);
   if (!reader) return false;
   const ir::Node& mm = nodeAt(*reader);
-  if ((mm.op_type != "MatMul" && mm.op_type != "Gemm") || !mm.domain.empty() || mm.inputs[0] != out ||
-      mm.inputs[1] == out || !isConstant(mm.inputs[1]) || elementType(mm.inputs[1]) != memory::data_type::f32)
+  if (!mm.domain.empty() || mm.inputs[0] != out) return false;
+  if (mm.op_type == "MatMul" || mm.op_type == "Gemm") {
+    if (mm.inputs[1] == out || !isConstant(mm.inputs[1]) || elementType(mm.inputs[1]) != memory::data_type::f32)
+      return false;
+    const std::optional<MatMulSpec> spec = decodeMatMul(g_, mm, nullptr);
+    if (!spec || spec->trans_a || spec->a_dims != ys) return false;
+  } else if (!int8ProductAfter(*reader, ys)) {
     return false;
-  const std::optional<MatMulSpec> spec = decodeMatMul(g_, mm, nullptr);
-  if (!spec || spec->trans_a || spec->a_dims != ys) return false;
+  }
   consume(pos);
   place(out, Loc{src.buffer, plainDesc(ys)});
   channels_last_rows_[out] = {xs[1], xs[2], xs[3]};
   return true;
+}
+
+// A static int8 model's classifier: QuantizeLinear (per tensor: it keeps the order of
+// the elements) at `pos`, a Reshape to [M, K, 1, 1], and the QLinearConv that is a
+// matrix product (what fuseQuantizedOps makes of a quantized Gemm) on oneDNN's int8
+// matmul (emitQMatMul permutes its int8 weights' rows).
+bool FunctionLowering::int8ProductAfter(size_t pos, const std::vector<int64_t>& rows) const {
+  const ir::Node& q = nodeAt(pos);
+  if (q.op_type != "QuantizeLinear") return false;
+  const std::optional<QuantizeSpec> qs = decodeQuantize(g_, q, nullptr);
+  if (!qs || !qs->quantize) return false;
+  const std::optional<size_t> reshape = soleConsumer(q.outputs[0]);
+  if (!reshape || nodeAt(*reshape).op_type != "Reshape" || nodeAt(*reshape).inputs[0] != q.outputs[0] ||
+      shapeOf(nodeAt(*reshape).outputs[0]) != std::vector<int64_t>{rows[0], rows[1], 1, 1})
+    return false;
+  const std::optional<size_t> conv = soleConsumer(nodeAt(*reshape).outputs[0]);
+  if (!conv || nodeAt(*conv).op_type != "QLinearConv" || nodeAt(*conv).inputs[0] != nodeAt(*reshape).outputs[0])
+    return false;
+  const std::optional<QConvSpec> qc = decodeQLinearConv(g_, nodeAt(*conv), nullptr);
+  if (!qc) return false;
+  const std::optional<QMatMulSpec> product = asMatrixProduct(*qc);
+  return product && product->rows == rows[0] && product->k == rows[1] && qmatmulImplemented(*product, nullptr);
 }
 
 Loc FunctionLowering::unblocked(ValueId v) {

@@ -180,6 +180,8 @@ void FunctionLowering::lowerQConv(size_t pos) {
   const ir::Node& node = nodeAt(pos);
   const QConvSpec q = decoded(decodeQLinearConv(g_, node, nullptr), pos);
   if (std::optional<QMatMulSpec> product = asMatrixProduct(q); product && emitQMatMul(pos, *product)) return;
+  if (channels_last_rows_.count(node.inputs[0]))
+    internal("QLinearConv '" + node.name + "' reads a channels-last Flatten but is no int8 matrix product");
   const ConvSpec& spec = q.conv;
   const ValueId x = node.inputs[0], out = node.outputs[0];
   const ir::ConstId w_id = constOf(q.weights);
@@ -324,7 +326,31 @@ bool FunctionLowering::emitQMatMul(size_t pos, const QMatMulSpec& q) {
   const ir::ConstId w_id = constOf(q.weights);
   const memory::desc w_from =
       withDataType(q.weights_nk ? withStrides({q.k, q.n}, {1, q.k}) : plainDesc({q.k, q.n}), dt::s8);
-  w->index = mb_.derive(w_id, w_from, g_.constants.get(w_id).bytes.data, w->md, true);
+  const auto* from = reinterpret_cast<const int8_t*>(g_.constants.get(w_id).bytes.data);
+  if (auto rows = channels_last_rows_.find(node.inputs[0]); rows != channels_last_rows_.end()) {
+    // A channels-last Flatten's rows (flattenIntoWeights): row k' = (h * W + w) * C + c
+    // of the weights is the original (c * H + h) * W + w.
+    std::vector<int8_t> permuted;
+    if (mb_.computes()) {
+      const auto [C, H, W] = rows->second;
+      if (C * H * W != q.k) internal("QLinearConv '" + node.name + "' reads rows it does not fit");
+      permuted.resize(size_t(q.k * q.n));
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t x = 0; x < W; ++x) {
+            const int64_t k = (c * H + h) * W + x, k2 = (h * W + x) * C + c;
+            for (int64_t n = 0; n < q.n; ++n) {
+              if (q.weights_nk)
+                permuted[size_t(n * q.k + k2)] = from[n * q.k + k];
+              else
+                permuted[size_t(k2 * q.n + n)] = from[k * q.n + n];
+            }
+          }
+    }
+    w->index = mb_.derive(w_id, w_from, permuted.data(), w->md, false);
+  } else {
+    w->index = mb_.derive(w_id, w_from, from, w->md, true);
+  }
   if (q.bias != ir::kNoValue)
     *step.find(DNNL_ARG_BIAS) = mb_.borrow(DNNL_ARG_BIAS, constOf(q.bias), step.find(DNNL_ARG_BIAS)->md);
   std::vector<ChainItem> chain;
@@ -406,6 +432,9 @@ void FunctionLowering::emitQuantize(size_t pos) {
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
   consume(pos);
   place(out, emitIntoNewBuffer(std::move(step), dst_md, dst_md));
+  // Per tensor: the rows of a channels-last Flatten keep their (h, w, c) order.
+  if (auto rows = channels_last_rows_.find(x); rows != channels_last_rows_.end())
+    channels_last_rows_[out] = rows->second;
 }
 
 // DynamicQuantizeLinear with its DequantizeLinear(y, 1, zero point), as ONNX computes
