@@ -385,7 +385,9 @@ inline void maxWindow(const uint8_t* image, int64_t width, int64_t c, int64_t h0
 }
 
 // Every output position of rows [b, e) (of n * out_h), V-byte vectors when c is a
-// whole number of them; windows inside the image take the unrolled KH x KW form.
+// whole number of them. In an output row whose windows lie inside the image's rows,
+// the columns whose windows lie inside too run as one tight loop of the unrolled
+// KH x KW form; the others (clipped by pads) take the general one.
 template <int KH, int KW, typename V, typename Load, typename Max, typename Store>
 void poolRows(const uint8_t* x, uint8_t* y, const Int8Pool& p, int64_t b, int64_t e, Load load, Max max,
               Store store) {
@@ -394,20 +396,31 @@ void poolRows(const uint8_t* x, uint8_t* y, const Int8Pool& p, int64_t b, int64_
   const int64_t c = p.c, in_h = p.in_h, in_w = p.in_w, out_h = p.out_h, out_w = p.out_w;
   const int64_t kernel_h = p.kernel_h, kernel_w = p.kernel_w, stride_h = p.stride_h, stride_w = p.stride_w;
   const int64_t pad_h = p.pad_h, pad_w = p.pad_w;
+  // Output columns [first, last) whose windows lie inside the image's columns.
+  const int64_t first = std::min(out_w, (pad_w + stride_w - 1) / stride_w);
+  const int64_t last = std::max(first, std::min(out_w, in_w + pad_w - kernel_w >= 0
+                                                           ? (in_w + pad_w - kernel_w) / stride_w + 1
+                                                           : int64_t(0)));
   for (int64_t r = b; r < e; ++r) {
     const int64_t i = r / out_h, oh = r % out_h;
     const int64_t top = oh * stride_h - pad_h;
     const int64_t h0 = std::max<int64_t>(top, 0), h1 = std::min(top + kernel_h, in_h);
     const uint8_t* image = x + i * in_h * in_w * c;
-    for (int64_t ow = 0; ow < out_w; ++ow) {
+    uint8_t* out_row = y + r * out_w * c;
+    auto general = [&](int64_t ow) {
       const int64_t left = ow * stride_w - pad_w;
       const int64_t w0 = std::max<int64_t>(left, 0), w1 = std::min(left + kernel_w, in_w);
-      uint8_t* out = y + (r * out_w + ow) * c;
-      if (KH > 0 && h0 == top && w0 == left && h1 - h0 == KH && w1 - w0 == KW)
-        maxWindow<KH, KW, V>(image, in_w, c, h0, h1, w0, w1, out, load, max, store);
-      else
-        maxWindow<0, 0, V>(image, in_w, c, h0, h1, w0, w1, out, load, max, store);
+      maxWindow<0, 0, V>(image, in_w, c, h0, h1, w0, w1, out_row + ow * c, load, max, store);
+    };
+    if (KH == 0 || h0 != top || h1 - h0 != KH) {
+      for (int64_t ow = 0; ow < out_w; ++ow) general(ow);
+      continue;
     }
+    for (int64_t ow = 0; ow < first; ++ow) general(ow);
+    const uint8_t* origin = image + (top * in_w + first * stride_w - pad_w) * c;
+    for (int64_t ow = first; ow < last; ++ow, origin += stride_w * c)
+      maxWindow<KH, KW, V>(origin, in_w, c, 0, KH, 0, KW, out_row + ow * c, load, max, store);
+    for (int64_t ow = last; ow < out_w; ++ow) general(ow);
   }
 }
 
