@@ -65,6 +65,29 @@ ConvWeights convWeights(const ConvSpec& spec);
 Step qconvStep(const QConvSpec& q);
 // A pooling step of `spec` (its source and destination still to add).
 Step poolStep(const PoolSpec& spec, std::string label);
+// The weights of a matrix product over a channels-last Flatten's rows
+// (FunctionLowering::flattenIntoWeights): `from` is [K, n] (or [n, K] when
+// `transposed`) with K = C * H * W rows in (c, h, w) order; the result, laid out the
+// same way, has row (h * W + w) * C + c where `from` has row (c * H + h) * W + w.
+template <typename T>
+std::vector<T> channelsLastRows(const T* from, const std::array<int64_t, 3>& chw, int64_t n, bool transposed) {
+  const auto [C, H, W] = chw;
+  const int64_t K = C * H * W;
+  std::vector<T> to(size_t(K * n));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t x = 0; x < W; ++x) {
+        const int64_t k = (c * H + h) * W + x, k2 = (h * W + x) * C + c;
+        for (int64_t j = 0; j < n; ++j) {
+          if (transposed)
+            to[size_t(j * K + k2)] = from[j * K + k];
+          else
+            to[size_t(k2 * n + j)] = from[k * n + j];
+        }
+      }
+  return to;
+}
+
 // Whether the module's own int8 max pool (StepKind::kInt8MaxPool) takes `spec` over a
 // source in layout `md`: dense channels-last, 2-D, no dilation, start pads inside the
 // window.
@@ -172,6 +195,9 @@ class FunctionLowering {
   // weights: no reorder, the weights' rows permuted at compile time (lowerMatMul).
   bool flattenIntoWeights(size_t pos);
   bool int8ProductAfter(size_t pos, const std::vector<int64_t>& rows) const;
+  // `to` keeps the (h, w, c) row order of `from` when `from` has it (a per-tensor
+  // QuantizeLinear, a Reshape between the Flatten and its product).
+  void keepRowOrder(ValueId from, ValueId to);
   bool emitScaleChannels(size_t pos, dnnl::algorithm alg, ir::ValueId a, ir::ValueId b);
   bool emitChannelMean(size_t pos, const PoolSpec& spec);
   bool emitInt8MaxPoolStep(size_t pos, const PoolSpec& spec);

@@ -102,6 +102,15 @@ size_t countOps(const ir::Graph& g, const std::string& op) {
   return n;
 }
 
+// The one output of `dnnl` and of `host` on the same random inputs (`seed`) within
+// one `step` of each other.
+void expectOneOutputWithinAStep(const Compiled& host, const Compiled& dnnl, uint64_t seed, double step) {
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, seed);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(offByMoreThanAStep(got[0], want[0], step), 0.0);
+}
+
 // Every step of every function of the compiled graph's dnnl module; none on `ref`.
 std::vector<DnnlModule::StepInfo> allSteps(const Compiled& c) {
   std::vector<DnnlModule::StepInfo> steps;
@@ -158,10 +167,7 @@ TEST(DnnlInt8, QLinearConvMaxPoolAndQuantizeMatchHostWithinAStep) {
   }
   EXPECT_EQ(derived, 1u);
   EXPECT_EQ(borrowed, 1u);
-  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 3);
-  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(offByMoreThanAStep(got[0], want[0], 0.02), 0.0);
+  expectOneOutputWithinAStep(host, dnnl, 3, 0.02);
   // The convolution writes channels-last uint8, which the module's own max pool reads.
   size_t own_pools = 0;
   for (const DnnlModule::StepInfo& st : allSteps(dnnl)) own_pools += st.kind == StepKind::kInt8MaxPool;
@@ -266,10 +272,7 @@ TEST(DnnlInt8, FlattenOfChannelsLastFoldsIntoInt8Weights) {
   EXPECT_EQ(int8MatMuls(dnnl), 1u);
   for (const DnnlModule::StepInfo& st : allSteps(dnnl))
     EXPECT_EQ(st.label.rfind("to row-major", 0), std::string::npos) << st.label;
-  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 9);
-  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(offByMoreThanAStep(got[0], want[0], 0.2), 0.0);
+  expectOneOutputWithinAStep(host, dnnl, 9, 0.2);
 }
 
 // A float convolution's channels-last output, flattened and quantized for an int8
@@ -475,10 +478,7 @@ TEST(DnnlInt8, QdqMatMulWithBiasBecomesInt8MatMul) {
   EXPECT_EQ(countOps(fused, "MatMul"), 0u);
   Compiled dnnl = testing::compile(fused, {"dnnl", "host"});
   EXPECT_EQ(int8MatMuls(dnnl), 1u);
-  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 41);
-  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(offByMoreThanAStep(got[0], want[0], 0.05), 0.0);
+  expectOneOutputWithinAStep(host, dnnl, 41, 0.05);
 }
 
 // DynamicQuantizeLinear with DequantizeLinear(y, 1, zero point) (what

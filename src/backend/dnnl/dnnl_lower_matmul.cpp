@@ -168,25 +168,12 @@ void FunctionLowering::lowerMatMul(size_t pos) {
   if (const_b) {
     const ir::ConstId b_id = constOf(b);
     if (reordered_rows) {
-      // Row k' = (h * W + w) * C + c of the weights is the original row (c * H + h) * W + w
-      // (a column of the stored [N, K] matrix when transposed), times alpha.
+      // The rows permuted to the Flatten's (h, w, c) order, times alpha.
       std::vector<float> rows;
       if (mb_.computes()) {
-        const auto [C, H, W] = permuted->second;
-        const int64_t K = C * H * W, N = spec.b_dims[1];
-        const float* from = constData(b);
-        rows.resize(size_t(K * N));
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t h = 0; h < H; ++h)
-            for (int64_t x = 0; x < W; ++x) {
-              const int64_t k = (c * H + h) * W + x, k2 = (h * W + x) * C + c;
-              for (int64_t n = 0; n < N; ++n) {
-                if (spec.trans_b)
-                  rows[size_t(n * K + k2)] = from[n * K + k] * spec.alpha;
-                else
-                  rows[size_t(k2 * N + n)] = from[k * N + n] * spec.alpha;
-              }
-            }
+        rows = channelsLastRows(constData(b), permuted->second, spec.b_dims[1], spec.trans_b);
+        if (scaled_b)
+          for (float& v : rows) v *= spec.alpha;
       }
       w->index = mb_.derive(b_id, b_md, rows.data(), w->md, false);
     } else if (scaled_b) {

@@ -83,10 +83,12 @@ void FunctionLowering::lowerView(size_t pos) {
   const Loc src = plain(x);
   consume(pos);
   place(out, Loc{src.buffer, withDataType(plainDesc(shapeOf(out)), elementType(out))});
-  // The Reshape to [M, K, 1, 1] between a channels-last Flatten's quantization and its
-  // int8 product (int8ProductAfter): the rows keep their (h, w, c) order.
-  if (auto rows = channels_last_rows_.find(x); rows != channels_last_rows_.end())
-    channels_last_rows_[out] = rows->second;
+  keepRowOrder(x, out);  // the Reshape to [M, K, 1, 1] before an int8 product (int8ProductAfter)
+}
+
+void FunctionLowering::keepRowOrder(ValueId from, ValueId to) {
+  if (auto rows = channels_last_rows_.find(from); rows != channels_last_rows_.end())
+    channels_last_rows_[to] = rows->second;
 }
 
 // A classifier's Flatten after its last convolution: the channels-last bytes, read in

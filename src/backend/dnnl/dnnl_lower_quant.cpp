@@ -198,13 +198,12 @@ void FunctionLowering::lowerQConv(size_t pos) {
   bool float_dst = false;
   // An int8 y that oneDNN writes channels-last is pooled by the module's own int8
   // max pool (lowerPool), a quarter of the bytes of the float32 way and no reorder.
-  bool pool = pooled.has_value();
+  bool pool = pooled.has_value(), int8_pool = false;
   if (pooled) try {
       pd = makePrimitiveDesc(step, cpuEngine());
-      if (!isReference(pd) &&
-          int8MaxPoolFits(pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST),
-                          decoded(decodePool(g_, nodeAt(*pooled), nullptr), *pooled)))
-        pool = false;
+      int8_pool = !isReference(pd) && int8MaxPoolFits(pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST),
+                                                      decoded(decodePool(g_, nodeAt(*pooled), nullptr), *pooled));
+      pool = !int8_pool;
     } catch (const dnnl::error&) {
     }
   if (pool || dequantize) {
@@ -232,7 +231,7 @@ void FunctionLowering::lowerQConv(size_t pos) {
     } catch (const dnnl::error&) {
     }
   }
-  if (!float_dst) pd = makePrimitiveDesc(step, cpuEngine());
+  if (!float_dst && !int8_pool) pd = makePrimitiveDesc(step, cpuEngine());
   recordChosenLayouts(step, pd);
 
   Arg* src = step.find(DNNL_ARG_SRC);
@@ -328,25 +327,11 @@ bool FunctionLowering::emitQMatMul(size_t pos, const QMatMulSpec& q) {
       withDataType(q.weights_nk ? withStrides({q.k, q.n}, {1, q.k}) : plainDesc({q.k, q.n}), dt::s8);
   const auto* from = reinterpret_cast<const int8_t*>(g_.constants.get(w_id).bytes.data);
   if (auto rows = channels_last_rows_.find(node.inputs[0]); rows != channels_last_rows_.end()) {
-    // A channels-last Flatten's rows (flattenIntoWeights): row k' = (h * W + w) * C + c
-    // of the weights is the original (c * H + h) * W + w.
+    // A channels-last Flatten's rows (flattenIntoWeights).
+    const auto [C, H, W] = rows->second;
+    if (C * H * W != q.k) internal("QLinearConv '" + node.name + "' reads rows it does not fit");
     std::vector<int8_t> permuted;
-    if (mb_.computes()) {
-      const auto [C, H, W] = rows->second;
-      if (C * H * W != q.k) internal("QLinearConv '" + node.name + "' reads rows it does not fit");
-      permuted.resize(size_t(q.k * q.n));
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t h = 0; h < H; ++h)
-          for (int64_t x = 0; x < W; ++x) {
-            const int64_t k = (c * H + h) * W + x, k2 = (h * W + x) * C + c;
-            for (int64_t n = 0; n < q.n; ++n) {
-              if (q.weights_nk)
-                permuted[size_t(n * q.k + k2)] = from[n * q.k + k];
-              else
-                permuted[size_t(k2 * q.n + n)] = from[k * q.n + n];
-            }
-          }
-    }
+    if (mb_.computes()) permuted = channelsLastRows(from, rows->second, q.n, q.weights_nk);
     w->index = mb_.derive(w_id, w_from, permuted.data(), w->md, false);
   } else {
     w->index = mb_.derive(w_id, w_from, from, w->md, true);
@@ -432,9 +417,7 @@ void FunctionLowering::emitQuantize(size_t pos) {
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
   consume(pos);
   place(out, emitIntoNewBuffer(std::move(step), dst_md, dst_md));
-  // Per tensor: the rows of a channels-last Flatten keep their (h, w, c) order.
-  if (auto rows = channels_last_rows_.find(x); rows != channels_last_rows_.end())
-    channels_last_rows_[out] = rows->second;
+  keepRowOrder(x, out);  // per tensor: element by element
 }
 
 // DynamicQuantizeLinear with its DequantizeLinear(y, 1, zero point), as ONNX computes

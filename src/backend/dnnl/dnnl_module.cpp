@@ -592,24 +592,27 @@ std::vector<StepArgs> serialArgs(const std::vector<StepArgs>& args, const std::v
 
 namespace {
 
-// The handle of argument `key` of a step's bound arguments.
-template <typename T, typename StepArgs>
-T* argData(const StepArgs& a, int key) {
+// The memory bound as argument `key` of a step's arguments.
+template <typename StepArgs>
+dnnl_memory_t argMemory(const StepArgs& a, int key) {
   for (const dnnl_exec_arg_t& e : a.c_args)
-    if (e.arg == key) {
-      void* p = nullptr;
-      dnnl::error::wrap_c_api(dnnl_memory_get_data_handle(e.memory, &p), "could not read a memory's handle");
-      return static_cast<T*>(p);
-    }
+    if (e.arg == key) return e.memory;
   throw Error(ErrorCode::kInternal, "dnnl module: an own kernel's argument " + std::to_string(key) + " is unbound");
 }
 
+// Its data handle.
+template <typename T, typename StepArgs>
+T* argData(const StepArgs& a, int key) {
+  void* p = nullptr;
+  dnnl::error::wrap_c_api(dnnl_memory_get_data_handle(argMemory(a, key), &p), "could not read a memory's handle");
+  return static_cast<T*>(p);
+}
+
+// Its descriptor.
 template <typename StepArgs>
 const dnnl_memory_desc_t* argDesc(const StepArgs& a, int key) {
   const dnnl_memory_desc_t* md = nullptr;
-  for (const dnnl_exec_arg_t& e : a.c_args)
-    if (e.arg == key) dnnl::error::wrap_c_api(dnnl_memory_get_memory_desc(e.memory, &md), "no desc");
-  if (!md) throw Error(ErrorCode::kInternal, "dnnl module: an own kernel's argument " + std::to_string(key) + " is unbound");
+  dnnl::error::wrap_c_api(dnnl_memory_get_memory_desc(argMemory(a, key), &md), "could not read a memory's descriptor");
   return md;
 }
 
