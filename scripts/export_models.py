@@ -14,7 +14,9 @@ Usage: export_models.py --out DIR [--models resnet18,mobilenet_v2,...] [--dynami
 """
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -102,27 +104,36 @@ def export_one(name, out_dir, dynamic=False):
         expected = model(x)
 
     stem = f"{name}.dynamic" if dynamic else name
-    onnx_path = os.path.join(out_dir, f"{stem}.onnx")
-    axes = {}
-    if dynamic:
-        in_axes = DYNAMIC_AXES.get(name, VISION_AXES)
-        out_axes = {0: "batch", 1: "sequence"} if name in DYNAMIC_AXES else {0: "batch"}
-        axes = {"input": in_axes, "output": out_axes}
-    t0 = time.time()
-    torch.onnx.export(model, x, onnx_path, opset_version=13,
-                      input_names=["input"], output_names=["output"],
-                      do_constant_folding=True,
-                      dynamic_axes=axes or None,
-                      training=torch.onnx.TrainingMode.EVAL)
-    dt = time.time() - t0
-    np.save(os.path.join(out_dir, f"{stem}.input.npy"), x.numpy().astype(np.float32))
-    np.save(os.path.join(out_dir, f"{stem}.expected.npy"),
-            expected.numpy().astype(np.float32))
+    # Written into a private folder first and moved into place (.onnx last): a test or
+    # script that finds NAME.onnx never reads a half-written file while another process
+    # exports the same model into the same folder.
+    work = tempfile.mkdtemp(prefix=f".{stem}.", dir=out_dir)
+    try:
+        onnx_path = os.path.join(work, f"{stem}.onnx")
+        axes = {}
+        if dynamic:
+            in_axes = DYNAMIC_AXES.get(name, VISION_AXES)
+            out_axes = {0: "batch", 1: "sequence"} if name in DYNAMIC_AXES else {0: "batch"}
+            axes = {"input": in_axes, "output": out_axes}
+        t0 = time.time()
+        torch.onnx.export(model, x, onnx_path, opset_version=13,
+                          input_names=["input"], output_names=["output"],
+                          do_constant_folding=True,
+                          dynamic_axes=axes or None,
+                          training=torch.onnx.TrainingMode.EVAL)
+        dt = time.time() - t0
+        np.save(os.path.join(work, f"{stem}.input.npy"), x.numpy().astype(np.float32))
+        np.save(os.path.join(work, f"{stem}.expected.npy"),
+                expected.numpy().astype(np.float32))
 
-    m = onnx.load(onnx_path)
-    onnx.checker.check_model(m)
-    ops = sorted({n.op_type for n in m.graph.node})
-    size = os.path.getsize(onnx_path)
+        m = onnx.load(onnx_path)
+        onnx.checker.check_model(m)
+        ops = sorted({n.op_type for n in m.graph.node})
+        size = os.path.getsize(onnx_path)
+        for suffix in (".input.npy", ".expected.npy", ".onnx"):
+            os.replace(os.path.join(work, stem + suffix), os.path.join(out_dir, stem + suffix))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     e = expected.numpy()
     print(f"{name}: {size / 1e6:.2f} MB, {len(m.graph.node)} nodes, "
           f"export {dt:.1f}s, output {tuple(e.shape)} "

@@ -177,7 +177,8 @@ TEST(ArtifactMemory, DemoModel) {
 
 // ResNet-18 (random weights) from scripts/export_models.py, exported on first use into
 // <build>/models-artifact-test (its own folder: other tests export into <build>/models
-// concurrently).
+// concurrently). The two ResNet-18 tests may both export at once; the script moves each
+// finished file into place, so neither reads the other's half-written model.
 std::string resnet18() {
   std::string dir = std::string(PARTITA_BINARY_DIR) + "/models-artifact-test";
   std::string onnx = dir + "/resnet18.onnx";
