@@ -115,9 +115,10 @@ inline std::vector<ir::OwnedTensor> Compiled::run(const std::vector<ir::OwnedTen
 }
 
 // Infers shapes (folding off, so constants stay as the test built them), partitions
-// for `backends` and loads every module (`shape_cache`: RunOptions::shape_cache).
+// for `backends` and loads every module (`shape_cache`: RunOptions::shape_cache;
+// `float_precision`: PartitionOptions::float_precision).
 inline Compiled compile(ir::Graph g, const std::vector<std::string>& backends, size_t min_region_size = 1,
-                        size_t shape_cache = 0) {
+                        size_t shape_cache = 0, const std::string& float_precision = "fp32") {
   Compiled c;
   c.graph = std::make_shared<ir::Graph>(std::move(g));
   passes::FoldOptions fold;
@@ -126,6 +127,7 @@ inline Compiled compile(ir::Graph g, const std::vector<std::string>& backends, s
   backend::PartitionOptions o;
   o.backends = backends;
   o.min_region_size = min_region_size;
+  o.float_precision = float_precision;
   c.parts = backend::partitionGraph(*c.graph, o);
   c.store = std::make_shared<runtime::ConstStore>(runtime::ConstStore::fromPool(c.graph->constants));
   for (const backend::ModuleImage& image : c.parts.modules) {

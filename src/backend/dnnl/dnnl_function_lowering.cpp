@@ -20,6 +20,14 @@ bool touches(const Arg& a, uint64_t b) { return a.source == ArgSource::kBuffer &
 // Whether argument key `key` is one a step writes: DST, an RNN's DST_ITER / DST_ITER_C,
 // the own kernels' extra outputs (kDynamicScaleArg ...).
 bool writes(int key) { return key >= DNNL_ARG_DST && key <= kDynamicZeroS32Arg; }
+// Whether buffer `b` shares bytes with another: a view, or a view's parent.
+bool aliased(const Function& fn, uint64_t b) {
+  if (b >= fn.buffers.size()) return false;
+  if (fn.buffers[b].view) return true;
+  for (const Buffer& v : fn.buffers)
+    if (v.view && v.index == b) return true;
+  return false;
+}
 
 // Two reorders through a row-major temporary that no other step touches are one,
 // from the first's source straight into the second's destination:
@@ -40,7 +48,7 @@ void mergeReorderPairs(Function& fn) {
         src->source != ArgSource::kBuffer)
       continue;
     const uint64_t mid = src->index;
-    if (mid >= fn.buffers.size() || fn.buffers[mid].kind != BufferKind::kTemp) continue;
+    if (mid >= fn.buffers.size() || fn.buffers[mid].kind != BufferKind::kTemp || aliased(fn, mid)) continue;
     // The one step before that writes `mid`, and nothing else that touches it.
     size_t writer = fn.steps.size();
     bool other = false;
@@ -60,7 +68,7 @@ void mergeReorderPairs(Function& fn) {
         !from || !through || from->source != ArgSource::kBuffer)
       continue;
     if (!isPlainDense(through->md) || through->md.data_type() != from->md.data_type() ||
-        through->md.data_type() != src->md.data_type())
+        through->md.data_type() != src->md.data_type() || aliased(fn, from->index))
       continue;
     Step merged = second;
     if (isPlainDense(src->md) && isPlainDense(dst->md) && numElements(src->md) == numElements(through->md)) {
@@ -92,6 +100,8 @@ void mergeReorderPairs(Function& fn) {
     for (Step& step : fn.steps)
       for (Arg& a : step.args)
         if (a.source == ArgSource::kBuffer && a.index > mid) --a.index;
+    for (Buffer& b : fn.buffers)
+      if (b.view && b.index > mid) --b.index;
   }
 }
 
@@ -225,7 +235,8 @@ const Loc& FunctionLowering::primary(ValueId v) {
 }
 
 bool FunctionLowering::bufferDead(uint32_t b) const {
-  if (fn_.buffers[b].kind != BufferKind::kTemp) return false;
+  // A view's bytes are its parent's: never reused for another value.
+  if (fn_.buffers[b].kind != BufferKind::kTemp || fn_.buffers[b].view) return false;
   for (ValueId v : buffer_values_[b])
     if (remaining_.at(v) > 0) return false;
   return true;

@@ -60,6 +60,9 @@ struct ConvWeights {
   memory::desc onnx;
 };
 ConvWeights convWeights(const ConvSpec& spec);
+// A plain 3x3 stride-1 convolution with at least 16 channels in and out (what
+// oneDNN's Winograd kernels take).
+bool winogradShape(const ConvSpec& spec);
 // QLinearConv's int8 convolution step (its layouts still oneDNN's to choose), and
 // whether oneDNN has a fast implementation of it (the claim asks: not `ref`).
 Step qconvStep(const QConvSpec& q);
@@ -221,6 +224,22 @@ class FunctionLowering {
   void lowerReduce(size_t pos);
   void lowerLayerNormPattern(const LayerNormMatch& ln, const std::vector<size_t>& parts);
   void lowerConcat(size_t pos);
+  // Concat written in place (dnnl_lower_move.cpp): a Concat along the channels of one
+  // image whose inputs, in multiples of 16 channels, are each computed by a
+  // convolution of this region and read by nothing else. In 16-channel blocks
+  // (aBcd16b) each input is a contiguous run of the output's bytes: the convolutions
+  // write their parts of it (buffer views) and no step concatenates. Only when each
+  // convolution is 1x1 or takes Winograd's algorithm (winograd_): oneDNN's blocked
+  // direct 3x3 kernels are slower than its channels-last ones by about the copy
+  // saved (SqueezeNet at one thread: 2.01 against 1.81 ms of expand3x3 a run, the
+  // Concats 0.23 ms).
+  bool concatInPlaceShape(size_t pos) const;
+  // The convolution whose output `v` is, through at most two single-input eltwise or
+  // batch-norm nodes each read only by the next.
+  std::optional<size_t> convBehind(ValueId v) const;
+  // The in-place Concat that the convolution at `conv` feeds, through such nodes.
+  std::optional<size_t> concatAhead(size_t conv) const;
+  bool lowerConcatInPlace(size_t pos);
   void lowerView(size_t pos);
   void lowerMove(size_t pos);
   bool lowerShuffle(size_t pos);

@@ -5,8 +5,10 @@
 // strided views).
 #include "backend/dnnl/dnnl_function_lowering.h"
 
+#include <set>
 #include <string>
 
+#include "backend/dnnl/dnnl_claims.h"
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_primitive.h"
 #include "kernels/shape_common.h"
@@ -15,7 +17,117 @@ namespace partita::dnnl_backend {
 
 using ir::ValueId;
 
+namespace {
+
+bool passesThrough(OpClass c) { return c == OpClass::kEltwise || c == OpClass::kBatchNorm; }
+
+memory::desc channelBlocks(const std::vector<int64_t>& dims) {
+  return memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32, memory::format_tag::aBcd16b);
+}
+
+}  // namespace
+
+std::optional<size_t> FunctionLowering::convBehind(ValueId v) const {
+  for (int hop = 0; hop < 3; ++hop) {
+    const ir::NodeId producer = g_.value(v).producer;
+    auto it = pos_of_.find(producer);
+    if (producer == ir::kNoNode || it == pos_of_.end()) return std::nullopt;
+    const ir::Node& n = nodeAt(it->second);
+    const OpClass c = classify(n);
+    if (c == OpClass::kConv) return it->second;
+    if (hop == 2 || !passesThrough(c) || n.inputs.empty() || n.outputs.size() != 1) return std::nullopt;
+    v = n.inputs[0];
+    auto readers = consumers_.find(v);  // lowered or not
+    if (isConstant(v) || graph_uses_[size_t(v)] != 1 || readers == consumers_.end() ||
+        readers->second != std::vector<size_t>{it->second})
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<size_t> FunctionLowering::concatAhead(size_t conv) const {
+  ValueId v = nodeAt(conv).outputs[0];
+  for (int hop = 0; hop < 3; ++hop) {
+    const std::optional<size_t> next = soleConsumer(v);
+    if (!next) return std::nullopt;
+    const ir::Node& n = nodeAt(*next);
+    const OpClass c = classify(n);
+    if (c == OpClass::kConcat) return concatInPlaceShape(*next) ? next : std::nullopt;
+    if (hop == 2 || !passesThrough(c) || n.inputs.empty() || n.inputs[0] != v || n.outputs.size() != 1)
+      return std::nullopt;
+    v = n.outputs[0];
+  }
+  return std::nullopt;
+}
+
+bool FunctionLowering::concatInPlaceShape(size_t pos) const {
+  const ir::Node& node = nodeAt(pos);
+  if (mb_.polymorphic() || node.inputs.size() < 2 || node.outputs.size() != 1) return false;
+  const std::optional<int64_t> axis = decodeConcat(g_, node, nullptr);
+  const std::vector<int64_t> out = shapeOf(node.outputs[0]);
+  if (!axis || *axis != 1 || out.size() != 4 || out[0] != 1 || elementType(node.outputs[0]) != memory::data_type::f32)
+    return false;
+  std::set<ValueId> seen;
+  for (ValueId in : node.inputs) {
+    if (in == ir::kNoValue || isConstant(in) || !seen.insert(in).second || soleConsumer(in) != pos) return false;
+    const std::vector<int64_t> s = shapeOf(in);
+    if (s.size() != 4 || s[1] % 16 != 0 || elementType(in) != memory::data_type::f32) return false;
+    const std::optional<size_t> conv = convBehind(in);
+    if (!conv) return false;
+    const std::optional<ConvSpec> spec = decodeConv(g_, nodeAt(*conv), nullptr);
+    if (!spec || spec->transposed || spec->groups != 1 || spec->weight_shape.size() != 4 ||
+        spec->in_shape.size() != 4 || spec->in_shape[1] % 16 != 0)
+      return false;
+    const bool pointwise = spec->weight_shape[2] == 1 && spec->weight_shape[3] == 1;
+    if (!pointwise && !(winograd_ && !bf16_ && winogradShape(*spec))) return false;
+  }
+  return true;
+}
+
+// The producers wrote each input in channel blocks into a buffer no other step
+// touches; those buffers become views into the output's.
+bool FunctionLowering::lowerConcatInPlace(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  const std::optional<int64_t> axis = decodeConcat(g_, node, nullptr);
+  const std::vector<int64_t> out = shapeOf(node.outputs[0]);
+  if (mb_.polymorphic() || !axis || *axis != 1 || out.size() != 4 || out[0] != 1 ||
+      elementType(node.outputs[0]) != memory::data_type::f32)
+    return false;
+  std::vector<uint32_t> parts;
+  for (ValueId in : node.inputs) {
+    if (in == ir::kNoValue || isConstant(in) || soleConsumer(in) != pos || !locs_.count(in)) return false;
+    const Loc& l = locs_.at(in).front();
+    const Buffer& b = fn_.buffers[l.buffer];
+    if (!sameDesc(l.md, channelBlocks(shapeOf(in))) || b.kind != BufferKind::kTemp || b.view || b.zero_padded ||
+        b.bytes != l.md.get_size())
+      return false;
+    for (uint32_t p : parts)
+      if (p == l.buffer) return false;
+    // Written by one step and touched by no other.
+    int writers = 0, others = 0;
+    for (const Step& s : fn_.steps)
+      for (const Arg& a : s.args)
+        if (a.source == ArgSource::kBuffer && a.index == l.buffer) ++(a.key == DNNL_ARG_DST ? writers : others);
+    if (writers != 1 || others != 0) return false;
+    parts.push_back(l.buffer);
+  }
+  const memory::desc md = channelBlocks(out);
+  consume(pos);
+  const uint32_t whole = newBuffer(md);
+  uint64_t offset = 0;
+  for (uint32_t p : parts) {
+    Buffer& b = fn_.buffers[p];
+    b.view = true;
+    b.index = whole;
+    b.offset = offset;
+    offset += b.bytes;
+  }
+  place(node.outputs[0], Loc{whole, md});
+  return true;
+}
+
 void FunctionLowering::lowerConcat(size_t pos) {
+  if (lowerConcatInPlace(pos)) return;
   const ir::Node& node = nodeAt(pos);
   const int64_t axis = decoded(decodeConcat(g_, node, nullptr), pos);
   const ValueId out = node.outputs[0];

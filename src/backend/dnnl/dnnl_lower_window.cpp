@@ -174,8 +174,6 @@ ConvWeights convWeights(const ConvSpec& spec) {
   return {w_dims, withStrides(w_dims, w_strides)};
 }
 
-// A plain 3x3 stride-1 convolution with at least 16 channels in and out (what
-// oneDNN's Winograd kernels take).
 bool winogradShape(const ConvSpec& spec) {
   if (spec.transposed || spec.groups != 1 || spec.weight_shape.size() != 4) return false;
   for (int64_t s : spec.strides)
@@ -281,9 +279,33 @@ void FunctionLowering::lowerConv(size_t pos) {
     const std::optional<size_t> reader = soleConsumer(chain.empty() ? cur : nodeAt(chain.back().pos).outputs[0]);
     return reader && classify(nodeAt(*reader)) == OpClass::kConcat;
   };
-  if (winograd_ && !bf16 && !first_layer && winogradShape(spec) && !readByConcat()) {
+  // A convolution writing its part of a Concat in place (concatAhead), or one read only
+  // by such convolutions, works in 16-channel blocks (aBcd16b) throughout.
+  const bool into_concat = !spec.transposed && !bf16 && !first_layer && concatAhead(pos).has_value();
+  bool feeds_concat = false;
+  if (!spec.transposed && !bf16 && !first_layer && !into_concat && !mb_.polymorphic()) {
+    const ValueId chain_out = chain.empty() ? cur : nodeAt(chain.back().pos).outputs[0];
+    auto readers = consumers_.find(chain_out);
+    feeds_concat = readers != consumers_.end() && !readers->second.empty() &&
+                   graph_uses_[size_t(chain_out)] == int(readers->second.size());
+    if (feeds_concat)
+      for (size_t q : readers->second)
+        feeds_concat &= classify(nodeAt(q)) == OpClass::kConv && nodeAt(q).inputs[0] == chain_out && concatAhead(q);
+  }
+  auto channelBlocks = [&](Step& s) {
+    for (int key : {DNNL_ARG_SRC, DNNL_ARG_DST}) {
+      Arg* a = s.find(key);
+      const std::vector<int64_t>& dims = key == DNNL_ARG_SRC ? spec.in_shape : spec.out_shape;
+      a->md = memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32, memory::format_tag::aBcd16b);
+      a->chosen = false;
+    }
+  };
+  const bool blocked_fits = (into_concat || feeds_concat) && spec.in_shape.size() == 4 && spec.in_shape[0] == 1 &&
+                            spec.in_shape[1] % 16 == 0 && c_out % 16 == 0;
+  if (winograd_ && !bf16 && !first_layer && winogradShape(spec) && (!readByConcat() || (into_concat && blocked_fits))) {
     Step w = step;
     w.alg = int32_t(dnnl::algorithm::convolution_winograd);
+    if (into_concat) channelBlocks(w);
     try {
       k = fitChain(w, chain, fixed, pd);
       if (!isReference(pd) && k == chain.size()) {
@@ -293,7 +315,20 @@ void FunctionLowering::lowerConv(size_t pos) {
     } catch (const dnnl::error&) {
     }
   }
-  if (!wino && !channelsLastConv(step, spec, first_layer || bf16, chain, fixed, pd, k))
+  bool blocked = false;
+  if (!wino && blocked_fits) {
+    Step b = step;
+    channelBlocks(b);
+    try {
+      k = fitChain(b, chain, fixed, pd);
+      if (!isReference(pd) && k == chain.size()) {
+        step = std::move(b);
+        blocked = true;
+      }
+    } catch (const dnnl::error&) {
+    }
+  }
+  if (!wino && !blocked && !channelsLastConv(step, spec, first_layer || bf16, chain, fixed, pd, k))
     k = fitChain(step, chain, fixed, pd);
   chain.resize(k);
   recordChosenLayouts(step, pd);

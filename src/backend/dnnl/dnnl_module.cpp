@@ -287,7 +287,7 @@ CreatedPrimitive createPrimitive(const Step& step, const std::string& where) {
 bool temporariesAtMost(const Function& fn, uint64_t bound) {
   uint64_t total = 0;
   for (const Buffer& b : fn.buffers)
-    if (b.kind == BufferKind::kTemp && (total += b.bytes) > bound) return false;
+    if (b.kind == BufferKind::kTemp && !b.view && (total += b.bytes) > bound) return false;
   return true;
 }
 
@@ -391,11 +391,18 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
   // keep sharing: they do not stay in the caches anyway (MobileNetV2, 26 MB of
   // buffers, ran 7 % slower without), and at one thread sharing costs nothing.
   const bool private_buffers = threads_ > 1 && temporariesAtMost(fn, kPrivateBuffersBytes);
+  // A view's uses are its parent's (readProgram checked that parents are no views).
+  for (size_t b = 0; b < fn.buffers.size(); ++b) {
+    const Buffer& v = fn.buffers[b];
+    if (!v.view || first[b] < 0) continue;
+    if (first[v.index] < 0 || first[b] < first[v.index]) first[v.index] = first[b];
+    last[v.index] = std::max(last[v.index], last[b]);
+  }
   std::vector<runtime::BufferRequest> requests;
   std::vector<size_t> which;
   const int32_t end = int32_t(fn.steps.size());
   for (size_t b = 0; b < fn.buffers.size(); ++b) {
-    if (fn.buffers[b].kind != BufferKind::kTemp || first[b] < 0) continue;
+    if (fn.buffers[b].kind != BufferKind::kTemp || fn.buffers[b].view || first[b] < 0) continue;
     if (fn.buffers[b].zero_padded || private_buffers)
       requests.push_back({size_t(fn.buffers[b].bytes), 0, end});
     else
@@ -405,6 +412,8 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
   runtime::MemoryPlan plan = runtime::planMemory(requests);
   lf.offsets.assign(fn.buffers.size(), 0);
   for (size_t i = 0; i < which.size(); ++i) lf.offsets[which[i]] = plan.offsets[i];
+  for (size_t b = 0; b < fn.buffers.size(); ++b)
+    if (fn.buffers[b].view) lf.offsets[b] = lf.offsets[fn.buffers[b].index] + fn.buffers[b].offset;
   lf.arena_bytes =
       (plan.arena_bytes + runtime::kArenaAlignment - 1) / runtime::kArenaAlignment * runtime::kArenaAlignment;
   return lf;

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -519,6 +520,119 @@ TEST(DnnlModule, WinogradWeightsOnlyAsOneDnnMakesThem) {
   EXPECT_NE(e.find("Winograd"), std::string::npos) << e;
   e = loadError(c, altered(true, 1), store, {}, ErrorCode::kUnsupported);
   EXPECT_NE(e.find("Winograd"), std::string::npos) << e;
+}
+
+// A SqueezeNet fire module: a 1x1 squeeze, then a 1x1 and a 3x3 expand concatenated
+// along the channels, read by the next squeeze.
+GraphBuilder fireModule() {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 32, 12, 12});
+  ir::AttributeMap pads;
+  pads.setInts("pads", {1, 1, 1, 1});
+  ir::ValueId s = b.node("Relu", {b.node("Conv", {x, b.constant("ws", {16, 32, 1, 1}, randomFloats(512, 1)),
+                                                  b.constant("bs", {16}, randomFloats(16, 2))})});
+  ir::ValueId e1 = b.node("Relu", {b.node("Conv", {s, b.constant("we1", {48, 16, 1, 1}, randomFloats(768, 3)),
+                                                   b.constant("be1", {48}, randomFloats(48, 4))})});
+  ir::ValueId e3 = b.node(
+      "Relu", {b.node("Conv", {s, b.constant("we3", {32, 16, 3, 3}, randomFloats(32 * 16 * 9, 5)),
+                               b.constant("be3", {32}, randomFloats(32, 6))},
+                      pads)});
+  ir::AttributeMap axis;
+  axis.setInt("axis", 1);
+  ir::ValueId cat = b.node("Concat", {e1, e3}, axis);
+  b.output(b.node("Conv", {cat, b.constant("wn", {16, 80, 1, 1}, randomFloats(16 * 80, 7))}));
+  return b;
+}
+
+size_t views(const Program& p) {
+  size_t n = 0;
+  for (const Function& fn : p.functions)
+    for (const Buffer& b : fn.buffers) n += b.view;
+  return n;
+}
+
+// With Winograd's algorithm for the 3x3 expand (a float16 model computed in float32),
+// the fire module's convolutions work in 16-channel blocks and write their parts of
+// the Concat in place: no concat step, two views into its buffer (blob version 3).
+// In float32 the 3x3 stays on oneDNN's channels-last kernel and the Concat a step, in
+// a version 1 blob as before.
+TEST(DnnlModule, ConcatOfConvolutionsIsWrittenInPlace) {
+  Compiled host = testing::compile(fireModule().g, {"host"});
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 9);
+  const ir::OwnedTensor want = host.run(in)[0];
+  for (const char* precision : {"fp32-half", "fp32"}) {
+    SCOPED_TRACE(precision);
+    const bool half = std::string(precision) == "fp32-half";
+    Compiled c = testing::compile(fireModule().g, {"dnnl", "host"}, 1, 0, precision);
+    const auto& blob = c.parts.modules.at(0).blob;
+    const Program p = readProgram(blob.data(), blob.size());
+    uint32_t version = 0;
+    std::memcpy(&version, blob.data() + 4, 4);
+    EXPECT_EQ(version, half ? 3u : 1u);
+    EXPECT_EQ(views(p), half ? 2u : 0u);
+    size_t concats = 0;
+    for (const Step& st : p.functions.at(0).steps) concats += st.kind == StepKind::kConcat;
+    EXPECT_EQ(concats, half ? 0u : 1u);
+    if (half) {
+      const Function& fn = p.functions.at(0);
+      std::vector<uint64_t> offsets;
+      for (const Buffer& b : fn.buffers)
+        if (b.view) offsets.push_back(b.offset);
+      EXPECT_EQ(offsets, (std::vector<uint64_t>{0, 48 * 12 * 12 * 4}));  // e1, then e3
+    }
+    EXPECT_LE(testing::relativeError(c.run(in)[0], want), 1e-5);
+    // At one thread the temporaries share bytes by lifetime: a view's uses keep its
+    // parent's bytes. (Without, the parent would take the squeeze output's bytes, which
+    // the 1x1 expand's view overwrote before the 3x3 read them.)
+    runtime::ModuleLoadContext one{Bytes::copyOf(blob.data(), blob.size()), c.store.get(), c.parts.modules.at(0).uses,
+                                   1, {}};
+    std::shared_ptr<runtime::RuntimeModule> m = api::builtinModuleKinds().load("dnnl", one);
+    ir::OwnedTensor got(ir::DType::kFloat32, {1, 16, 12, 12});
+    m->run(0, {in[0].view()}, {got.view()});
+    EXPECT_LE(testing::relativeError(got, want), 1e-5);
+  }
+}
+
+// Views a hostile blob could declare: each refused with the buffer named.
+TEST(DnnlProgram, MalformedViewsAreRefused) {
+  Compiled c = testing::compile(fireModule().g, {"dnnl", "host"}, 1, 0, "fp32-half");
+  const auto& blob = c.parts.modules.at(0).blob;
+  const Program p = readProgram(blob.data(), blob.size());
+  size_t view = 0;
+  while (view < p.functions[0].buffers.size() && !p.functions[0].buffers[view].view) ++view;
+  ASSERT_LT(view, p.functions[0].buffers.size());
+  const uint32_t parent = p.functions[0].buffers[view].index;
+  auto refused = [&](const std::function<void(Function&)>& alter, const std::string& words) {
+    Program q = p;
+    q.embedded.assign(blob.begin() + long(p.embedded_offset), blob.begin() + long(p.embedded_offset + p.embedded_size));
+    alter(q.functions[0]);
+    const std::vector<std::byte> bad = writeProgram(q);
+    try {
+      readProgram(bad.data(), bad.size());
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArtifact);
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("buffer " + std::to_string(view)), std::string::npos) << e.what();
+    }
+  };
+  refused([&](Function& fn) { fn.buffers[view].index = uint32_t(fn.buffers.size()); }, "out of range");
+  refused([&](Function& fn) { fn.buffers[view].index = uint32_t(view); }, "out of range");
+  refused([&](Function& fn) { fn.buffers[view].offset = fn.buffers[parent].bytes; }, "outside its buffer");
+  refused([&](Function& fn) { fn.buffers[view].offset = ~uint64_t(0); }, "outside its buffer");
+  refused([&](Function& fn) { fn.buffers[parent].view = true; }, "no view");
+  refused([&](Function& fn) { fn.buffers[parent].kind = BufferKind::kOutput; }, "temporary");
+  refused([&](Function& fn) { fn.buffers[view].zero_padded = true; }, "plain temporary");
+  // A version 2 blob knows no views: its flag is an unknown one there.
+  std::vector<std::byte> old = blob;
+  const uint32_t two = 2;
+  std::memcpy(old.data() + 4, &two, 4);
+  try {
+    readProgram(old.data(), old.size());
+    ADD_FAILURE() << "a view in a version 2 blob was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown flags 2"), std::string::npos) << e.what();
+  }
 }
 
 TEST(DnnlProgram, BlobRoundTripIsByteIdentical) {

@@ -456,6 +456,18 @@ void validate(const Program& p, size_t blob_size) {
         ++outputs_seen[b.index];
       }
     }
+    for (size_t i = 0; i < fn.buffers.size(); ++i) {
+      const Buffer& b = fn.buffers[i];
+      if (!b.view) continue;
+      const std::string at = where + " buffer " + std::to_string(i);
+      check(b.kind == BufferKind::kTemp && !b.zero_padded && !fn.poly, at + ": a view must be a plain temporary");
+      check(b.index < fn.buffers.size() && b.index != i, at + ": a view of a buffer out of range");
+      const Buffer& parent = fn.buffers[b.index];
+      check(parent.kind == BufferKind::kTemp && !parent.view && !parent.zero_padded,
+            at + ": a view must be of a temporary that is no view and has no padding");
+      // Compared without a sum: nothing can wrap.
+      check(b.offset <= parent.bytes && b.bytes <= parent.bytes - b.offset, at + ": a view outside its buffer");
+    }
     for (uint32_t o = 0; o < fn.num_outputs; ++o)
       check(outputs_seen[o] == 1,
             where + ": output " + std::to_string(o) + " has " + std::to_string(outputs_seen[o]) + " buffers");
@@ -498,9 +510,12 @@ void validate(const Program& p, size_t blob_size) {
 std::vector<std::byte> writeProgram(const Program& p) {
   BlobWriter w;
   w.raw(kBlobMagic, 4);
-  bool polymorphic = false;
-  for (const Function& fn : p.functions) polymorphic |= fn.poly != nullptr;
-  const uint32_t version = polymorphic ? kBlobVersion : 1;
+  bool polymorphic = false, views = false;
+  for (const Function& fn : p.functions) {
+    polymorphic |= fn.poly != nullptr;
+    for (const Buffer& b : fn.buffers) views |= b.view;
+  }
+  const uint32_t version = views ? 3 : polymorphic ? 2 : 1;
   w.u32(version);
   const dnnl_version_t* v = dnnl_version();
   w.u32(uint32_t(v->major));
@@ -515,9 +530,10 @@ std::vector<std::byte> writeProgram(const Program& p) {
     w.u32(uint32_t(fn.buffers.size()));
     for (const Buffer& b : fn.buffers) {
       w.u8(uint8_t(b.kind));
-      w.u8(b.zero_padded ? 1 : 0);
+      w.u8(uint8_t((b.zero_padded ? 1 : 0) | (b.view ? 2 : 0)));
       w.u32(b.index);
       w.u64(b.bytes);
+      if (b.view) w.u64(b.offset);
     }
     w.u32(uint32_t(fn.steps.size()));
     for (const Step& s : fn.steps) writeStep(w, s);
@@ -561,10 +577,14 @@ Program readProgram(const std::byte* data, size_t size) {
       if (kind < uint8_t(BufferKind::kTemp) || kind > uint8_t(BufferKind::kOutput))
         r.fail("buffer kind: unknown buffer kind " + std::to_string(kind));
       b.kind = BufferKind(kind);
-      b.zero_padded = r.u8() != 0;
+      const uint8_t flags = r.u8();
+      if (flags > (version >= 3 ? 3 : 1)) r.fail("buffer flags: unknown flags " + std::to_string(flags));
+      b.zero_padded = (flags & 1) != 0;
+      b.view = (flags & 2) != 0;
       b.index = r.u32();
       b.bytes = r.u64();
       if (b.bytes > (uint64_t(1) << 40)) r.fail("buffer size: larger than 1 TiB");
+      if (b.view) b.offset = r.u64();
     }
     uint32_t nsteps = r.count(40, "step count");
     fn.steps.reserve(nsteps);

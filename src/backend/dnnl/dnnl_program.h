@@ -20,9 +20,10 @@
 namespace partita::dnnl_backend {
 
 inline constexpr char kBlobMagic[4] = {'P', 'D', 'N', 'L'};
-// Version 2 adds shape-polymorphic functions (PolyFunction); a blob without one is
-// written as version 1, and both are read.
-inline constexpr uint32_t kBlobVersion = 2;
+// Version 2 adds shape-polymorphic functions (PolyFunction), version 3 temporaries
+// that are views into another (Buffer::view). A blob is written with the lowest
+// version that holds it (without either: version 1), and all three are read.
+inline constexpr uint32_t kBlobVersion = 3;
 using runtime::kEmbeddedAlignment;  // embedded tensors start at multiples of it
 
 // Where the bytes of a primitive argument live.
@@ -48,9 +49,15 @@ enum class BufferKind : uint8_t {
 
 struct Buffer {
   BufferKind kind = BufferKind::kTemp;
-  uint32_t index = 0;  // input / output number
+  uint32_t index = 0;  // input / output number; a view's parent buffer
   uint64_t bytes = 0;
   bool zero_padded = false;  // holds a layout with padding that primitives expect to stay zero
+  // A temporary that is `bytes` bytes of temporary `index` from byte `offset` (a Concat
+  // written in place: each producer writes its part of the output). A view has no
+  // bytes of its own; its parent is a temporary that is no view, and lives while any
+  // of its views does.
+  bool view = false;
+  uint64_t offset = 0;
 };
 
 enum class StepKind : uint8_t {
