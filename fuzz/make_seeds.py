@@ -3,7 +3,8 @@
 
   onnx/      tiny valid ONNX models made with onnx.helper (Conv, MatMul, Gemm, Reshape,
              Gather, Concat, Slice, Transpose, pooling, Softmax, an elementwise chain,
-             a symbolic-dim input, a Reshape whose shape is an input);
+             a symbolic-dim input, a Reshape whose shape is an input, a float16 fire
+             module whose Concat the dnnl module writes in place);
   npy/       a few .npy files (numpy's own writer: versions, dtypes, shapes);
   ../onnx.dict  a libFuzzer dictionary: ONNX's op types (bare, and as a NodeProto op_type
              field) and attribute names;
@@ -160,6 +161,18 @@ def onnx_seeds():
         [f32("xs", 0.02), u8("xz", 128), f32("ys", 0.05), u8("yz", 3),
          numpy_helper.from_array(rng.integers(-20, 20, (16, 4, 3, 3)).astype(np.int8), "w"), f32("ws", 0.01),
          numpy_helper.from_array(np.array(0, np.int8), "wz")])
+    # A float16 fire module (SqueezeNet): computed in float32 with Winograd's 3x3, its
+    # Concat written in place through buffer views (dnnl blob version 3).
+    h16 = lambda name, shape, seed: numpy_helper.from_array(
+        np.random.default_rng(seed).standard_normal(shape).astype(np.float16), name)
+    s["fire_float16"] = model(
+        [n("Cast", ["x"], ["xh"], to=TensorProto.FLOAT16),
+         n("Conv", ["xh", "ws"], ["sq"]), n("Relu", ["sq"], ["sr"]),
+         n("Conv", ["sr", "w1"], ["e1"]), n("Relu", ["e1"], ["r1"]),
+         n("Conv", ["sr", "w3"], ["e3"], pads=[1, 1, 1, 1]), n("Relu", ["e3"], ["r3"]),
+         n("Concat", ["r1", "r3"], ["cat"], axis=1), n("Cast", ["cat"], ["y"], to=F)],
+        [vi("x", [1, 16, 6, 6])], [vi("y", [1, 32, 6, 6])],
+        [h16("ws", [16, 16, 1, 1], 19), h16("w1", [16, 16, 1, 1], 20), h16("w3", [16, 16, 3, 3], 21)])
     return s
 
 
