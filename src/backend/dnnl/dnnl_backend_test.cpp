@@ -645,6 +645,33 @@ TEST(DnnlFusion, SqueezeExcitationRunsOnOwnKernels) {
   }
 }
 
+// Attention's Q / sqrt(d) before Q K^T: no step of its own, the product scaled by a
+// linear post-op. A Div whose output something else reads too stays a step.
+TEST(DnnlFusion, ScaledOperandOfAMatMulScalesItsProduct) {
+  for (bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "the scaled value read twice" : "read by the MatMul alone");
+    GraphBuilder b;
+    ir::ValueId q = b.input("q", {1, 2, 8, 16}), kt = b.input("kt", {1, 2, 16, 8}), v = b.input("v", {1, 2, 8, 16});
+    ir::ValueId scaled = b.node("Div", {q, b.constant("d", {}, {4.0f})});
+    ir::ValueId scores = b.node("MatMul", {scaled, kt});
+    ir::ValueId p = b.node("Softmax", {scores}, Attrs().i("axis", -1));
+    ir::ValueId y = b.node("MatMul", {p, v});
+    b.output(shared ? b.node("Add", {y, scaled}) : y);
+    Compiled d = expectMatchesHost(b, 1, 1e-5, 1e-6);
+    size_t div_steps = 0, scaling_matmuls = 0;
+    for (const auto& s : moduleOf(d).steps(0)) {
+      if (s.label.find("Div") == std::string::npos) continue;
+      div_steps += s.kind == StepKind::kBinary;
+      if (s.kind == StepKind::kMatMul) {
+        ++scaling_matmuls;
+        EXPECT_EQ(s.post_ops, 1u) << s.label;
+      }
+    }
+    EXPECT_EQ(div_steps, shared ? 1u : 0u);
+    EXPECT_EQ(scaling_matmuls, shared ? 0u : 1u);
+  }
+}
+
 // MobileNetV3's HardSwish as exported before opset 14: x * HardSigmoid(x) with alpha
 // 1/6 is oneDNN's hardswish, fused into the conv or one eltwise step; the default
 // alpha (0.2) is not a HardSwish and stays two steps.

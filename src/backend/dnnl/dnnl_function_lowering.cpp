@@ -221,6 +221,12 @@ std::vector<Loc>& FunctionLowering::locsOf(ValueId v) {
     emitQuantize(pos);
   }
   if (!locs_.count(v) && dynamic_.count(v)) emitCentred(v);
+  if (auto p = prescaled_.find(v); p != prescaled_.end()) {  // a reader other than its MatMul
+    const size_t pos = p->second.pos;
+    prescaled_.erase(p);
+    computed_prescales_.insert(pos);
+    lowerBinary(pos);
+  }
   auto it = locs_.find(v);
   if (it == locs_.end()) internal("value '" + g_.value(v).name + "' used before it is computed");
   return it->second;

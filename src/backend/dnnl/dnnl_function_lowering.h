@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -51,6 +52,7 @@ struct ChainItem {
   ir::ValueId operand = ir::kNoValue;     // a kBinary post-op: its second operand
   memory::desc operand_md;
   float operand_scale = 1;  // Gemm's beta on C
+  bool on_operand = false;  // scales an operand of the anchor (prescaleIntoMatMul): no output of its own
 };
 
 // A (Q)Conv's weights as oneDNN sees them: its dims ([G,] O, I, spatial) and the
@@ -128,7 +130,8 @@ class FunctionLowering {
     return reinterpret_cast<const float*>(g_.constants.get(constOf(v)).bytes.data);
   }
   bool available(ValueId v) const {
-    return isConstant(v) || locs_.count(v) != 0 || deferred_.count(v) != 0 || dynamic_.count(v) != 0;
+    return isConstant(v) || locs_.count(v) != 0 || deferred_.count(v) != 0 || dynamic_.count(v) != 0 ||
+           prescaled_.count(v) != 0;
   }
 
   // The spec of the node at `pos`, which the claim accepted: its decoder refusing it
@@ -217,6 +220,10 @@ class FunctionLowering {
   void emitEltwise(ValueId x, const std::vector<EltwiseOp>& ops, size_t pos,
                    const std::vector<ChainItem>& fused);
   void lowerBinary(size_t pos);
+  // A Div or Mul of a float32 value by a one-element constant read only by a MatMul of
+  // two computed values (attention's Q / sqrt(d)): no step; the MatMul scales its
+  // product instead (lowerMatMul). Anything else that asks for the value computes it.
+  bool prescaleIntoMatMul(size_t pos);
   void lowerPrelu(size_t pos);
   void lowerSoftmax(size_t pos);
   void lowerLayerNorm(size_t pos);
@@ -283,6 +290,16 @@ class FunctionLowering {
   // int8 residual fused into a convolution reads the int8 value instead, so the float
   // one is made only when something asks for it.
   std::unordered_map<ValueId, size_t> deferred_;
+  // Values prescaleIntoMatMul left to their MatMul: what they scale, by how much, and
+  // the Div's or Mul's position. Its input keeps its reader count until the MatMul
+  // (or the step computing the value after all) consumes the node.
+  struct Prescaled {
+    ValueId x;
+    float factor;
+    size_t pos;
+  };
+  std::unordered_map<ValueId, Prescaled> prescaled_;
+  std::set<size_t> computed_prescales_;  // positions lowered as steps after all
   // The DequantizeLinear output of a DynamicQuantizeLinear pair, as oneDNN's int8
   // matmul reads it: the uint8 integers and their zero point (one float32 and one
   // int32 element). Its float32 value (integers minus zero point) is made only when a

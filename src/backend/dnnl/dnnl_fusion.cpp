@@ -335,7 +335,7 @@ void FunctionLowering::finishAnchor(Step& step, size_t pos, std::vector<ChainIte
     dst_buffer = newBuffer(dst_md);
   }
   dst->index = dst_buffer;
-  ValueId final_value = chain.empty() ? anchor_out : nodeAt(chain.back().pos).outputs[0];
+  ValueId final_value = chain.empty() || chain.back().on_operand ? anchor_out : nodeAt(chain.back().pos).outputs[0];
   place(final_value, Loc{dst_buffer, dst_md});
   fn_.steps.push_back(std::move(step));
 }

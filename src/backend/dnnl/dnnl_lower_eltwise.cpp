@@ -3,8 +3,10 @@
 // chains, PRelu.
 #include "backend/dnnl/dnnl_function_lowering.h"
 
+#include <cmath>
 #include <utility>
 
+#include "backend/dnnl/dnnl_claims.h"
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_primitive.h"
 #include "partita/error.h"
@@ -84,7 +86,35 @@ void FunctionLowering::emitEltwise(ValueId x, const std::vector<EltwiseOp>& ops,
   place(out, Loc{dst, src.md});
 }
 
+bool FunctionLowering::prescaleIntoMatMul(size_t pos) {
+  const ir::Node& node = nodeAt(pos);
+  if ((node.op_type != "Div" && node.op_type != "Mul") || !node.domain.empty() || node.inputs.size() != 2 ||
+      node.outputs.size() != 1 || computed_prescales_.count(pos))
+    return false;
+  ValueId x = node.inputs[0], c = node.inputs[1];
+  if (node.op_type == "Mul" && isConstant(x)) std::swap(x, c);
+  const ValueId out = node.outputs[0];
+  if (x == ir::kNoValue || c == ir::kNoValue || isConstant(x) || !isConstant(c) ||
+      g_.typeOf(c).dtype != ir::DType::kFloat32 || ir::shapeNumel(shapeOf(c)) != 1 ||
+      elementType(x) != memory::data_type::f32 || shapeOf(x) != shapeOf(out) || dynamic_.count(x) ||
+      deferred_.count(x) || prescaled_.count(x))
+    return false;
+  const std::optional<size_t> reader = soleConsumer(out);
+  if (!reader) return false;
+  const ir::Node& mm = nodeAt(*reader);
+  if (mm.op_type != "MatMul" || !mm.domain.empty() || classify(mm) != OpClass::kMatMul || mm.inputs.size() != 2 ||
+      mm.inputs[0] == mm.inputs[1] || isConstant(mm.inputs[0]) || isConstant(mm.inputs[1]))
+    return false;
+  const float v = constData(c)[0];
+  const float factor = node.op_type == "Div" ? 1.0f / v : v;
+  if (!std::isfinite(factor)) return false;
+  done_[pos] = true;  // its input is consumed with the MatMul
+  prescaled_[out] = Prescaled{x, factor, pos};
+  return true;
+}
+
 void FunctionLowering::lowerBinary(size_t pos) {
+  if (prescaleIntoMatMul(pos)) return;
   const ir::Node& node = nodeAt(pos);
   const algorithm alg = decoded(decodeBinary(g_, node, nullptr), pos);
   // The Div that starts a Gelu: one gelu_erf over its input.

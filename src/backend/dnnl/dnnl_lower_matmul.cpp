@@ -29,7 +29,23 @@ bool rowOf(const memory::desc& md, const std::vector<int64_t>& dst) {
 void FunctionLowering::lowerMatMul(size_t pos) {
   const ir::Node& node = nodeAt(pos);
   MatMulSpec spec = decoded(decodeMatMul(g_, node, nullptr), pos);
-  const ValueId a = node.inputs[0], b = node.inputs[1], out = node.outputs[0];
+  ValueId a = node.inputs[0], b = node.inputs[1];
+  const ValueId out = node.outputs[0];
+  // An operand scaled by a constant (prescaleIntoMatMul): the product scaled instead,
+  // by a linear post-op first in the chain (attention's Q / sqrt(d): a step fewer).
+  std::vector<ChainItem> prescales;
+  if (!spec.is_gemm)
+    for (ValueId* v : {&a, &b}) {
+      auto p = prescaled_.find(*v);
+      if (p == prescaled_.end()) continue;
+      ChainItem item;
+      item.pos = p->second.pos;
+      item.on_operand = true;
+      item.ops.push_back(PostOp{PostOp::Kind::kEltwise, int32_t(algorithm::eltwise_linear), p->second.factor, 0.0f, 1.0f});
+      prescales.push_back(item);
+      *v = p->second.x;
+      prescaled_.erase(p);
+    }
   // A batch of rows against one matrix: fold the batch into M (same bytes; one large
   // GEMM instead of many thin ones, e.g. [128,1,256] x [256,768]).
   const std::vector<int64_t> full_dst = spec.dst_dims;
@@ -87,7 +103,7 @@ void FunctionLowering::lowerMatMul(size_t pos) {
   step.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 0, plainDesc(spec.dst_dims), false});
 
   // Gemm's C: a bias when it is a row vector, else a sum or binary post-op.
-  std::vector<ChainItem> chain;
+  std::vector<ChainItem> chain = prescales;
   bool c_is_bias = false;
   if (spec.is_gemm && node.hasInput(2)) {
     ValueId c = node.inputs[2];
@@ -110,7 +126,7 @@ void FunctionLowering::lowerMatMul(size_t pos) {
     }
   }
   const size_t fixed = chain.size();
-  bool has_sum = fixed && chain[0].sum_addend != ir::kNoValue;
+  bool has_sum = fixed > prescales.size() && chain[prescales.size()].sum_addend != ir::kNoValue;
   std::vector<ChainItem> more = collectChain(out, !has_sum, true);
   if (collapsed) {
     // Post-op operands in the folded 2-D shape: a scalar, a row, or the full output.
@@ -138,7 +154,8 @@ void FunctionLowering::lowerMatMul(size_t pos) {
   for (size_t i = 0; i < more.size(); ++i) {
     const ChainItem& item = more[i];
     if (item.operand == ir::kNoValue || ir::shapeNumel(shapeOf(item.operand)) == 1) continue;
-    const bool as_bias = i == 0 && !spec.is_gemm && item.ops.size() == 1 &&
+    // (Not after a prescale: the bias would be scaled with the product.)
+    const bool as_bias = i == 0 && !spec.is_gemm && prescales.empty() && item.ops.size() == 1 &&
                          item.ops[0].alg == int32_t(algorithm::binary_add) && item.operand_scale == 1.0f &&
                          isConstant(item.operand) && rowOf(item.operand_md, spec.dst_dims);
     if (!as_bias) {
