@@ -49,13 +49,13 @@ class ProfileSink {
    public:
     Nest(ProfileSink& sink, uint32_t levels, const std::vector<std::pair<std::string, std::string>>& context)
         : sink_(sink), levels_(levels), saved_(sink.context_) {
-      for (const auto& [key, value] : context) {
+      for (const auto& entry : context) {  // (no structured binding: clang 14 cannot capture one)
         auto it = std::find_if(sink_.context_.begin(), sink_.context_.end(),
-                               [&](const auto& kv) { return kv.first == key; });
+                               [&](const auto& kv) { return kv.first == entry.first; });
         if (it != sink_.context_.end())
-          it->second = value;
+          it->second = entry.second;
         else
-          sink_.context_.emplace_back(key, value);
+          sink_.context_.emplace_back(entry.first, entry.second);
       }
       sink_.base_depth_ += levels_;
     }

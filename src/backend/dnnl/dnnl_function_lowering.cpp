@@ -256,7 +256,12 @@ void FunctionLowering::consume(size_t pos) {
 }
 
 void FunctionLowering::consumeItem(const ChainItem& c) {
-  for (size_t q : c.extra) consume(q);
+  for (size_t q : c.extra) {
+    consume(q);
+    // A prescaled value the item's post-ops computed (collectChain).
+    auto p = prescaled_.find(nodeAt(q).outputs[0]);
+    if (p != prescaled_.end() && p->second.pos == q) prescaled_.erase(p);
+  }
   consume(c.pos);
 }
 

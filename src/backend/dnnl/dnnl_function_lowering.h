@@ -62,6 +62,10 @@ struct ConvWeights {
   memory::desc onnx;
 };
 ConvWeights convWeights(const ConvSpec& spec);
+// Whether `item` has an eltwise_linear post-op other than one already in `chain`
+// (oneDNN 2.6's brgemm kernels compute every linear post-op of a primitive with the
+// first one's alpha and beta).
+bool linearClash(const std::vector<ChainItem>& chain, const ChainItem& item);
 // A plain 3x3 stride-1 convolution with at least 16 channels in and out (what
 // oneDNN's Winograd kernels take).
 bool winogradShape(const ConvSpec& spec);
@@ -221,8 +225,11 @@ class FunctionLowering {
                    const std::vector<ChainItem>& fused);
   void lowerBinary(size_t pos);
   // A Div or Mul of a float32 value by a one-element constant read only by a MatMul of
-  // two computed values (attention's Q / sqrt(d)): no step; the MatMul scales its
-  // product instead (lowerMatMul). Anything else that asks for the value computes it.
+  // two computed values (attention's Q / sqrt(d)), or of a one-element value read
+  // only by a Mul or Div (a dynamic-int8 MatMul's scale times its weights' scale): no
+  // step; the MatMul scales its product (lowerMatMul), or the Mul taken as a post-op
+  // multiplies by the value and the constant (collectChain). Anything else that asks
+  // for the value computes it.
   bool prescaleIntoMatMul(size_t pos);
   void lowerPrelu(size_t pos);
   void lowerSoftmax(size_t pos);

@@ -27,6 +27,8 @@ constexpr size_t kMaxPostOps = 6;
 // oneDNN 2.6's brgemm kernels compute every eltwise_linear post-op of one primitive
 // with the alpha and beta of the first (seen with a quantize-dequantize pair after a
 // convolution): an item whose linear op differs from one already in the chain ends it.
+}  // namespace
+
 bool linearClash(const std::vector<ChainItem>& chain, const ChainItem& item) {
   const int32_t linear = int32_t(dnnl::algorithm::eltwise_linear);
   for (const PostOp& p : item.ops) {
@@ -38,8 +40,6 @@ bool linearClash(const std::vector<ChainItem>& chain, const ChainItem& item) {
   }
   return false;
 }
-
-}  // namespace
 
 // The only consumer of `v` when it has exactly one use and that use is a node of
 // this region not yet lowered.
@@ -215,6 +215,17 @@ std::vector<ChainItem> FunctionLowering::collectChain(ValueId out, bool allow_su
         item.ops.push_back(PostOp{PostOp::Kind::kBinary, int32_t(*alg), 0, 0, 1.0f});
         item.operand = other;
         item.operand_md = plainDesc(padLeft(os, shapeOf(cur).size()));
+        // A one-element x * f that prescaleIntoMatMul left uncomputed (a dynamic-int8
+        // MatMul's activation scale times its weights' scale): times (or over) x, then
+        // times f (or 1 / f) as a linear op; its node goes with the item.
+        auto p = prescaled_.find(other);
+        if (p != prescaled_.end() && (*alg == algorithm::binary_mul || *alg == algorithm::binary_div)) {
+          item.operand = p->second.x;
+          item.ops.push_back(PostOp{PostOp::Kind::kEltwise, int32_t(algorithm::eltwise_linear),
+                                    *alg == algorithm::binary_mul ? p->second.factor : 1.0f / p->second.factor, 0.0f,
+                                    1.0f});
+          item.extra.push_back(p->second.pos);
+        }
       }
     } else {
       break;

@@ -823,13 +823,18 @@ TEST(DnnlInt8, DynamicInt8MatMulsShareOneQuantization) {
   for (const DnnlModule::StepInfo& s : allSteps(dnnl)) matmuls += s.kind == StepKind::kMatMul;
   EXPECT_EQ(int8MatMuls(dnnl), 2u);
   EXPECT_EQ(matmuls, 3u) << "the third in float32";
-  // Each output Mul reads the scale product, whose node comes after the MatMul: it is
-  // computed first so that the Mul is the matmul's post-op (q's bias then a step).
-  for (const DnnlModule::StepInfo& s : allSteps(dnnl))
+  // Each output Mul reads the scale product, whose node comes after the MatMul: the
+  // Mul is the matmul's post-op (q's bias then a step), and the product no step of its
+  // own: times the activation's scale, then times the weights' (a linear op).
+  for (const DnnlModule::StepInfo& s : allSteps(dnnl)) {
     if (s.kind == StepKind::kMatMul) {
       EXPECT_NE(s.label.find("_out"), std::string::npos) << s.label;
-      EXPECT_EQ(s.post_ops, 1u) << s.label;
+      EXPECT_NE(s.label.find("_scale"), std::string::npos) << s.label;
+      EXPECT_EQ(s.post_ops, 2u) << s.label;
+    } else {
+      EXPECT_EQ(s.label.find("_scale"), std::string::npos) << s.label;
     }
+  }
   // The int8 weights become s8 constants in oneDNN's layout; the float32 ones that
   // lowerIntegerCompute made of them are not stored.
   std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 4);

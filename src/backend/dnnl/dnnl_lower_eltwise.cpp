@@ -102,9 +102,12 @@ bool FunctionLowering::prescaleIntoMatMul(size_t pos) {
   const std::optional<size_t> reader = soleConsumer(out);
   if (!reader) return false;
   const ir::Node& mm = nodeAt(*reader);
-  if (mm.op_type != "MatMul" || !mm.domain.empty() || classify(mm) != OpClass::kMatMul || mm.inputs.size() != 2 ||
-      mm.inputs[0] == mm.inputs[1] || isConstant(mm.inputs[0]) || isConstant(mm.inputs[1]))
-    return false;
+  const bool by_product = mm.op_type == "MatMul" && mm.domain.empty() && classify(mm) == OpClass::kMatMul &&
+                          mm.inputs.size() == 2 && mm.inputs[0] != mm.inputs[1] && !isConstant(mm.inputs[0]) &&
+                          !isConstant(mm.inputs[1]);
+  const bool by_post_op = ir::shapeNumel(shapeOf(out)) == 1 && (mm.op_type == "Mul" || mm.op_type == "Div") &&
+                          mm.domain.empty() && classify(mm) == OpClass::kBinary;
+  if (!by_product && !by_post_op) return false;
   const float v = constData(c)[0];
   const float factor = node.op_type == "Div" ? 1.0f / v : v;
   if (!std::isfinite(factor)) return false;

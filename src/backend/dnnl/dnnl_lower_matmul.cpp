@@ -167,6 +167,11 @@ void FunctionLowering::lowerMatMul(size_t pos) {
     more[i].ops.clear();
     more[i].operand = ir::kNoValue;
   }
+  for (size_t i = 0; i < more.size(); ++i)  // collectChain checked them against each other, not the prescales
+    if (linearClash(prescales, more[i])) {
+      more.resize(i);
+      break;
+    }
   chain.insert(chain.end(), more.begin(), more.end());
   dnnl::primitive_desc_base pd;
   size_t k = fitChain(step, chain, fixed + (row_bias ? 1 : 0), pd);  // the bias item stays
