@@ -258,7 +258,7 @@ bool FunctionLowering::int8ProductAfter(size_t pos, const std::vector<int64_t>& 
 
 Loc FunctionLowering::unblocked(ValueId v) {
   const std::vector<int64_t> shape = shapeOf(v);
-  for (const Loc& l : locs_.at(v))
+  for (const Loc& l : locsOf(v))
     if (isDenseUnblocked(l.md) && dimsOf(l.md) == shape) return l;
   // Row-major bytes may be recorded with other dims (a MatMul's folded batch): the
   // value's own dims over them.
