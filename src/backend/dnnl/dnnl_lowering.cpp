@@ -259,7 +259,9 @@ std::map<WeightsKey, memory::desc> robustWeights(const PolyFunction& poly, const
   };
   std::map<WeightsKey, memory::desc> pins;
   const bool debug = std::getenv("PARTITA_DEBUG_WEIGHTS") != nullptr;
-  for (const auto& [key, uses] : tries) {
+  for (const auto& entry : tries) {  // (no structured binding: lambdas below use it, which clang 14 refuses)
+    const WeightsKey& key = entry.first;
+    const auto& uses = entry.second;
     // The tries without a fast kernel for layout `md`, counted up to `limit`.
     auto slow = [&](const memory::desc& md, size_t limit = SIZE_MAX) {
       size_t n = 0;
