@@ -71,7 +71,11 @@ inline void runOnceOnZeros(const runtime::Executor& exec) {
 // Loads an opened artifact's modules and executor as Model::load does (this build's
 // kinds, one thread) and runs it once on zeros (above).
 inline void loadAndRunOnce(const artifact::Artifact& a) {
-  auto exec = api::builtinExecutorKinds().create(a, api::builtinModuleKinds(), runtime::RunOptions{1});
+  // A Loop may be endless (M omitted, a condition that stays true): its run stops at
+  // the iteration limit, here one far below the default so that it stops in time.
+  runtime::RunOptions options{1};
+  options.max_loop_iterations = 10000;
+  auto exec = api::builtinExecutorKinds().create(a, api::builtinModuleKinds(), options);
   runOnceOnZeros(*exec);
 }
 

@@ -54,6 +54,10 @@ struct LoadOptions {
   // input shapes each module function and the executor keep compiled and planned (an
   // LRU cache each). 0: the environment variable PARTITA_SHAPE_CACHE, else 8.
   size_t shape_cache = 0;
+  // The most iterations one Loop may run in a run; past it the run fails naming the
+  // Loop (a model whose loop would never end). 0: the environment variable
+  // PARTITA_MAX_LOOP_ITERATIONS, else 2^20.
+  uint64_t max_loop_iterations = 0;
 };
 
 // The OpenMP runtime serving this process's kernel threads (oneDNN's too) and how their
@@ -118,10 +122,11 @@ class Session {
 
   const Model& model() const { return *model_; }
 
-  // Binds an input by name. The view variant does not copy: the bytes must stay
-  // valid until run() returns. Throws Error(kInvalidArgument) for an unknown name
-  // or a wrong dtype or shape.
+  // Binds an input by name. Neither variant copies: the tensor (or the view's bytes)
+  // must stay valid until run() returns, so a temporary Tensor does not compile.
+  // Throws Error(kInvalidArgument) for an unknown name or a wrong dtype or shape.
   void setInput(const std::string& name, const Tensor& tensor);
+  void setInput(const std::string& name, Tensor&& tensor) = delete;
   void setInput(const std::string& name, const TensorView& view);
 
   // Forgets every bound input (a view's bytes are not read after this).

@@ -12,7 +12,7 @@ namespace partita {
 
 namespace {
 std::shared_ptr<const Model> modelOf(const artifact::Artifact& a, const LoadOptions& options) {
-  const runtime::RunOptions run{options.threads, options.limits, options.shape_cache};
+  const runtime::RunOptions run{options.threads, options.limits, options.shape_cache, options.max_loop_iterations};
   std::vector<std::string> kinds;
   for (const artifact::ModuleEntry& m : a.modules)
     if (m.kind != artifact::kHostGraphModule) kinds.push_back(m.kind);

@@ -166,7 +166,11 @@ class LoopFlow final : public ControlFlow {
  public:
   LoopFlow(const ir::Node& node, const std::shared_ptr<const ConstStore>& store,
            const std::vector<std::shared_ptr<const RuntimeModule>>& modules, const RunOptions& options)
-      : node_(node), layout_(kernels::loopLayout(node)), body_(bodyExecutor(node, "body", store, modules, options)) {}
+      : node_(node),
+        layout_(kernels::loopLayout(node)),
+        body_(bodyExecutor(node, "body", store, modules, options)),
+        max_iterations_(loopIterationLimit(options.max_loop_iterations)),
+        max_bytes_(options.limits.max_bytes) {}
 
   std::unique_ptr<ExecutorState> newState() const override { return std::make_unique<BodyStates>(); }
 
@@ -203,6 +207,10 @@ class LoopFlow final : public ControlFlow {
     s.owned.clear();
     int64_t iter = 0;
     for (; iter < trip_count && cond; ++iter) {
+      if (uint64_t(iter) >= max_iterations_)
+        failRun(node_, "ran " + std::to_string(max_iterations_) +
+                           " iterations and would run more (the limit: LoadOptions::max_loop_iterations, "
+                           "PARTITA_MAX_LOOP_ITERATIONS)");
       GraphExecutor::RunState& st = s.get(*body_, size_t(iter));
       keepCarried(s, *body_, st, carried, &scratch, &scratch + 1);
       scratch.iter = iter;
@@ -222,6 +230,9 @@ class LoopFlow final : public ControlFlow {
                              " in iteration 0 (every iteration must make the same shape)");
         }
         const auto* p = static_cast<const std::byte*>(e.data);
+        if (e.nbytes() > max_bytes_ - std::min<uint64_t>(max_bytes_, gathered[k].size()))
+          failRun(node_, "scan output " + std::to_string(k) + " would be larger than " + std::to_string(max_bytes_) +
+                             " bytes after iteration " + std::to_string(iter) + " (TensorLimits::max_bytes)");
         gathered[k].insert(gathered[k].end(), p, p + e.nbytes());
       }
     }
@@ -260,6 +271,8 @@ class LoopFlow final : public ControlFlow {
   const ir::Node& node_;
   kernels::LoopLayout layout_;
   std::unique_ptr<GraphExecutor> body_;
+  uint64_t max_iterations_;
+  uint64_t max_bytes_;
 };
 
 class ScanFlow final : public ControlFlow {

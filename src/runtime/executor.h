@@ -30,8 +30,16 @@ struct RunOptions {
   // for, and each shape-polymorphic module its compiled form (0: shapeCacheEntries's
   // default, module.h).
   size_t shape_cache = 0;
+  // The most iterations a Loop may run in one run, past which the run fails naming the
+  // Loop (a hostile or broken model's endless loop: M omitted and a condition that
+  // stays true). 0: loopIterationLimit's default.
+  uint64_t max_loop_iterations = 0;
 };
 inline constexpr int kMaxThreads = 1024;
+inline constexpr uint64_t kDefaultMaxLoopIterations = uint64_t(1) << 20;
+// `requested` when it is not 0, else the environment variable
+// PARTITA_MAX_LOOP_ITERATIONS (a number from 1 to 2^62), else kDefaultMaxLoopIterations.
+uint64_t loopIterationLimit(uint64_t requested);
 
 // Throws Error(kInvalidArgument) unless 1 <= threads <= kMaxThreads: the one check for
 // every place a thread count comes in (load, compile, an executor).

@@ -1,5 +1,8 @@
 #include "runtime/module.h"
 
+#include "runtime/executor.h"
+
+#include <cerrno>
 #include <cstdlib>
 
 #include "partita/error.h"
@@ -57,6 +60,20 @@ size_t shapeCacheEntries(size_t requested) {
     return size_t(n);
   }
   return kDefaultShapeCache;
+}
+
+uint64_t loopIterationLimit(uint64_t requested) {
+  if (requested > 0) return requested;
+  if (const char* env = std::getenv("PARTITA_MAX_LOOP_ITERATIONS"); env && *env) {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long n = std::strtoull(env, &end, 10);
+    if (*end != '\0' || errno != 0 || n < 1 || n > (1ull << 62) || *env == '-')
+      throw Error(ErrorCode::kInvalidArgument,
+                  std::string("PARTITA_MAX_LOOP_ITERATIONS must be a number from 1 to 2^62, not '") + env + "'");
+    return uint64_t(n);
+  }
+  return kDefaultMaxLoopIterations;
 }
 
 }  // namespace partita::runtime

@@ -244,6 +244,36 @@ TEST(ControlFlow, LoopCarriesGrowingAndPassedThroughValues) {
   EXPECT_EQ(r[0][2].shape(), (std::vector<int64_t>{0}));
 }
 
+// A Loop that would not end (a trip count of 2^62; M omitted with a condition that stays
+// true is the same) stops at LoadOptions::max_loop_iterations with an error naming it;
+// a loop of exactly the limit runs.
+TEST(ControlFlow, LoopStopsAtTheIterationLimit) {
+  const std::string bytes = bytesOf(loopModel());
+  testing::TempDir dir;
+  const std::string pta = dir.path("loop.pta");
+  compileBytesToArtifact(bytes.data(), bytes.size(), "m.onnx", pta);
+  LoadOptions options;
+  options.max_loop_iterations = 100;
+  Session s(Model::load(pta, options));
+  const Tensor y0 = floats({1}, {7}), s0 = floats({2}, {3, 4}), k = floats({1}, {2}), m100 = scalarInt(100),
+               endless = scalarInt(int64_t(1) << 62);
+  s.setInput("y0", y0);
+  s.setInput("s0", s0);
+  s.setInput("k", k);
+  s.setInput("M", m100);
+  s.run();
+  EXPECT_EQ(s.outputs()[2].shape(), (std::vector<int64_t>{100}));
+  s.setInput("M", endless);
+  try {
+    s.run();
+    ADD_FAILURE() << "an endless loop ran to its end";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'loop0'"), std::string::npos) << what;
+    EXPECT_NE(what.find("ran 100 iterations and would run more"), std::string::npos) << what;
+  }
+}
+
 // Scan over x[T,2] in reverse along axis 0 and z[2,T] along axis 1: a running sum.
 TEST(ControlFlow, ScanAxesAndDirections) {
   onnx::ModelProto m = newModel();
