@@ -1,7 +1,6 @@
 #include "backend/dnnl/dnnl_module.h"
 
 #include <omp.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -292,24 +291,13 @@ bool temporariesAtMost(const Function& fn, uint64_t bound) {
   return true;
 }
 
-// The cores this process may run on (its affinity mask), at least 1.
-size_t coresAllowed() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return size_t(std::max(CPU_COUNT(&set), 1));
-}
-
-// Creates the primitives of `steps` on as many threads as the process has cores (at
-// least `threads`, at most kMaxCreators): creating one generates its JIT kernels,
-// most of a load's time, and the steps are independent. A module that runs on one
-// thread still loads on every core: ResNet-18's 23 primitives took 21 ms on one.
+// Creates the primitives of `steps` on up to `threads` threads: creating one
+// generates its JIT kernels, most of a load's time, and the steps are independent.
 // Each step is created for stepThreads() OpenMP threads, since oneDNN fixes a
 // primitive's team size when it is created. The first failing step (in step order)
 // is the error, whichever thread met it.
 std::vector<CreatedPrimitive> createPrimitives(const std::vector<Step>& steps, const std::string& fn_where,
                                                int threads) {
-  constexpr size_t kMaxCreators = 8;
   std::vector<CreatedPrimitive> created(steps.size());
   std::vector<std::exception_ptr> errors(steps.size());
   std::atomic<size_t> next{0};
@@ -326,8 +314,7 @@ std::vector<CreatedPrimitive> createPrimitives(const std::vector<Step>& steps, c
       }
     }
   };
-  const size_t creators = std::max(size_t(std::max(threads, 1)), std::min(coresAllowed(), kMaxCreators));
-  const size_t helpers = std::min(creators - 1, steps.size() > 1 ? steps.size() - 1 : 0);
+  const size_t helpers = std::min(size_t(std::max(threads, 1) - 1), steps.size() > 1 ? steps.size() - 1 : 0);
   std::vector<std::thread> pool;
   pool.reserve(helpers);
   for (size_t t = 0; t < helpers; ++t) pool.emplace_back(work);
