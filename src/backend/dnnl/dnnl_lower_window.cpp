@@ -302,31 +302,28 @@ void FunctionLowering::lowerConv(size_t pos) {
   };
   const bool blocked_fits = (into_concat || feeds_concat) && spec.in_shape.size() == 4 && spec.in_shape[0] == 1 &&
                             spec.in_shape[1] % 16 == 0 && c_out % 16 == 0;
+  // Takes `candidate` when oneDNN fits it with the whole chain, and not by its reference code.
+  auto adoptWhole = [&](Step candidate) {
+    try {
+      k = fitChain(candidate, chain, fixed, pd);
+      if (isReference(pd) || k != chain.size()) return false;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+    step = std::move(candidate);
+    return true;
+  };
   if (winograd_ && !bf16 && !first_layer && winogradShape(spec) && (!readByConcat() || (into_concat && blocked_fits))) {
     Step w = step;
     w.alg = int32_t(dnnl::algorithm::convolution_winograd);
     if (into_concat) channelBlocks(w);
-    try {
-      k = fitChain(w, chain, fixed, pd);
-      if (!isReference(pd) && k == chain.size()) {
-        step = std::move(w);
-        wino = true;
-      }
-    } catch (const dnnl::error&) {
-    }
+    wino = adoptWhole(std::move(w));
   }
   bool blocked = false;
   if (!wino && blocked_fits) {
     Step b = step;
     channelBlocks(b);
-    try {
-      k = fitChain(b, chain, fixed, pd);
-      if (!isReference(pd) && k == chain.size()) {
-        step = std::move(b);
-        blocked = true;
-      }
-    } catch (const dnnl::error&) {
-    }
+    blocked = adoptWhole(std::move(b));
   }
   if (!wino && !blocked && !channelsLastConv(step, spec, first_layer || bf16, chain, fixed, pd, k))
     k = fitChain(step, chain, fixed, pd);
