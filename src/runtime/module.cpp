@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
 
 #include "partita/error.h"
 
@@ -49,30 +50,33 @@ std::vector<std::vector<int64_t>> RuntimeModule::outputShapes(uint32_t fn, const
               "function " + std::to_string(fn) + " of this module was compiled for fixed shapes only");
 }
 
+namespace {
+
+// Environment variable `name` as a number from 1 to `max` (`max_text` in the error),
+// or nullopt when it is unset or empty.
+std::optional<uint64_t> envNumber(const char* name, uint64_t max, const char* max_text) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(env, &end, 10);
+  if (*end != '\0' || errno != 0 || *env == '-' || n < 1 || n > max)
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string(name) + " must be a number from 1 to " + max_text + ", not '" + env + "'");
+  return uint64_t(n);
+}
+
+}  // namespace
+
 size_t shapeCacheEntries(size_t requested) {
   if (requested > 0) return requested;
-  if (const char* env = std::getenv("PARTITA_SHAPE_CACHE"); env && *env) {
-    char* end = nullptr;
-    unsigned long long n = std::strtoull(env, &end, 10);
-    if (*end != '\0' || n < 1 || n > 4096)
-      throw Error(ErrorCode::kInvalidArgument,
-                  std::string("PARTITA_SHAPE_CACHE must be a number from 1 to 4096, not '") + env + "'");
-    return size_t(n);
-  }
+  if (std::optional<uint64_t> n = envNumber("PARTITA_SHAPE_CACHE", 4096, "4096")) return size_t(*n);
   return kDefaultShapeCache;
 }
 
 uint64_t loopIterationLimit(uint64_t requested) {
   if (requested > 0) return requested;
-  if (const char* env = std::getenv("PARTITA_MAX_LOOP_ITERATIONS"); env && *env) {
-    char* end = nullptr;
-    errno = 0;
-    unsigned long long n = std::strtoull(env, &end, 10);
-    if (*end != '\0' || errno != 0 || n < 1 || n > (1ull << 62) || *env == '-')
-      throw Error(ErrorCode::kInvalidArgument,
-                  std::string("PARTITA_MAX_LOOP_ITERATIONS must be a number from 1 to 2^62, not '") + env + "'");
-    return uint64_t(n);
-  }
+  if (std::optional<uint64_t> n = envNumber("PARTITA_MAX_LOOP_ITERATIONS", uint64_t(1) << 62, "2^62")) return *n;
   return kDefaultMaxLoopIterations;
 }
 

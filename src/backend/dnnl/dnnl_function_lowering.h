@@ -69,6 +69,8 @@ bool linearClash(const std::vector<ChainItem>& chain, const ChainItem& item);
 // A plain 3x3 stride-1 convolution with at least 16 channels in and out (what
 // oneDNN's Winograd kernels take).
 bool winogradShape(const ConvSpec& spec);
+// Float32 `dims` ([N, C, H, W]) in blocks of 16 channels (aBcd16b).
+memory::desc channelBlocks(const std::vector<int64_t>& dims);
 // QLinearConv's int8 convolution step (its layouts still oneDNN's to choose), and
 // whether oneDNN has a fast implementation of it (the claim asks: not `ref`).
 Step qconvStep(const QConvSpec& q);

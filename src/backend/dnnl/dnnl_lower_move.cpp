@@ -21,11 +21,11 @@ namespace {
 
 bool passesThrough(OpClass c) { return c == OpClass::kEltwise || c == OpClass::kBatchNorm; }
 
+}  // namespace
+
 memory::desc channelBlocks(const std::vector<int64_t>& dims) {
   return memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32, memory::format_tag::aBcd16b);
 }
-
-}  // namespace
 
 std::optional<size_t> FunctionLowering::convBehind(ValueId v) const {
   for (int hop = 0; hop < 3; ++hop) {
@@ -87,15 +87,11 @@ bool FunctionLowering::concatInPlaceShape(size_t pos) const {
 // The producers wrote each input in channel blocks into a buffer no other step
 // touches; those buffers become views into the output's.
 bool FunctionLowering::lowerConcatInPlace(size_t pos) {
+  if (!concatInPlaceShape(pos)) return false;
   const ir::Node& node = nodeAt(pos);
-  const std::optional<int64_t> axis = decodeConcat(g_, node, nullptr);
-  const std::vector<int64_t> out = shapeOf(node.outputs[0]);
-  if (mb_.polymorphic() || !axis || *axis != 1 || out.size() != 4 || out[0] != 1 ||
-      elementType(node.outputs[0]) != memory::data_type::f32)
-    return false;
   std::vector<uint32_t> parts;
   for (ValueId in : node.inputs) {
-    if (in == ir::kNoValue || isConstant(in) || soleConsumer(in) != pos || !locs_.count(in)) return false;
+    if (!locs_.count(in)) return false;
     const Loc& l = locs_.at(in).front();
     const Buffer& b = fn_.buffers[l.buffer];
     if (!sameDesc(l.md, channelBlocks(shapeOf(in))) || b.kind != BufferKind::kTemp || b.view || b.zero_padded ||
@@ -111,7 +107,7 @@ bool FunctionLowering::lowerConcatInPlace(size_t pos) {
     if (writers != 1 || others != 0) return false;
     parts.push_back(l.buffer);
   }
-  const memory::desc md = channelBlocks(out);
+  const memory::desc md = channelBlocks(shapeOf(node.outputs[0]));
   consume(pos);
   const uint32_t whole = newBuffer(md);
   uint64_t offset = 0;

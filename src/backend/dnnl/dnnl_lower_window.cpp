@@ -275,8 +275,9 @@ void FunctionLowering::lowerConv(size_t pos) {
   // then reorder too (SqueezeNet's fire modules ran 40 % slower so).
   bool wino = false;
   const size_t fixed = bn_pos ? 1 : 0;
+  const ValueId chain_out = chain.empty() ? cur : nodeAt(chain.back().pos).outputs[0];
   auto readByConcat = [&] {
-    const std::optional<size_t> reader = soleConsumer(chain.empty() ? cur : nodeAt(chain.back().pos).outputs[0]);
+    const std::optional<size_t> reader = soleConsumer(chain_out);
     return reader && classify(nodeAt(*reader)) == OpClass::kConcat;
   };
   // A convolution writing its part of a Concat in place (concatAhead), or one read only
@@ -284,7 +285,6 @@ void FunctionLowering::lowerConv(size_t pos) {
   const bool into_concat = !spec.transposed && !bf16 && !first_layer && concatAhead(pos).has_value();
   bool feeds_concat = false;
   if (!spec.transposed && !bf16 && !first_layer && !into_concat && !mb_.polymorphic()) {
-    const ValueId chain_out = chain.empty() ? cur : nodeAt(chain.back().pos).outputs[0];
     auto readers = consumers_.find(chain_out);
     feeds_concat = readers != consumers_.end() && !readers->second.empty() &&
                    graph_uses_[size_t(chain_out)] == int(readers->second.size());
@@ -292,11 +292,10 @@ void FunctionLowering::lowerConv(size_t pos) {
       for (size_t q : readers->second)
         feeds_concat &= classify(nodeAt(q)) == OpClass::kConv && nodeAt(q).inputs[0] == chain_out && concatAhead(q);
   }
-  auto channelBlocks = [&](Step& s) {
+  auto inChannelBlocks = [&](Step& s) {
     for (int key : {DNNL_ARG_SRC, DNNL_ARG_DST}) {
       Arg* a = s.find(key);
-      const std::vector<int64_t>& dims = key == DNNL_ARG_SRC ? spec.in_shape : spec.out_shape;
-      a->md = memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32, memory::format_tag::aBcd16b);
+      a->md = channelBlocks(key == DNNL_ARG_SRC ? spec.in_shape : spec.out_shape);
       a->chosen = false;
     }
   };
@@ -316,13 +315,13 @@ void FunctionLowering::lowerConv(size_t pos) {
   if (winograd_ && !bf16 && !first_layer && winogradShape(spec) && (!readByConcat() || (into_concat && blocked_fits))) {
     Step w = step;
     w.alg = int32_t(dnnl::algorithm::convolution_winograd);
-    if (into_concat) channelBlocks(w);
+    if (into_concat) inChannelBlocks(w);
     wino = adoptWhole(std::move(w));
   }
   bool blocked = false;
   if (!wino && blocked_fits) {
     Step b = step;
-    channelBlocks(b);
+    inChannelBlocks(b);
     blocked = adoptWhole(std::move(b));
   }
   if (!wino && !blocked && !channelsLastConv(step, spec, first_layer || bf16, chain, fixed, pd, k))
