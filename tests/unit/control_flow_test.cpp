@@ -18,6 +18,8 @@
 #include "partita/model.h"
 #include "passes/pipeline.h"
 #include "runtime/artifact_reader.h"
+#include "runtime/executor.h"
+#include "runtime/module.h"
 
 namespace partita {
 namespace {
@@ -272,6 +274,39 @@ TEST(ControlFlow, LoopStopsAtTheIterationLimit) {
     EXPECT_NE(what.find("'loop0'"), std::string::npos) << what;
     EXPECT_NE(what.find("ran 100 iterations and would run more"), std::string::npos) << what;
   }
+}
+
+// The limit from the environment when the options leave it at 0, with the same
+// parsing as PARTITA_SHAPE_CACHE: a number in range, else an error naming the variable.
+TEST(ControlFlow, IterationLimitAndShapeCacheFromTheEnvironment) {
+  unsetenv("PARTITA_MAX_LOOP_ITERATIONS");
+  EXPECT_EQ(runtime::loopIterationLimit(0), runtime::kDefaultMaxLoopIterations);
+  EXPECT_EQ(runtime::loopIterationLimit(7), 7u);
+  setenv("PARTITA_MAX_LOOP_ITERATIONS", "500", 1);
+  EXPECT_EQ(runtime::loopIterationLimit(0), 500u);
+  EXPECT_EQ(runtime::loopIterationLimit(7), 7u);
+  for (const char* bad : {"0", "-3", "12x", "99999999999999999999999", "4611686018427387905"}) {
+    setenv("PARTITA_MAX_LOOP_ITERATIONS", bad, 1);
+    try {
+      runtime::loopIterationLimit(0);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_EQ(std::string(e.what()),
+                std::string("PARTITA_MAX_LOOP_ITERATIONS must be a number from 1 to 2^62, not '") + bad + "'");
+    }
+  }
+  unsetenv("PARTITA_MAX_LOOP_ITERATIONS");
+  setenv("PARTITA_SHAPE_CACHE", "4097", 1);
+  try {
+    runtime::shapeCacheEntries(0);
+    ADD_FAILURE() << "accepted 4097";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "PARTITA_SHAPE_CACHE must be a number from 1 to 4096, not '4097'");
+  }
+  setenv("PARTITA_SHAPE_CACHE", "3", 1);
+  EXPECT_EQ(runtime::shapeCacheEntries(0), 3u);
+  unsetenv("PARTITA_SHAPE_CACHE");
 }
 
 // Scan over x[T,2] in reverse along axis 0 and z[2,T] along axis 1: a running sum.
