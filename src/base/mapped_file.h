@@ -20,5 +20,10 @@ Bytes mapFile(const OpenedFile& file);
 // reads from disk what is not cached. Advice only: a kernel without it leaves the
 // pages to fault in as they are read.
 void prefault(const Bytes& mapped);
+// prefault, then reads one byte of every page. In a virtual machine the first read of
+// a page by a process can cost a microsecond or more even when the page is mapped
+// (a shadow page table entry being filled); the cost is paid once per process, by
+// whichever of its threads reads first.
+void readEveryPage(const Bytes& mapped);
 
 }  // namespace partita
