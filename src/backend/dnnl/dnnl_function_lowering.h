@@ -256,6 +256,11 @@ class FunctionLowering {
   // The in-place Concat that the convolution at `conv` feeds, through such nodes.
   std::optional<size_t> concatAhead(size_t conv) const;
   bool lowerConcatInPlace(size_t pos);
+  // `v` is read only by convolutions that write their parts of a Concat in place.
+  bool readOnlyByConcatWriters(ValueId v) const;
+  // `v`, or its pooled value when one MaxPool / AveragePool reads it, is read only by
+  // convolutions that lowerConv puts in 16-channel blocks (Winograd, or a Concat's).
+  bool readersTakeChannelBlocks(ValueId v) const;
   void lowerView(size_t pos);
   void lowerMove(size_t pos);
   bool lowerShuffle(size_t pos);

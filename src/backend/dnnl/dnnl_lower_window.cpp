@@ -174,6 +174,62 @@ ConvWeights convWeights(const ConvSpec& spec) {
   return {w_dims, withStrides(w_dims, w_strides)};
 }
 
+namespace {
+// A 1x1 convolution of stride 1 without padding.
+bool pointwise(const ConvSpec& spec) {
+  if (spec.weight_shape.size() != 4 || spec.weight_shape[2] != 1 || spec.weight_shape[3] != 1) return false;
+  for (int64_t s : spec.strides)
+    if (s != 1) return false;
+  for (size_t i = 0; i < spec.pad_l.size(); ++i)
+    if (spec.pad_l[i] != 0 || spec.pad_r[i] != 0) return false;
+  return true;
+}
+}  // namespace
+
+bool FunctionLowering::readOnlyByConcatWriters(ValueId v) const {
+  auto readers = consumers_.find(v);
+  if (readers == consumers_.end() || readers->second.empty() || graph_uses_[size_t(v)] != int(readers->second.size()))
+    return false;
+  for (size_t q : readers->second)
+    if (classify(nodeAt(q)) != OpClass::kConv || nodeAt(q).inputs[0] != v || !concatAhead(q)) return false;
+  return true;
+}
+
+bool FunctionLowering::readersTakeChannelBlocks(ValueId v) const {
+  if (std::optional<size_t> pool = soleConsumer(v)) {
+    const ir::Node& n = nodeAt(*pool);
+    if ((n.op_type == "MaxPool" || n.op_type == "AveragePool") && n.domain.empty() && n.inputs[0] == v &&
+        n.outputs.size() == 1)
+      v = n.outputs[0];
+  }
+  auto readers = consumers_.find(v);
+  if (readers == consumers_.end() || readers->second.empty() || graph_uses_[size_t(v)] != int(readers->second.size()))
+    return false;
+  for (size_t q : readers->second) {
+    const ir::Node& n = nodeAt(q);
+    if (classify(n) != OpClass::kConv || n.inputs[0] != v) return false;
+    const std::optional<ConvSpec> spec = decodeConv(g_, n, nullptr);
+    if (!spec || spec->transposed || spec->groups != 1 || spec->in_shape.size() != 4 || spec->in_shape[0] != 1 ||
+        spec->in_shape[1] % 16 != 0 || spec->out_shape[1] % 16 != 0)
+      return false;
+    // As lowerConv decides: a convolution that writes its part of a Concat in place,
+    // Winograd not before another Concat (its kernels take blocks), or one read only
+    // by convolutions writing a Concat in place.
+    if (concatAhead(q)) continue;
+    ValueId out = n.outputs[0];
+    for (int hop = 0; hop < 2; ++hop) {  // its fused activation, as collectChain takes it
+      const std::optional<size_t> next = soleConsumer(out);
+      if (!next || classify(nodeAt(*next)) != OpClass::kEltwise || nodeAt(*next).inputs[0] != out) break;
+      out = nodeAt(*next).outputs[0];
+    }
+    const std::optional<size_t> reader = soleConsumer(out);
+    const bool before_concat = reader && classify(nodeAt(*reader)) == OpClass::kConcat;
+    if (winograd_ && !bf16_ && winogradShape(*spec) && !before_concat) continue;
+    if (!readOnlyByConcatWriters(out)) return false;
+  }
+  return true;
+}
+
 bool winogradShape(const ConvSpec& spec) {
   if (spec.transposed || spec.groups != 1 || spec.weight_shape.size() != 4) return false;
   for (int64_t s : spec.strides)
@@ -283,15 +339,8 @@ void FunctionLowering::lowerConv(size_t pos) {
   // A convolution writing its part of a Concat in place (concatAhead), or one read only
   // by such convolutions, works in 16-channel blocks (aBcd16b) throughout.
   const bool into_concat = !spec.transposed && !bf16 && !first_layer && concatAhead(pos).has_value();
-  bool feeds_concat = false;
-  if (!spec.transposed && !bf16 && !first_layer && !into_concat && !mb_.polymorphic()) {
-    auto readers = consumers_.find(chain_out);
-    feeds_concat = readers != consumers_.end() && !readers->second.empty() &&
-                   graph_uses_[size_t(chain_out)] == int(readers->second.size());
-    if (feeds_concat)
-      for (size_t q : readers->second)
-        feeds_concat &= classify(nodeAt(q)) == OpClass::kConv && nodeAt(q).inputs[0] == chain_out && concatAhead(q);
-  }
+  const bool feeds_concat =
+      !spec.transposed && !bf16 && !first_layer && !into_concat && !mb_.polymorphic() && readOnlyByConcatWriters(chain_out);
   auto inChannelBlocks = [&](Step& s) {
     for (int key : {DNNL_ARG_SRC, DNNL_ARG_DST}) {
       Arg* a = s.find(key);
@@ -322,6 +371,36 @@ void FunctionLowering::lowerConv(size_t pos) {
   if (!wino && blocked_fits) {
     Step b = step;
     inChannelBlocks(b);
+    blocked = adoptWhole(std::move(b));
+  }
+  // A first layer over a few channels (an RGB image) whose readers, through a pooling
+  // step, take channel blocks writes them, reading the image as it comes: no reorder
+  // of the input to channels-last, nor of the pooled output to blocks. Float16
+  // SqueezeNet at two threads: its first convolution 165 -> 170 us, two reorders of
+  // 40 and 52 us gone (docs/backends.md, "Layout decisions measured").
+  if (!wino && !blocked && !spec.transposed && !bf16 && !first_layer && spec.groups == 1 &&
+      spec.in_shape.size() == 4 && spec.in_shape[1] <= 4 && c_out % 16 == 0 && !mb_.polymorphic() &&
+      readersTakeChannelBlocks(chain_out)) {
+    Step b = step;
+    Arg* a = b.find(DNNL_ARG_SRC);
+    a->md = plainDesc(spec.in_shape);
+    a->chosen = false;
+    a = b.find(DNNL_ARG_DST);
+    a->md = channelBlocks(spec.out_shape);
+    a->chosen = false;
+    blocked = adoptWhole(std::move(b));
+  }
+  // A 1x1 convolution whose input its producer wrote in channel blocks (a Concat
+  // written in place, a Winograd convolution) reads them so: oneDNN's blocked 1x1
+  // kernel runs as fast as its channels-last one, and the reorder goes (float16
+  // SqueezeNet's classifier at two threads: 470 us and a 36 us reorder -> 448 us).
+  if (!wino && !blocked && !spec.transposed && !bf16 && !first_layer && spec.groups == 1 && pointwise(spec) &&
+      spec.in_shape.size() == 4 && spec.in_shape[1] % 16 == 0 && !mb_.polymorphic() &&
+      sameDesc(primary(x).md, channelBlocks(spec.in_shape))) {
+    Step b = step;
+    Arg* a = b.find(DNNL_ARG_SRC);
+    a->md = channelBlocks(spec.in_shape);
+    a->chosen = false;
     blocked = adoptWhole(std::move(b));
   }
   if (!wino && !blocked && !channelsLastConv(step, spec, first_layer || bf16, chain, fixed, pd, k))

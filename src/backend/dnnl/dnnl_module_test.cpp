@@ -593,6 +593,68 @@ TEST(DnnlModule, ConcatOfConvolutionsIsWrittenInPlace) {
   }
 }
 
+// SqueezeNet's shape: an RGB stem (3x3 stride 2, MaxPool), a fire module, a 1x1
+// classifier, a global average pool. Where the fire module works in channel blocks
+// (Winograd, "fp32-half"), the stem writes blocks from the image as it comes and the
+// classifier reads the Concat's blocks: no reorder but the one to the plain graph
+// output. In float32 the stem and the classifier stay channels-last, with reorders
+// around them.
+TEST(DnnlModule, StemAndHeadTakeTheFireModulesChannelBlocks) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 3, 29, 29});
+  ir::AttributeMap stride2;
+  stride2.setInts("strides", {2, 2});
+  ir::ValueId stem = b.node("Relu", {b.node("Conv", {x, b.constant("w0", {32, 3, 3, 3}, randomFloats(32 * 27, 11)),
+                                                     b.constant("b0", {32}, randomFloats(32, 12))},
+                                            stride2)});
+  ir::AttributeMap pool;
+  pool.setInts("kernel_shape", {3, 3});
+  pool.setInts("strides", {2, 2});
+  ir::ValueId p = b.node("MaxPool", {stem}, pool);
+  ir::AttributeMap pads;
+  pads.setInts("pads", {1, 1, 1, 1});
+  ir::ValueId sq = b.node("Relu", {b.node("Conv", {p, b.constant("ws", {16, 32, 1, 1}, randomFloats(512, 13)),
+                                                   b.constant("bs", {16}, randomFloats(16, 14))})});
+  ir::ValueId e1 = b.node("Relu", {b.node("Conv", {sq, b.constant("we1", {32, 16, 1, 1}, randomFloats(512, 15))})});
+  ir::ValueId e3 =
+      b.node("Relu", {b.node("Conv", {sq, b.constant("we3", {32, 16, 3, 3}, randomFloats(32 * 16 * 9, 16))}, pads)});
+  ir::AttributeMap axis;
+  axis.setInt("axis", 1);
+  ir::ValueId cat = b.node("Concat", {e1, e3}, axis);
+  ir::ValueId head = b.node("Relu", {b.node("Conv", {cat, b.constant("wc", {48, 64, 1, 1}, randomFloats(48 * 64, 17)),
+                                                     b.constant("bc", {48}, randomFloats(48, 18))})});
+  b.output(b.node("GlobalAveragePool", {head}));
+  Compiled host = testing::compile(b.g, {"host"});
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 19);
+  const ir::OwnedTensor want = host.run(in)[0];
+  for (const char* precision : {"fp32-half", "fp32"}) {
+    SCOPED_TRACE(precision);
+    const bool half = std::string(precision) == "fp32-half";
+    for (int threads : {1, 2}) {
+      Compiled c = testing::compile(b.g, {"dnnl", "host"}, threads, 0, precision);
+      const auto& blob = c.parts.modules.at(0).blob;
+      const Program prog = readProgram(blob.data(), blob.size());
+      size_t reorders = 0;  // besides the pooled output's to the plain graph output
+      std::string layouts;
+      for (const Step& st : prog.functions.at(0).steps) {
+        if (st.kind == StepKind::kReorder) {
+          reorders += st.label.find("GlobalAveragePool") == std::string::npos;
+          continue;
+        }
+        if (st.kind != StepKind::kConvolution) continue;
+        layouts += formatTag(st.find(DNNL_ARG_SRC)->md) + ">" + formatTag(st.find(DNNL_ARG_DST)->md) + " ";
+      }
+      if (half) {
+        EXPECT_EQ(reorders, 0u) << layouts;
+        EXPECT_EQ(layouts.substr(0, layouts.find(' ')), "abcd>aBcd16b") << layouts;  // the stem
+      } else {
+        EXPECT_GT(reorders, 0u) << layouts;
+      }
+      EXPECT_LE(testing::relativeError(c.run(in)[0], want), 1e-5);
+    }
+  }
+}
+
 // Views a hostile blob could declare: each refused with the buffer named.
 TEST(DnnlProgram, MalformedViewsAreRefused) {
   Compiled c = testing::compile(fireModule().g, {"dnnl", "host"}, 1, 0, "fp32-half");
