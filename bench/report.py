@@ -319,7 +319,7 @@ def startup_section(res, notes):
               "user-space write to each 4 KiB page of an 11 MiB mapping took 13-20 ms in all (5-7 us a page), "
               "against 1.2-1.4 ms when the mapping is backed by transparent huge pages (measured 2026-12-05 "
               "with a standalone program); arenas of 2 MiB and more are mapped for them (MADV_HUGEPAGE), and "
-              "glibc's `glibc.malloc.hugetlb=1` tunable for the rest changed no start-up measurably. The "
+              "glibc's `glibc.malloc.hugetlb=1` tunable for the rest moved start-up by 0-4 ms, within the noise (11 processes each). The "
               "ratios depend on the machine as much as on partita: on the machine of the 2026-12-04 run, page "
               "faults and process creation were 5-13x slower than on the 2026-12-02 one (touching MobileNetV2's "
               "artifact 0.31 -> 4.1 ms, the touch as a whole process 2.0 -> 9.4 ms) while runs were 2x faster "
