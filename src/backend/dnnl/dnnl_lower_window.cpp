@@ -341,13 +341,20 @@ void FunctionLowering::lowerConv(size_t pos) {
   const bool into_concat = !spec.transposed && !bf16 && !first_layer && concatAhead(pos).has_value();
   const bool feeds_concat =
       !spec.transposed && !bf16 && !first_layer && !into_concat && !mb_.polymorphic() && readOnlyByConcatWriters(chain_out);
-  auto inChannelBlocks = [&](Step& s) {
-    for (int key : {DNNL_ARG_SRC, DNNL_ARG_DST}) {
+  // `s` with its source and destination in the given layouts (null: as chosen).
+  auto laidOut = [](Step s, const memory::desc* src, const memory::desc* dst) {
+    for (auto [key, md] : {std::pair{DNNL_ARG_SRC, src}, std::pair{DNNL_ARG_DST, dst}}) {
+      if (!md) continue;
       Arg* a = s.find(key);
-      a->md = channelBlocks(key == DNNL_ARG_SRC ? spec.in_shape : spec.out_shape);
+      a->md = *md;
       a->chosen = false;
     }
+    return s;
   };
+  // 16-channel blocks of the source and destination (2-D convolutions only).
+  const bool two_d = spec.in_shape.size() == 4 && spec.out_shape.size() == 4;
+  const memory::desc src_blocks = two_d ? channelBlocks(spec.in_shape) : memory::desc();
+  const memory::desc dst_blocks = two_d ? channelBlocks(spec.out_shape) : memory::desc();
   const bool blocked_fits = (into_concat || feeds_concat) && spec.in_shape.size() == 4 && spec.in_shape[0] == 1 &&
                             spec.in_shape[1] % 16 == 0 && c_out % 16 == 0;
   // Takes `candidate` when oneDNN fits it with the whole chain, and not by its reference code.
@@ -364,31 +371,22 @@ void FunctionLowering::lowerConv(size_t pos) {
   if (winograd_ && !bf16 && !first_layer && winogradShape(spec) && (!readByConcat() || (into_concat && blocked_fits))) {
     Step w = step;
     w.alg = int32_t(dnnl::algorithm::convolution_winograd);
-    if (into_concat) inChannelBlocks(w);
+    if (into_concat) w = laidOut(std::move(w), &src_blocks, &dst_blocks);
     wino = adoptWhole(std::move(w));
   }
   bool blocked = false;
-  if (!wino && blocked_fits) {
-    Step b = step;
-    inChannelBlocks(b);
-    blocked = adoptWhole(std::move(b));
-  }
+  if (!wino && blocked_fits) blocked = adoptWhole(laidOut(step, &src_blocks, &dst_blocks));
   // A first layer over a few channels (an RGB image) whose readers, through a pooling
   // step, take channel blocks writes them, reading the image as it comes: no reorder
   // of the input to channels-last, nor of the pooled output to blocks. Float16
-  // SqueezeNet at two threads: its first convolution 165 -> 170 us, two reorders of
-  // 40 and 52 us gone (docs/backends.md, "Layout decisions measured").
+  // SqueezeNet at two threads: its first convolution about as fast (165 -> 153-170
+  // us), two reorders of 40 and 52 us gone (docs/backends.md, "Layout decisions
+  // measured").
   if (!wino && !blocked && !spec.transposed && !bf16 && !first_layer && spec.groups == 1 &&
       spec.in_shape.size() == 4 && spec.in_shape[1] <= 4 && c_out % 16 == 0 && !mb_.polymorphic() &&
       readersTakeChannelBlocks(chain_out)) {
-    Step b = step;
-    Arg* a = b.find(DNNL_ARG_SRC);
-    a->md = plainDesc(spec.in_shape);
-    a->chosen = false;
-    a = b.find(DNNL_ARG_DST);
-    a->md = channelBlocks(spec.out_shape);
-    a->chosen = false;
-    blocked = adoptWhole(std::move(b));
+    const memory::desc image = plainDesc(spec.in_shape);
+    blocked = adoptWhole(laidOut(step, &image, &dst_blocks));
   }
   // A 1x1 convolution whose input its producer wrote in channel blocks (a Concat
   // written in place, a Winograd convolution) reads them so: oneDNN's blocked 1x1
@@ -396,13 +394,8 @@ void FunctionLowering::lowerConv(size_t pos) {
   // SqueezeNet's classifier at two threads: 470 us and a 36 us reorder -> 448 us).
   if (!wino && !blocked && !spec.transposed && !bf16 && !first_layer && spec.groups == 1 && pointwise(spec) &&
       spec.in_shape.size() == 4 && spec.in_shape[1] % 16 == 0 && !mb_.polymorphic() &&
-      sameDesc(primary(x).md, channelBlocks(spec.in_shape))) {
-    Step b = step;
-    Arg* a = b.find(DNNL_ARG_SRC);
-    a->md = channelBlocks(spec.in_shape);
-    a->chosen = false;
-    blocked = adoptWhole(std::move(b));
-  }
+      sameDesc(primary(x).md, src_blocks))
+    blocked = adoptWhole(laidOut(step, &src_blocks, nullptr));
   if (!wino && !blocked && !channelsLastConv(step, spec, first_layer || bf16, chain, fixed, pd, k))
     k = fitChain(step, chain, fixed, pd);
   chain.resize(k);
