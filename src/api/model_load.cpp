@@ -41,12 +41,10 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const LoadOpti
   if (options.threads == 1) {
     try {
       reader = std::thread([file = a.file] { readEveryPage(file); });
-    } catch (const std::system_error&) {
-      prefault(a.file);  // no thread to be had
+    } catch (const std::system_error&) {  // no thread to be had: the pages are mapped here
     }
-  } else {
-    prefault(a.file);
   }
+  if (!reader.joinable()) prefault(a.file);
   struct Join {
     std::thread& t;
     ~Join() {

@@ -256,6 +256,9 @@ class FunctionLowering {
   // The in-place Concat that the convolution at `conv` feeds, through such nodes.
   std::optional<size_t> concatAhead(size_t conv) const;
   bool lowerConcatInPlace(size_t pos);
+  // The nodes reading `v`, when every graph use of `v` is a node of this region (and
+  // there is one); else null.
+  const std::vector<size_t>* regionReaders(ValueId v) const;
   // `v` is read only by convolutions that write their parts of a Concat in place.
   bool readOnlyByConcatWriters(ValueId v) const;
   // `v`, or its pooled value when one MaxPool / AveragePool reads it, is read only by

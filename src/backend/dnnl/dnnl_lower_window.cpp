@@ -186,11 +186,17 @@ bool pointwise(const ConvSpec& spec) {
 }
 }  // namespace
 
-bool FunctionLowering::readOnlyByConcatWriters(ValueId v) const {
+const std::vector<size_t>* FunctionLowering::regionReaders(ValueId v) const {
   auto readers = consumers_.find(v);
   if (readers == consumers_.end() || readers->second.empty() || graph_uses_[size_t(v)] != int(readers->second.size()))
-    return false;
-  for (size_t q : readers->second)
+    return nullptr;
+  return &readers->second;
+}
+
+bool FunctionLowering::readOnlyByConcatWriters(ValueId v) const {
+  const std::vector<size_t>* readers = regionReaders(v);
+  if (!readers) return false;
+  for (size_t q : *readers)
     if (classify(nodeAt(q)) != OpClass::kConv || nodeAt(q).inputs[0] != v || !concatAhead(q)) return false;
   return true;
 }
@@ -202,10 +208,9 @@ bool FunctionLowering::readersTakeChannelBlocks(ValueId v) const {
         n.outputs.size() == 1)
       v = n.outputs[0];
   }
-  auto readers = consumers_.find(v);
-  if (readers == consumers_.end() || readers->second.empty() || graph_uses_[size_t(v)] != int(readers->second.size()))
-    return false;
-  for (size_t q : readers->second) {
+  const std::vector<size_t>* readers = regionReaders(v);
+  if (!readers) return false;
+  for (size_t q : *readers) {
     const ir::Node& n = nodeAt(q);
     if (classify(n) != OpClass::kConv || n.inputs[0] != v) return false;
     const std::optional<ConvSpec> spec = decodeConv(g_, n, nullptr);
@@ -355,8 +360,8 @@ void FunctionLowering::lowerConv(size_t pos) {
   const bool two_d = spec.in_shape.size() == 4 && spec.out_shape.size() == 4;
   const memory::desc src_blocks = two_d ? channelBlocks(spec.in_shape) : memory::desc();
   const memory::desc dst_blocks = two_d ? channelBlocks(spec.out_shape) : memory::desc();
-  const bool blocked_fits = (into_concat || feeds_concat) && spec.in_shape.size() == 4 && spec.in_shape[0] == 1 &&
-                            spec.in_shape[1] % 16 == 0 && c_out % 16 == 0;
+  const bool blocked_fits =
+      (into_concat || feeds_concat) && two_d && spec.in_shape[0] == 1 && spec.in_shape[1] % 16 == 0 && c_out % 16 == 0;
   // Takes `candidate` when oneDNN fits it with the whole chain, and not by its reference code.
   auto adoptWhole = [&](Step candidate) {
     try {
@@ -382,8 +387,8 @@ void FunctionLowering::lowerConv(size_t pos) {
   // SqueezeNet at two threads: its first convolution about as fast (165 -> 153-170
   // us), two reorders of 40 and 52 us gone (docs/backends.md, "Layout decisions
   // measured").
-  if (!wino && !blocked && !spec.transposed && !bf16 && !first_layer && spec.groups == 1 &&
-      spec.in_shape.size() == 4 && spec.in_shape[1] <= 4 && c_out % 16 == 0 && !mb_.polymorphic() &&
+  if (!wino && !blocked && !spec.transposed && !bf16 && !first_layer && spec.groups == 1 && two_d &&
+      spec.in_shape[1] <= 4 && c_out % 16 == 0 && !mb_.polymorphic() &&
       readersTakeChannelBlocks(chain_out)) {
     const memory::desc image = plainDesc(spec.in_shape);
     blocked = adoptWhole(laidOut(step, &image, &dst_blocks));
@@ -393,7 +398,7 @@ void FunctionLowering::lowerConv(size_t pos) {
   // kernel runs as fast as its channels-last one, and the reorder goes (float16
   // SqueezeNet's classifier at two threads: 470 us and a 36 us reorder -> 448 us).
   if (!wino && !blocked && !spec.transposed && !bf16 && !first_layer && spec.groups == 1 && pointwise(spec) &&
-      spec.in_shape.size() == 4 && spec.in_shape[1] % 16 == 0 && !mb_.polymorphic() &&
+      two_d && spec.in_shape[1] % 16 == 0 && !mb_.polymorphic() &&
       sameDesc(primary(x).md, src_blocks))
     blocked = adoptWhole(laidOut(step, &src_blocks, nullptr));
   if (!wino && !blocked && !channelsLastConv(step, spec, first_layer || bf16, chain, fixed, pd, k))
