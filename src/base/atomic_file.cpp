@@ -65,19 +65,6 @@ void checkReplaceable(const std::string& path, const std::vector<SourceFile>& ke
     refuse(path, std::string("you have no write permission on it (mode ") + mode + ")");
 }
 
-namespace {
-
-bool isZero(const std::byte* p, size_t n) {
-  for (size_t i = 0; i < n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    if (w) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 AtomicFile::AtomicFile(std::string path, std::vector<SourceFile> keep)
     : path_(std::move(path)), keep_(std::move(keep)), dir_(dirOf(path_)) {
   if (path_.empty() || path_.back() == '/') throw Error(ErrorCode::kIo, "'" + path_ + "' is not a file name");
@@ -124,24 +111,6 @@ void AtomicFile::writeAt(uint64_t offset, const void* data, size_t n) {
   }
 }
 
-void AtomicFile::writeSparseAt(uint64_t offset, const void* data, size_t n) {
-  constexpr uint64_t kBlock = 4096;
-  const auto* p = static_cast<const std::byte*>(data);
-  uint64_t run_start = offset;  // pending non-zero bytes [run_start, pos)
-  uint64_t pos = offset;
-  const uint64_t end = offset + n;
-  while (pos < end) {
-    uint64_t block_end = std::min(end, (pos / kBlock + 1) * kBlock);
-    bool whole = pos % kBlock == 0 && block_end - pos == kBlock;
-    if (whole && isZero(p + (pos - offset), kBlock)) {
-      if (pos > run_start) writeAt(run_start, p + (run_start - offset), size_t(pos - run_start));
-      run_start = block_end;
-    }
-    pos = block_end;
-  }
-  if (end > run_start) writeAt(run_start, p + (run_start - offset), size_t(end - run_start));
-}
-
 void AtomicFile::setSize(uint64_t size) {
   if (::ftruncate(fd_, off_t(size)) != 0) ioError("cannot size '" + path_ + "'", errno);
 }
@@ -178,6 +147,59 @@ void AtomicFile::commit() {
     ::fsync(dfd);  // the new directory entry survives a crash; best effort
     ::close(dfd);
   }
+}
+
+namespace {
+
+bool isZero(const std::byte* p, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    if (w) return false;
+  }
+  for (; i < n; ++i)
+    if (p[i] != std::byte{0}) return false;
+  return true;
+}
+
+}  // namespace
+
+void BlockWriter::put(uint64_t offset, const void* data, size_t n) {
+  if (offset < end_ || offset > size_ || n > size_ - offset)
+    throw Error(ErrorCode::kInternal, "'" + file_.path() + "': " + std::to_string(n) + " bytes at " +
+                                          std::to_string(offset) + " are not after " + std::to_string(end_) +
+                                          " and within " + std::to_string(size_));
+  const auto* p = static_cast<const std::byte*>(data);
+  while (n > 0) {
+    if (const uint64_t index = offset / kBlockBytes; index != index_) {
+      flush();
+      index_ = index;
+    }
+    if (block_.empty()) block_.resize(kBlockBytes);
+    const size_t at = size_t(offset % kBlockBytes);
+    const size_t take = std::min<size_t>(n, kBlockBytes - at);
+    std::memcpy(block_.data() + at, p, take);
+    pending_ = true;
+    p += take;
+    n -= take;
+    offset += take;
+    end_ = offset;
+  }
+}
+
+void BlockWriter::flush() {
+  if (!pending_) return;
+  const uint64_t start = index_ * kBlockBytes;
+  const size_t n = size_t(std::min<uint64_t>(kBlockBytes, size_ - start));
+  if (!isZero(block_.data(), n)) file_.writeAt(start, block_.data(), n);
+  std::memset(block_.data(), 0, n);
+  pending_ = false;
+}
+
+void BlockWriter::finish() {
+  flush();
+  file_.setSize(size_);
 }
 
 }  // namespace partita::artifact

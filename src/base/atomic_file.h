@@ -41,9 +41,6 @@ class AtomicFile {
 
   // Writes `n` bytes at `offset`. Throws Error(kIo) (e.g. "No space left on device").
   void writeAt(uint64_t offset, const void* data, size_t n);
-  // Like writeAt, but file-page-aligned 4 KiB blocks that are all zero are skipped and
-  // stay holes (they read back as zeros): large zero tensors cost no disk.
-  void writeSparseAt(uint64_t offset, const void* data, size_t n);
   // Sets the final size (a trailing hole reads as zeros).
   void setSize(uint64_t size);
   // Makes the file durable and visible at `path`, replacing any file there.
@@ -60,6 +57,36 @@ class AtomicFile {
   std::string temp_name_;  // empty while the temporary is unnamed
   int fd_ = -1;
   bool committed_ = false;
+};
+
+// Writes an AtomicFile front to back in whole blocks of kBlockBytes (2 MiB) at offsets
+// that are multiples of it, one pwrite each. Filesystems with large folios in the page
+// cache (ext4 since Linux 6.16, XFS, tmpfs) then keep the new file in 2 MiB folios,
+// which every process mapping it maps with one page-table entry each: reading a 47 MB
+// artifact's pages for the first time in a process takes under 1 ms instead of 15 ms
+// (docs/artifact_format.md, "Page cache"). A block that is all zero is not written and
+// stays a hole (it reads back as zeros): large zero tensors cost no disk.
+class BlockWriter {
+ public:
+  static constexpr uint64_t kBlockBytes = uint64_t(2) << 20;
+
+  // Writes `file`, which will be `size` bytes long.
+  BlockWriter(AtomicFile& file, uint64_t size) : file_(file), size_(size) {}
+  // Puts `n` bytes at `offset`: at or past the end of what was put before, and within
+  // the size (Error(kInternal) if not). The bytes between read as zeros.
+  void put(uint64_t offset, const void* data, size_t n);
+  // Writes what is pending and sets the file's size.
+  void finish();
+
+ private:
+  void flush();  // writes the block in hand unless it is all zero
+
+  AtomicFile& file_;
+  uint64_t size_;
+  std::vector<std::byte> block_;  // block `index_`'s bytes, zero where nothing was put
+  uint64_t index_ = 0;
+  bool pending_ = false;  // block_ holds bytes not written yet
+  uint64_t end_ = 0;      // the end of what was put
 };
 
 }  // namespace partita::artifact

@@ -111,6 +111,52 @@ TEST_F(AtomicFileTargets, ChecksAgainAtCommit) {
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
 }
 
+// BlockWriter: the bytes land where they were put, the gaps read as zeros, a block of
+// zeros stays a hole, and the file ends at the size given.
+TEST_F(AtomicFileTargets, BlockWriterWritesInWholeBlocksAndLeavesZeroBlocksAsHoles) {
+  constexpr uint64_t kB = BlockWriter::kBlockBytes;
+  const uint64_t size = 5 * kB + 123;  // blocks 0, 1 (zero), 2 (zero), 3, 4, and a partial 5
+  std::string head(100, 'h'), mid(kB + 17, 'm'), tail(50, 't');
+  {
+    AtomicFile f(path("b.pta"));
+    BlockWriter out(f, size);
+    out.put(0, head.data(), head.size());
+    out.put(3 * kB - 7, mid.data(), mid.size());  // straddles into blocks 3 and 4
+    out.put(size - tail.size(), tail.data(), tail.size());
+    out.finish();
+    f.commit();
+  }
+  const std::string got = read("b.pta");
+  ASSERT_EQ(got.size(), size);
+  std::string want(size_t(size), '\0');
+  want.replace(0, head.size(), head);
+  want.replace(size_t(3 * kB - 7), mid.size(), mid);
+  want.replace(size_t(size - tail.size()), tail.size(), tail);
+  EXPECT_TRUE(got == want);
+  // Blocks 1 and 2 were not written; block 2's last 7 bytes belong to `mid`, so only
+  // block 1 is all zero: the file takes at least one block less than its size on disk
+  // (st_blocks counts 512-byte units) where the filesystem keeps holes.
+  struct stat st {};
+  ASSERT_EQ(::stat(path("b.pta").c_str(), &st), 0);
+  EXPECT_LE(uint64_t(st.st_blocks) * 512, size + 64 * 1024 - kB);
+}
+
+TEST_F(AtomicFileTargets, BlockWriterRefusesToGoBackOrPastTheSize) {
+  AtomicFile f(path("c.pta"));
+  BlockWriter out(f, 100);
+  const char bytes[20] = {1};
+  out.put(40, bytes, 20);
+  for (auto [offset, n] : {std::pair<uint64_t, size_t>{50, 1}, {90, 20}, {200, 0}}) {
+    try {
+      out.put(offset, bytes, n);
+      FAIL() << offset << "+" << n << " was taken";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInternal) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(out.put(60, bytes, 0));
+}
+
 TEST_F(AtomicFileTargets, CheckReplaceableAllowsNothingThereAndADanglingSymlink) {
   EXPECT_NO_THROW(checkReplaceable(path("none.pta")));
   fs::create_symlink("missing", dir_ / "dangling.pta");

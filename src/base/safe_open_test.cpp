@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -55,6 +56,20 @@ TEST_F(SafeOpen, OpensARegularFileWithItsSizeAndIdentity) {
   EXPECT_EQ(f.id(), id);
   Bytes b = mapFile(f);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data), b.size), "inside!!");
+}
+
+// A file of 2 MiB or more is mapped at a 2 MiB boundary (so the kernel can map its
+// page-cache folios of that size with one entry each), whole and intact.
+TEST_F(SafeOpen, MapsALargeFileAtATwoMiBBoundary) {
+  std::string bytes(size_t(5) << 20 | 77, '\0');
+  for (size_t i = 0; i < bytes.size(); i += 4093) bytes[i] = char(i / 4093);
+  tmp_.write("root/large.bin", bytes);
+  for (int i = 0; i < 4; ++i) {  // several, so one lucky address proves nothing
+    Bytes b = mapFile(path("root/large.bin"));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data) % (uintptr_t(2) << 20), 0u);
+    ASSERT_EQ(b.size, bytes.size());
+    EXPECT_TRUE(std::memcmp(b.data, bytes.data(), bytes.size()) == 0);
+  }
 }
 
 TEST_F(SafeOpen, RefusesAFifoWithoutBlocking) {

@@ -178,20 +178,24 @@ class HashState {
   XXH3_state_t* state_;
 };
 
-// Writes the extents (placed by layoutWeights) into the weight section at `base`, in
-// chunks small enough that hashing a chunk twice (the section, and the tensor when
-// not hashed yet) and scanning it for zero pages reads it from memory once.
-// Padding is left as zero holes. Fills in missing extent hashes; returns the section
-// checksum.
-uint64_t writeWeights(AtomicFile& file, uint64_t base, std::vector<Extent>& extents) {
-  constexpr uint64_t kChunk = 256 * 1024;
-  static const std::byte kZeros[kPageAlignment] = {};
+// The extents (placed by layoutWeights) in file order.
+std::vector<Extent*> inFileOrder(std::vector<Extent>& extents) {
   std::vector<Extent*> order;
   for (Extent& e : extents) order.push_back(&e);
   std::sort(order.begin(), order.end(), [](const Extent* a, const Extent* b) { return a->offset < b->offset; });
+  return order;
+}
+
+// The weight section's checksum (its bytes up to the end of the last extent, the
+// padding between extents zero), filling in the extent hashes not computed yet; in
+// chunks small enough that hashing a chunk twice (the section, and the tensor) reads
+// it from memory once.
+uint64_t hashWeights(std::vector<Extent>& extents) {
+  constexpr uint64_t kChunk = 256 * 1024;
+  static const std::byte kZeros[kPageAlignment] = {};
   HashState section;
   uint64_t at = 0;
-  for (Extent* e : order) {
+  for (Extent* e : inFileOrder(extents)) {
     while (at < e->offset) {
       size_t n = size_t(std::min<uint64_t>(e->offset - at, sizeof kZeros));
       section.update(kZeros, n);
@@ -199,14 +203,10 @@ uint64_t writeWeights(AtomicFile& file, uint64_t base, std::vector<Extent>& exte
     }
     const Bytes& b = e->constant->bytes;
     HashState tensor;
-    for (uint64_t done = 0; done < b.size;) {
-      // Chunks end on file offsets that are multiples of kChunk, so zero pages align.
-      uint64_t n = std::min<uint64_t>(b.size - done, kChunk - (base + e->offset + done) % kChunk);
-      const std::byte* p = b.data + done;
-      section.update(p, size_t(n));
-      if (!e->hashed) tensor.update(p, size_t(n));
-      file.writeSparseAt(base + e->offset + done, p, size_t(n));
-      done += n;
+    for (uint64_t done = 0; done < b.size; done += kChunk) {
+      const size_t n = size_t(std::min<uint64_t>(b.size - done, kChunk));
+      section.update(b.data + done, n);
+      if (!e->hashed) tensor.update(b.data + done, n);
     }
     if (!e->hashed) {
       e->hash = tensor.digest();
@@ -248,7 +248,7 @@ LinkReport writeArtifact(const ir::Graph& graph, const std::vector<backend::Modu
 
   // Distinct tensors. Only constants that share dtype, shape, layout and size with
   // another can be equal; those are hashed now and confirmed byte-equal. The others
-  // are hashed while being written, so each weight byte is read once.
+  // are hashed with the weight section (hashWeights), reading each weight byte once there.
   std::vector<Extent> extents;
   std::vector<size_t> extent_of(pool.size(), 0);
   std::vector<uint64_t> hash_of(pool.size(), 0);
@@ -354,26 +354,28 @@ LinkReport writeArtifact(const ir::Graph& graph, const std::vector<backend::Modu
   ws = {SectionKind::kWeights, uint32_t(weights_align), alignUp(pos, weights_align), weights_size, 0};
   const uint64_t file_size = ws.offset + ws.size;
 
-  AtomicFile file(path, keep);
-  for (size_t m = 0; m < modules.size(); ++m)
-    if (!modules[m].blob.empty())
-      file.writeAt(sections[1 + m].offset, modules[m].blob.data(), modules[m].blob.size());
-  ws.checksum = writeWeights(file, ws.offset, extents);
+  // Every hash first: the header and manifest, written first, hold them.
+  ws.checksum = hashWeights(extents);
   for (ir::ConstId id = 0; id < pool.size(); ++id)
     if (need[id] == kNeeded) hash_of[id] = extents[extent_of[id]].hash;
-
-  // The manifest last: now every offset and hash is known.
   std::vector<std::byte> manifest_bytes = encode(ws.offset);
   if (manifest_bytes.size() != sections[0].size)
     throw Error(ErrorCode::kInternal, "manifest size changed between encodings");
   sections[0].checksum = hashBytes(manifest_bytes.data(), manifest_bytes.size());
-  file.writeAt(sections[0].offset, manifest_bytes.data(), manifest_bytes.size());
-
   Header header;
   header.file_size = file_size;
   std::vector<std::byte> head = encodeTable(header, sections);
-  file.writeAt(0, head.data(), head.size());
-  file.setSize(file_size);
+
+  // Then the file front to back, in whole 2 MiB blocks (BlockWriter).
+  AtomicFile file(path, keep);
+  BlockWriter out(file, file_size);
+  out.put(0, head.data(), head.size());
+  out.put(sections[0].offset, manifest_bytes.data(), manifest_bytes.size());
+  for (size_t m = 0; m < modules.size(); ++m)
+    out.put(sections[1 + m].offset, modules[m].blob.data(), modules[m].blob.size());
+  for (const Extent* e : inFileOrder(extents))
+    out.put(ws.offset + e->offset, e->constant->bytes.data, e->constant->bytes.size);
+  out.finish();
   file.commit();
 
   report.file_bytes = file_size;
