@@ -191,7 +191,7 @@ void inspectCommand(const InspectArgs& args) {
     std::printf("memory\n");
     std::printf("  planned activations      %14" PRIu64 "\n", mem.activation_bytes);
     if (has_modules) std::printf("  module scratch           %14" PRIu64 "\n", mem.module_scratch_bytes);
-    std::printf("  private growth budget    %14" PRIu64 "  (activations%s + 5%% of weights)\n", mem.growth_budget,
+    std::printf("  private growth budget    %14" PRIu64 "  (activations%s, arenas from 2 MiB up in whole 2 MiB pages, + 5%% of weights)\n", mem.growth_budget,
                 has_modules ? " + module scratch" : "");
   }
   if (args.run) {  // an artifact that cannot be planned fails here with the loader's error

@@ -123,7 +123,9 @@ struct ArtifactInfo {
     std::string not_planned;  // why not, when !planned
     uint64_t activation_bytes = 0;
     uint64_t module_scratch_bytes = 0;
-    uint64_t growth_budget = 0;  // activations + module scratch + 5% of the weights
+    // activations + module scratch (each arena as mapped: from 2 MiB up, in whole 2 MiB
+    // pages) + 5% of the weights
+    uint64_t growth_budget = 0;
   } memory;
 };
 

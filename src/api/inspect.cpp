@@ -10,6 +10,7 @@
 #include "partita/error.h"
 #include "runtime/artifact_reader.h"
 #include "runtime/graph_executor.h"
+#include "runtime/memory_plan.h"
 
 namespace partita {
 
@@ -73,8 +74,14 @@ ArtifactInfo::Memory memoryOf(const artifact::Artifact& a, const ByteAccounting&
   }
   mem.planned = true;
   mem.activation_bytes = exec->plannedActivationBytes();
-  for (const auto& m : exec->modules()) mem.module_scratch_bytes += m->scratchpadBytes();
-  mem.growth_budget = mem.activation_bytes + mem.module_scratch_bytes + r.weight_bytes / 20;
+  // Each arena as it is mapped (from 2 MiB up, in whole 2 MiB pages).
+  auto mapped = [](size_t bytes) -> uint64_t { return bytes == 0 ? 0 : runtime::arenaMappedBytes(bytes); };
+  uint64_t arenas = mapped(mem.activation_bytes);
+  for (const auto& m : exec->modules()) {
+    mem.module_scratch_bytes += m->scratchpadBytes();
+    arenas += mapped(m->scratchpadBytes());
+  }
+  mem.growth_budget = arenas + r.weight_bytes / 20;
   return mem;
 }
 

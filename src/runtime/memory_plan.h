@@ -31,10 +31,15 @@ inline constexpr size_t kArenaAlignment = 64;
 MemoryPlan planMemory(const std::vector<BufferRequest>& requests);
 
 // The memory of one arena: zero-filled, kArenaAlignment-aligned, freed with the
-// object. From 2 MiB up it is its own anonymous mapping with transparent huge pages
-// requested (MADV_HUGEPAGE), so the first run touches it with a few faults of 2 MiB
-// instead of one per 4 KiB page (on a VM each fault is expensive: see
-// docs/benchmarks.md, start-up); the kernel zero-fills it without us touching it.
+// object. From 2 MiB up it is its own anonymous mapping in whole 2 MiB pages
+// (arenaMappedBytes) with transparent huge pages requested (MADV_HUGEPAGE), so the
+// first run touches it with a few faults of 2 MiB instead of one per 4 KiB page (on a
+// VM each first write to a 4 KiB page costs microseconds: see docs/benchmarks.md,
+// start-up); the kernel zero-fills it without us touching it.
+// The bytes an ArenaMemory of `bytes` maps: from 2 MiB up, rounded up to whole 2 MiB
+// pages (a partial one at the end would be backed by 4 KiB pages), else `bytes`.
+size_t arenaMappedBytes(size_t bytes);
+
 class ArenaMemory {
  public:
   ArenaMemory() = default;
@@ -52,6 +57,7 @@ class ArenaMemory {
   void release();
   std::byte* data_ = nullptr;
   size_t size_ = 0;
+  size_t mapped_bytes_ = 0;  // of the mapping: size_ rounded up to whole huge pages
   bool mapped_ = false;
 };
 
