@@ -325,6 +325,22 @@ def startup_section(res, notes):
               "artifact 0.31 -> 4.1 ms, the touch as a whole process 2.0 -> 9.4 ms) while runs were 2x faster "
               "(MobileNetV2 7.5 -> 3.9 ms), so every ratio grew though no step of the start-up did.",
               "",
+              "Two changes of 2026-12-05 are in this table. Artifacts are written front to back in whole 2 MiB "
+              "blocks and mapped at 2 MiB boundaries (docs/format.md, \"Page cache\"): where the filesystem "
+              "keeps large folios (ext4 on Linux 6.18 here), a freshly compiled .pta sits in the page cache in "
+              "2 MiB folios that every process maps with one page-table entry each, and reading one byte of every "
+              "page of ResNet-18's 47 MB .pta in a new process takes 0.75-1.1 ms instead of 15-24 ms. That "
+              "shortens the reference's touch as much as partita's own reads, so the ratios above grew while "
+              "every start-up got shorter: ResNet-18 oneDNN+host, the same binary on the same bytes written "
+              "in 4 KiB pieces and in 2 MiB blocks, 9 processes each, alternating, 72.8 -> 65.0 ms at 1 thread "
+              "and 73.8 -> 60.9 ms at 2. And arenas of 2 MiB and more are mapped in whole 2 MiB pages (a "
+              "partial huge page at the end was 4 KiB pages, each first write 5-7 us): the first run, 11 "
+              "processes each, SqueezeNet 1T 6.3 -> 4.4 ms, ResNet-18 1T 21.1 -> 18.4 ms and 2T 19.0 -> "
+              "17.1 ms, now within 1.05-1.4x of a warm run. What is left of a oneDNN start-up is the "
+              "process (`partita-run --version`: 14 ms of CPU, 17 ms from spawn to exit, 396 page faults, "
+              "152 of them the dynamic loader's relocations) and oneDNN's JIT at load (13 ms for "
+              "SqueezeNet, 17-19 ms for ResNet-18).",
+              "",
               "The process alone, in CPU time (`perf stat -r 30 -e task-clock`, 2026-12-04, load average "
               "3.7-5.9 from other work): an empty C program 2.2 ms; linking libstdc++ 4.9 ms; linking libomp and "
               "starting it (`omp_get_max_threads`: topology detection) 4.9 ms; linking Debian's libdnnl (it brings "
