@@ -339,7 +339,14 @@ def startup_section(res, notes):
               "17.1 ms, now within 1.05-1.4x of a warm run. What is left of a oneDNN start-up is the "
               "process (`partita-run --version`: 14 ms of CPU, 17 ms from spawn to exit, 396 page faults, "
               "152 of them the dynamic loader's relocations) and oneDNN's JIT at load (13 ms for "
-              "SqueezeNet, 17-19 ms for ResNet-18).",
+              "SqueezeNet, 17-19 ms for ResNet-18). Tried on 2026-12-05 and not kept: a one-thread load that "
+              "checks every step (oneDNN's primitive descriptors, 3.4 ms of ResNet-18's 20) but generates the "
+              "kernels (the primitives, 13-16 ms) on a thread of its own, in step order, while the first run "
+              "executes the steps made so far on the other core. Side by side (bench/startup_ab.py, 25 "
+              "processes each): ResNet-18 71.3 -> 69.5 ms, EfficientNet-B0 57.6 -> 54.7 ms, BERT 25.0 -> "
+              "26.6 ms; in a run of 15, MobileNetV2 47.4 -> 44.4 ms and SqueezeNet 43.2 -> 40.9 ms. The "
+              "kernels take longer to make than most of these runs take, so the first run mostly waits for "
+              "them, and a failure to make one would have moved from load to the first run.",
               "",
               "The process alone, in CPU time (`perf stat -r 30 -e task-clock`, 2026-12-04, load average "
               "3.7-5.9 from other work): an empty C program 2.2 ms; linking libstdc++ 4.9 ms; linking libomp and "
