@@ -429,8 +429,25 @@ def worker_command(runtime, bins, files, name, threads, model_path, out_npy):
             "--output", out_npy]
 
 
-def time_workers(workers, opts):
-    """Warm-up, then round-robin timed batches until every worker has enough runs."""
+def pin_worker(worker, cpus):
+    """Pins every thread of a worker's process to `cpus` (threads it makes later inherit
+    it from theirs). Best effort: a worker that exited is left to report why."""
+    try:
+        for tid in os.listdir(f"/proc/{worker.proc.pid}/task"):
+            os.sched_setaffinity(int(tid), cpus)
+    except (OSError, ValueError):
+        pass
+
+
+def time_workers(workers, opts, threads=None):
+    """Warm-up, then round-robin timed batches until every worker has enough runs.
+
+    At one thread every worker of a round runs on the same core, the next round on the
+    next core: on this VM one core can run 15-20 % slower than the other for minutes
+    (measured: four workers on one artifact, pinned two to each core, the pairs 1.75
+    and 2.05 ms, which core was slow changing between rounds), and a worker left to the
+    scheduler stays on the core it woke on, so a runtime's median depended on where its
+    one process landed. Taking turns on the cores, every runtime sees each alike."""
     est = {}
     for w in workers:
         try:
@@ -442,7 +459,11 @@ def time_workers(workers, opts):
         time.sleep(opts.settle)
     live = [w for w in workers if w.error is None]
     batch = {w.key: int(min(max(round(opts.batch_s * 1e3 / est[w.key]), 2), 200)) for w in live}
+    cpus = sorted(os.sched_getaffinity(0))
     for r in range(opts.max_rounds):
+        if threads == 1 and len(cpus) > 1:
+            for w in live:
+                pin_worker(w, {cpus[r % len(cpus)]})
         order = live[r % len(live):] + live[:r % len(live)] if live else []
         for w in order:
             if w.error:
@@ -483,7 +504,7 @@ def time_and_record(name, workers, entries, threads, opts):
     records each one's latency statistics in entries[worker.key] and closes it."""
     if workers:
         log(f"{name}: timing {len(workers)} workers at {threads} thread(s), interleaved")
-        time_workers(workers, opts)
+        time_workers(workers, opts, threads)
     for w in workers:
         entry = entries[w.key]
         if w.error and len(w.times) < 2:

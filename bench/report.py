@@ -512,7 +512,11 @@ def method_section(res):
             "bench/ort_runner.js, bench/torch_runner.py). After warm-up runs the driver asks each worker in "
             f"turn for a batch of about {s.get('batch_s')} s of runs, rotating the order every round, for at "
             f"least {s.get('rounds')} rounds and {s.get('min_runs')} runs per worker; only one worker runs at a "
-            "time. Latency is wall time around one inference call inside the worker.",
+            "time. At one thread every worker of a round is pinned to the same core and the next round to "
+            "the next core (bench.time_workers): on this VM one core at times runs 15-20 % slower than the "
+            "other for minutes, and a worker the scheduler leaves on it was slow for its whole life (four "
+            "workers on one artifact, unpinned: 1.75-2.00 ms; taking turns on the cores: within 3 % of each "
+            "other in each of five rounds). Latency is wall time around one inference call inside the worker.",
             "- Threads: partita `LoadOptions::threads = n` (an OpenMP team per run on LLVM's libomp, which oneDNN "
             "shares; idle threads spin while the team gets its CPUs, see threads.md); ONNX "
             "Runtime intraOpNumThreads = n, interOpNumThreads = 1, sequential execution, all graph "
