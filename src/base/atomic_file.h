@@ -61,7 +61,7 @@ class AtomicFile {
 
 // Writes an AtomicFile front to back in whole blocks of kBlockBytes (2 MiB) at offsets
 // that are multiples of it, one pwrite each. Filesystems with large folios in the page
-// cache (ext4 since Linux 6.16, XFS, tmpfs) then keep the new file in 2 MiB folios,
+// cache (ext4 on recent kernels such as 6.18, XFS) then keep the new file in 2 MiB folios,
 // which every process mapping it maps with one page-table entry each: reading a 47 MB
 // artifact's pages for the first time in a process takes under 1 ms instead of 15 ms
 // (docs/artifact_format.md, "Page cache"). A block that is all zero is not written and
