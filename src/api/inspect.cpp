@@ -75,11 +75,10 @@ ArtifactInfo::Memory memoryOf(const artifact::Artifact& a, const ByteAccounting&
   mem.planned = true;
   mem.activation_bytes = exec->plannedActivationBytes();
   // Each arena as it is mapped (from 2 MiB up, in whole 2 MiB pages).
-  auto mapped = [](size_t bytes) -> uint64_t { return bytes == 0 ? 0 : runtime::arenaMappedBytes(bytes); };
-  uint64_t arenas = mapped(mem.activation_bytes);
+  uint64_t arenas = runtime::arenaMappedBytes(mem.activation_bytes);
   for (const auto& m : exec->modules()) {
     mem.module_scratch_bytes += m->scratchpadBytes();
-    arenas += mapped(m->scratchpadBytes());
+    arenas += runtime::arenaMappedBytes(m->scratchpadBytes());
   }
   mem.growth_budget = arenas + r.weight_bytes / 20;
   return mem;

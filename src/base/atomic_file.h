@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "base/mapped_file.h"
 #include "base/safe_open.h"
 
 namespace partita::artifact {
@@ -64,11 +65,11 @@ class AtomicFile {
 // cache (ext4 on recent kernels such as 6.18, XFS) then keep the new file in 2 MiB folios,
 // which every process mapping it maps with one page-table entry each: reading a 47 MB
 // artifact's pages for the first time in a process takes under 1 ms instead of 15 ms
-// (docs/artifact_format.md, "Page cache"). A block that is all zero is not written and
+// (docs/format.md, "Page cache"). A block that is all zero is not written and
 // stays a hole (it reads back as zeros): large zero tensors cost no disk.
 class BlockWriter {
  public:
-  static constexpr uint64_t kBlockBytes = uint64_t(2) << 20;
+  static constexpr uint64_t kBlockBytes = kHugePageBytes;
 
   // Writes `file`, which will be `size` bytes long.
   BlockWriter(AtomicFile& file, uint64_t size) : file_(file), size_(size) {}

@@ -21,43 +21,46 @@ struct Mapping {
   }
 };
 
-// Files of at least this size are mapped at an address that is a multiple of it, with
-// MADV_HUGEPAGE: where the page cache holds the file in 2 MiB folios (BlockWriter
-// writes artifacts so, and a read through such a mapping brings a file in so on
-// filesystems with large folios), the kernel maps each folio with one page-table entry
-// (docs/artifact_format.md, "Page cache").
-constexpr size_t kHugeBytes = size_t(2) << 20;
-
-// mmap of the whole file, read-only, 2 MiB-aligned when it is that large. Returns
-// MAP_FAILED with errno set as mmap does.
+// The whole file, read-only; from kHugePageBytes up at a 2 MiB boundary: where the page
+// cache holds the file in 2 MiB folios (BlockWriter writes artifacts so, and a read
+// through such a mapping brings a file in so on filesystems with large folios), the
+// kernel maps each folio with one page-table entry (docs/format.md, "Page cache").
+// Returns MAP_FAILED with errno set as mmap does.
 void* mapWhole(int fd, size_t size) {
-  if (size < kHugeBytes || size > SIZE_MAX / 2) return ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  // Reserve kHugeBytes more than needed, map the file over the aligned part, and give
-  // back the slack on either side.
-  void* reserved = ::mmap(nullptr, size + kHugeBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (reserved == MAP_FAILED) return ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const uintptr_t start = reinterpret_cast<uintptr_t>(reserved);
-  const uintptr_t aligned = (start + kHugeBytes - 1) & ~uintptr_t(kHugeBytes - 1);
-  void* addr = ::mmap(reinterpret_cast<void*>(aligned), size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
-  if (addr == MAP_FAILED) {
-    const int err = errno;
-    ::munmap(reserved, size + kHugeBytes);
-    errno = err;
-    return MAP_FAILED;
-  }
-  // The reservation was [start, start + pages(size) + kHugeBytes); the file now holds
-  // [aligned, aligned + pages(size)).
-  if (aligned > start) ::munmap(reserved, aligned - start);
-  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
-  const uintptr_t file_end = aligned + ((size + page - 1) & ~(page - 1));
-  if (start + kHugeBytes > aligned) ::munmap(reinterpret_cast<void*>(file_end), start + kHugeBytes - aligned);
-#ifdef MADV_HUGEPAGE
-  (void)::madvise(addr, size, MADV_HUGEPAGE);  // advice only: works the same without THP
-#endif
-  return addr;
+  if (size >= kHugePageBytes && size <= SIZE_MAX / 2)
+    if (void* addr = mapAtHugePageBoundary(size, PROT_READ, MAP_PRIVATE, fd); addr != MAP_FAILED) return addr;
+  return ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
 }
 
 }  // namespace
+
+void* mapAtHugePageBoundary(size_t bytes, int prot, int flags, int fd) {
+  if (bytes > SIZE_MAX - kHugePageBytes) {
+    errno = ENOMEM;
+    return MAP_FAILED;
+  }
+  void* reserved = ::mmap(nullptr, bytes + kHugePageBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (reserved == MAP_FAILED) return MAP_FAILED;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(reserved);
+  const uintptr_t aligned = (start + kHugePageBytes - 1) & ~uintptr_t(kHugePageBytes - 1);
+  void* addr = ::mmap(reinterpret_cast<void*>(aligned), bytes, prot, flags | MAP_FIXED, fd, 0);
+  if (addr == MAP_FAILED) {
+    const int err = errno;
+    ::munmap(reserved, bytes + kHugePageBytes);
+    errno = err;
+    return MAP_FAILED;
+  }
+  // The reservation was [start, start + pages(bytes) + kHugePageBytes); the mapping now
+  // holds [aligned, aligned + pages(bytes)).
+  if (aligned > start) ::munmap(reserved, aligned - start);
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t end = aligned + ((bytes + page - 1) & ~(page - 1));
+  if (start + kHugePageBytes > aligned) ::munmap(reinterpret_cast<void*>(end), start + kHugePageBytes - aligned);
+#ifdef MADV_HUGEPAGE
+  (void)::madvise(addr, bytes, MADV_HUGEPAGE);  // advice only: works the same without THP
+#endif
+  return addr;
+}
 
 Bytes mapFile(const std::string& path) { return mapFile(openRegularFile(path)); }
 

@@ -2,12 +2,23 @@
 // the last Bytes that shares it. Thread-safe once opened (it is immutable).
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "base/bytes.h"
 #include "base/safe_open.h"
 
 namespace partita {
+
+// The huge page size the mappings below are aligned for (x86-64's 2 MiB).
+inline constexpr size_t kHugePageBytes = size_t(2) << 20;
+
+// mmap of `bytes` at an address that is a multiple of kHugePageBytes, advised
+// MADV_HUGEPAGE so that transparent huge pages (or the page cache's 2 MiB folios, for a
+// file) can back it with one page-table entry each: reserves kHugePageBytes more, maps
+// over the aligned part (`flags` | MAP_FIXED; `fd` -1 for anonymous memory) and gives
+// back the slack on either side. Returns MAP_FAILED with errno set as mmap does.
+void* mapAtHugePageBoundary(size_t bytes, int prot, int flags, int fd);
 
 // Maps `path` read-only. It must be a regular file (base/safe_open.h: a FIFO or device
 // is refused without blocking). Throws Error(kIo) naming the path when it cannot.

@@ -97,12 +97,11 @@ Growth measure(const ir::Graph& source, const std::vector<backend::ModuleImage>&
     *outputs = exec.run(*state, views(inputs));
     uint64_t after = anonymousBytes();
     g.anonymous = after > before ? after - before : 0;
-    auto mapped = [](size_t bytes) -> uint64_t { return bytes == 0 ? 0 : runtime::arenaMappedBytes(bytes); };
     g.activations = exec.plannedActivationBytes();
-    g.arenas = mapped(g.activations);
+    g.arenas = runtime::arenaMappedBytes(g.activations);
     for (const auto& m : exec.modules()) {
       g.scratch += m->scratchpadBytes();
-      g.arenas += mapped(m->scratchpadBytes());
+      g.arenas += runtime::arenaMappedBytes(m->scratchpadBytes());
     }
     g.weights = byteAccounting(a).weight_bytes;
   }

@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "base/mapped_file.h"
 #include "partita/error.h"
 
 namespace partita::runtime {
@@ -226,7 +227,6 @@ MemoryPlan planMemory(const std::vector<BufferRequest>& requests) {
 }
 
 namespace {
-constexpr size_t kHugePage = size_t(2) << 20;
 
 [[noreturn]] void outOfMemory(size_t bytes) {
   throw Error(ErrorCode::kInvalidArgument,
@@ -235,36 +235,29 @@ constexpr size_t kHugePage = size_t(2) << 20;
 }  // namespace
 
 size_t arenaMappedBytes(size_t bytes) {
+  if (bytes == 0) return 0;
   const size_t size = std::max(alignUp(bytes), kArenaAlignment);
-  if (size < kHugePage || size > SIZE_MAX - 2 * kHugePage) return size;
-  return (size + kHugePage - 1) & ~(kHugePage - 1);
+  if (size < kHugePageBytes || size > SIZE_MAX - 2 * kHugePageBytes) return size;
+  return (size + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
 }
 
 ArenaMemory::ArenaMemory(size_t bytes) : size_(std::max(alignUp(bytes), kArenaAlignment)) {
-  if (size_ >= kHugePage) {
+  if (size_ >= kHugePageBytes) {
     // Mapped 2 MiB-aligned and in whole 2 MiB pages so that transparent huge pages can
     // back all of it: a first run then takes one fault per 2 MiB instead of one per
     // 4 KiB page (each first write to a 4 KiB page costs 5-7 us on a VM; a partial
     // huge page at the end cost SqueezeNet's first run 3.3 ms, 7.7 against 4.4 ms).
-    // The slack around the aligned range is unmapped.
-    if (size_ > SIZE_MAX - 2 * kHugePage) outOfMemory(size_);
+    // (mapAtHugePageBoundary gives back the slack around the aligned range.)
+    if (size_ > SIZE_MAX - 2 * kHugePageBytes) outOfMemory(size_);
     mapped_bytes_ = arenaMappedBytes(size_);
-    const size_t span = mapped_bytes_ + kHugePage;
-    void* p = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* p = mapAtHugePageBoundary(mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
     if (p == MAP_FAILED) outOfMemory(size_);
-    const uintptr_t start = reinterpret_cast<uintptr_t>(p);
-    const uintptr_t aligned = (start + kHugePage - 1) & ~uintptr_t(kHugePage - 1);
-    if (aligned > start) munmap(p, aligned - start);
-    const uintptr_t end = aligned + mapped_bytes_;
-    if (start + span > end) munmap(reinterpret_cast<void*>(end), start + span - end);
-    madvise(reinterpret_cast<void*>(aligned), mapped_bytes_, MADV_HUGEPAGE);  // advice only: works the same without THP
 #ifdef MADV_POPULATE_WRITE
     // A run writes nearly all of its arena: map the zeroed pages in one call rather
     // than take a fault on each (where THP is off, one per 4 KiB). Advice too.
-    (void)madvise(reinterpret_cast<void*>(aligned), size_, MADV_POPULATE_WRITE);
+    (void)madvise(p, size_, MADV_POPULATE_WRITE);
 #endif
-    data_ = reinterpret_cast<std::byte*>(aligned);
-    mapped_ = true;
+    data_ = static_cast<std::byte*>(p);
     return;
   }
   data_ = static_cast<std::byte*>(std::aligned_alloc(kArenaAlignment, size_));
@@ -276,7 +269,7 @@ ArenaMemory::~ArenaMemory() { release(); }
 
 ArenaMemory::ArenaMemory(ArenaMemory&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)),
-      mapped_bytes_(std::exchange(other.mapped_bytes_, 0)), mapped_(std::exchange(other.mapped_, false)) {}
+      mapped_bytes_(std::exchange(other.mapped_bytes_, 0)) {}
 
 ArenaMemory& ArenaMemory::operator=(ArenaMemory&& other) noexcept {
   if (this != &other) {
@@ -284,14 +277,13 @@ ArenaMemory& ArenaMemory::operator=(ArenaMemory&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
-    mapped_ = std::exchange(other.mapped_, false);
   }
   return *this;
 }
 
 void ArenaMemory::release() {
   if (!data_) return;
-  if (mapped_)
+  if (mapped_bytes_ > 0)
     munmap(data_, mapped_bytes_);
   else
     std::free(data_);

@@ -36,8 +36,9 @@ MemoryPlan planMemory(const std::vector<BufferRequest>& requests);
 // first run touches it with a few faults of 2 MiB instead of one per 4 KiB page (on a
 // VM each first write to a 4 KiB page costs microseconds: see docs/benchmarks.md,
 // start-up); the kernel zero-fills it without us touching it.
-// The bytes an ArenaMemory of `bytes` maps: from 2 MiB up, rounded up to whole 2 MiB
-// pages (a partial one at the end would be backed by 4 KiB pages), else `bytes`.
+// The bytes an ArenaMemory of `bytes` holds: from 2 MiB up, rounded up to whole 2 MiB
+// pages (a partial one at the end would be backed by 4 KiB pages), else `bytes`
+// aligned; 0 for none.
 size_t arenaMappedBytes(size_t bytes);
 
 class ArenaMemory {
@@ -57,8 +58,7 @@ class ArenaMemory {
   void release();
   std::byte* data_ = nullptr;
   size_t size_ = 0;
-  size_t mapped_bytes_ = 0;  // of the mapping: size_ rounded up to whole huge pages
-  bool mapped_ = false;
+  size_t mapped_bytes_ = 0;  // of its own mapping (size_ in whole huge pages); 0: malloc'd
 };
 
 }  // namespace partita::runtime
