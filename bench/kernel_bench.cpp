@@ -33,6 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/dnnl/dnnl_kernels.h"
 #include "kernels/op_registry.h"
 #include "partita/compiler.h"
 #include "partita/model.h"
@@ -264,6 +265,23 @@ void dnnlMatMul(benchmark::State& state, const MatMulShape& s, int threads) {
   }
 }
 
+// ---- dynamic quantization ---------------------------------------------------------
+
+// partita's DynamicQuantizeLinear kernel (dnnl_kernels.h) on n floats: the range, then
+// the uint8 values; the encoder's activations are 128x256 and 128x1024.
+void dynamicQuantize(benchmark::State& state, int64_t n, int threads) {
+  setThreads(threads);
+  const std::vector<float> x = randomFloats(n, 7);
+  std::vector<uint8_t> y(size_t(n), 0);
+  float scale = 0, zero = 0;
+  int32_t zero_s32 = 0;
+  for (auto _ : state) {
+    partita::dnnl_backend::dynamicQuantize(x.data(), n, y.data(), &scale, &zero, &zero_s32);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * n * int64_t(sizeof(float) + 1));
+}
+
 // ---- upsampling -----------------------------------------------------------------
 
 // `conv`: the yardstick Conv on the output-sized image instead of the ConvTranspose.
@@ -392,6 +410,10 @@ void registerAll() {
                                    [conv, threads](benchmark::State& st) { dnnlConv(st, conv, threads); })
           ->UseRealTime();
     }
+    for (int64_t n : {int64_t(128 * 256), int64_t(128 * 1024)})
+      benchmark::RegisterBenchmark(("dynamic_quantize/" + std::to_string(n) + t).c_str(),
+                                   [n, threads](benchmark::State& st) { dynamicQuantize(st, n, threads); })
+          ->UseRealTime();
     for (const MatMulShape& s : kMatMulShapes) {
       benchmark::RegisterBenchmark(("matmul/" + s.name + "/host" + t).c_str(),
                                    [s, threads](benchmark::State& st) { hostMatMul(st, s, threads); })
