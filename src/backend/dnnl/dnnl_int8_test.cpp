@@ -588,6 +588,19 @@ TEST(DnnlInt8, DynamicQuantizeKernelFollowsOnnx) {
   EXPECT_EQ(got[0], want[0]);
   EXPECT_EQ(got[2], want[1]);
   EXPECT_EQ(got[3], want[2]);
+  // In the vector loop too: a NaN in a lane after its smallest value leaves that value
+  // the minimum (a NaN accumulator would have lost it).
+  std::vector<float> lanes(256, 0.5f);
+  lanes[0] = -5.0f;
+  lanes[16] = NAN;
+  lanes[64 + 3] = NAN;
+  std::vector<uint8_t> lane_q(lanes.size());
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    dynamicQuantize(lanes.data(), int64_t(lanes.size()), lane_q.data(), &scale, &zero, &zero_s32);
+    EXPECT_FLOAT_EQ(scale, 5.5f / 255.0f) << threads << " threads";
+    EXPECT_EQ(lane_q[16], 0);
+  }
 }
 
 // The own swish kernel against x * sigmoid(x) in double: a few ulp over the float
