@@ -8,6 +8,10 @@ of each to the first.
     bench/steady_ab.py --runners OLD/bin/partita_bench_model,NEW/bin/partita_bench_model \\
         [--threads 1,2] [--quick] [round-robin options] A.pta=INPUT.npy [B.pta=INPUT.npy ...]
 
+A runner `ort:MODEL.onnx` is ONNX Runtime (bench/ort_runner.js) on that model instead, and
+`RUNNER=OTHER.pta` runs on that artifact instead (a compiler change: the old build's
+artifact against the new one's; `{t}` works there too).
+
 An artifact named with a `{t}` (e.g. `enc.t{t}.pta`) is taken per thread count. The
 input is fed to the model's first input; each runner's output 0 is compared with the
 first runner's (max|a - e| / max|e|). startup_ab.py compares whole processes instead.
@@ -32,20 +36,26 @@ def main():
     ap.add_argument("pairs", nargs="+", help="ARTIFACT.pta=INPUT.npy")
     opts = ap.parse_args()
     bench.apply_timing_options(opts)
-    runners = [os.path.abspath(r) for r in opts.runners.split(",")]
+    runners = ["ort:" + os.path.abspath(r[4:]) if r.startswith("ort:") else os.path.abspath(r)
+               for r in opts.runners.split(",")]  # (a RUNNER=ARTIFACT's artifact stays relative to here)
     tmp = tempfile.mkdtemp(prefix="steady_ab.")
     for pair in opts.pairs:
         art, _, inp = pair.partition("=")
-        inp = os.path.abspath(inp)
         if not inp:
             sys.exit(f"{pair}: expected ARTIFACT.pta=INPUT.npy")
+        inp = os.path.abspath(inp)
         for t in opts.threads:
-            path = os.path.abspath(art.replace("{t}", str(t)))
             workers, outs = [], []
-            for i, r in enumerate(runners):
+            for i, spec in enumerate(runners):
+                r, _, own = spec.partition("=")  # RUNNER=ARTIFACT: this runner on its own artifact
+                path = os.path.abspath(own.replace("{t}", str(t))) if own else os.path.abspath(art.replace("{t}", str(t)))
                 out = os.path.join(tmp, f"{i}.t{t}.npy")
-                cmd = [r, path, "--input", f"{opts.input_name}={inp}", "--threads", str(t), "--output", out,
-                       "--backends", bench.SHIPPED_BACKENDS]
+                if r.startswith("ort:"):  # ONNX Runtime on a model file, as make bench runs it
+                    cmd = ["node", os.path.join(HERE, "ort_runner.js"), r[4:], "--input",
+                           f"{opts.input_name}={inp}", "--threads", str(t), "--output", out]
+                else:
+                    cmd = [r, path, "--input", f"{opts.input_name}={inp}", "--threads", str(t), "--output", out,
+                           "--backends", bench.SHIPPED_BACKENDS]
                 entry = {}
                 w = bench.start_worker(os.path.basename(path), f"{i}:{r}", cmd, os.path.join(tmp, f"{i}.t{t}.log"),
                                        out, entry, opts)
@@ -66,7 +76,7 @@ def main():
                     got = np.load(outs[i])
                     scale = float(np.max(np.abs(ref))) or 1.0
                     err = f"  vs first {float(np.max(np.abs(got - ref))) / scale:.2e}"
-                print(f"{path} t{t} {runners[i]}: median {s['median_ms']:.3f} ms p90 {s['p90_ms']:.3f} ms "
+                print(f"{os.path.basename(art)} t{t} {runners[i]}: median {s['median_ms']:.3f} ms p90 {s['p90_ms']:.3f} ms "
                       f"(n={s['n']}) ratio {s['median_ms'] / base:.3f}{err}", flush=True)
 
 

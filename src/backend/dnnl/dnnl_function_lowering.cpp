@@ -1,5 +1,6 @@
 #include "backend/dnnl/dnnl_function_lowering.h"
 
+#include <algorithm>
 #include <set>
 
 #include "backend/dnnl/dnnl_claims.h"
@@ -19,7 +20,7 @@ namespace {
 bool touches(const Arg& a, uint64_t b) { return a.source == ArgSource::kBuffer && a.index == b; }
 // Whether argument key `key` is one a step writes: DST, an RNN's DST_ITER / DST_ITER_C,
 // the own kernels' extra outputs (kDynamicScaleArg ...).
-bool writes(int key) { return key >= DNNL_ARG_DST && key <= kDynamicZeroS32Arg; }
+bool writes(int key) { return key >= DNNL_ARG_DST && key <= kAddLayerNormQuantArg; }
 // Whether buffer `b` shares bytes with another: a view, or a view's parent.
 bool aliased(const Function& fn, uint64_t b) {
   if (b >= fn.buffers.size()) return false;
@@ -39,6 +40,16 @@ bool aliased(const Function& fn, uint64_t b) {
 //   * a Slice followed by a Transpose of it (the attention heads of a fused QKV
 //     projection): the two strided views compose into one (composeViews).
 // Steps are kept when oneDNN has only its reference code for the one.
+// Drops buffer `b`, which no step touches, and renumbers the buffers after it.
+void dropBuffer(Function& fn, uint64_t b) {
+  fn.buffers.erase(fn.buffers.begin() + std::ptrdiff_t(b));
+  for (Step& step : fn.steps)
+    for (Arg& a : step.args)
+      if (a.source == ArgSource::kBuffer && a.index > b) --a.index;
+  for (Buffer& v : fn.buffers)
+    if (v.view && v.index > b) --v.index;
+}
+
 void mergeReorderPairs(Function& fn) {
   for (size_t j = 0; j < fn.steps.size(); ++j) {
     const Step& second = fn.steps[j];
@@ -95,13 +106,158 @@ void mergeReorderPairs(Function& fn) {
     fn.steps[j] = std::move(merged);
     fn.steps.erase(fn.steps.begin() + std::ptrdiff_t(writer));
     --j;
-    // `mid` is unused now: drop it, and renumber the buffers after it.
-    fn.buffers.erase(fn.buffers.begin() + std::ptrdiff_t(mid));
-    for (Step& step : fn.steps)
-      for (Arg& a : step.args)
-        if (a.source == ArgSource::kBuffer && a.index > mid) --a.index;
-    for (Buffer& b : fn.buffers)
-      if (b.view && b.index > mid) --b.index;
+    dropBuffer(fn, mid);
+  }
+}
+
+// Whether the value in buffer `b` is dead after step `j`: no later step reads it before
+// one writes it (a sum post-op reads its destination).
+bool deadAfter(const Function& fn, uint64_t b, size_t j) {
+  for (size_t k = j + 1; k < fn.steps.size(); ++k) {
+    const Step& step = fn.steps[k];
+    bool read = false, written = false;
+    for (const Arg& a : step.args)
+      if (touches(a, b)) (writes(a.key) ? written : read) = true;
+    for (const PostOp& op : step.post_ops) read |= written && op.kind == PostOp::Kind::kSum;
+    if (read) return false;
+    if (written) return true;
+  }
+  return true;
+}
+
+// Whether `a` is a dense row-major float32 argument of `n` elements (or, with `row`,
+// of `row` elements).
+bool plainFloats(const Arg* a, int64_t n, int64_t row = -1) {
+  if (!a || a->md.data.data_type != dnnl_f32 || !isPlainDense(a->md) || a->md.data.offset0 != 0) return false;
+  const int64_t m = numElements(a->md);
+  return m == n || m == row;
+}
+
+// A LayerNormalization with the Adds that feed it and the DynamicQuantizeLinear that
+// reads it, as one step of the module's own kernel (StepKind::kAddLayerNorm): a
+// transformer's `bias Add -> residual Add -> LayerNorm -> DynamicQuantizeLinear` were
+// three or four steps, each reading what the one before wrote. Taken: float32 binary
+// Add steps (their post-ops binary Adds too), each operand one row or the full size,
+// right before the layer normalization and writing the value it normalizes (nothing
+// else reading what they write), and a dynamic quantization of its result right after
+// it.
+void fuseAddLayerNorm(Function& fn) {
+  const uint32_t scale_shift =
+      uint32_t(dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift);
+  for (size_t j = 0; j < fn.steps.size(); ++j) {
+    const Step& ln = fn.steps[j];
+    if (ln.kind != StepKind::kLayerNorm || ln.flags != scale_shift || !ln.post_ops.empty() || !ln.quant.empty() ||
+        ln.args.size() != 4)
+      continue;
+    const Arg* src = ln.find(DNNL_ARG_SRC);
+    const Arg* dst = ln.find(DNNL_ARG_DST);
+    if (!src || !dst || src->source != ArgSource::kBuffer || dst->source != ArgSource::kBuffer ||
+        src->md.data.ndims < 1)
+      continue;
+    const int64_t c = src->md.data.dims[src->md.data.ndims - 1], n = numElements(src->md);
+    if (c < 1 || !plainFloats(src, n) || !plainFloats(dst, n) || !plainFloats(ln.find(DNNL_ARG_SCALE), c) ||
+        !plainFloats(ln.find(DNNL_ARG_SHIFT), c))
+      continue;
+    // The Adds right before it, last first.
+    std::vector<const Arg*> addends;  // in the order they are added, once reversed per step
+    std::vector<uint64_t> written;    // buffers the absorbed steps wrote
+    uint64_t cur = src->index;
+    const Arg* x = src;
+    size_t first = j;
+    while (first > 0 && addends.size() < size_t(kMaxLayerNormAddends)) {
+      const Step& add = fn.steps[first - 1];
+      const Arg* a0 = add.find(DNNL_ARG_SRC_0);
+      const Arg* a1 = add.find(DNNL_ARG_SRC_1);
+      // The chain goes on through whichever operand the step before wrote (x + r and
+      // r + x are the same float).
+      if (first >= 2 && a0 && a1 && a1->source == ArgSource::kBuffer && plainFloats(a1, n)) {
+        const Arg* before = fn.steps[first - 2].find(DNNL_ARG_DST);
+        if (before && before->source == ArgSource::kBuffer && before->index == a1->index &&
+            before->index != a0->index)
+          std::swap(a0, a1);
+      }
+      const Arg* out = add.find(DNNL_ARG_DST);
+      if (add.kind != StepKind::kBinary || add.alg != int32_t(dnnl::algorithm::binary_add) || !add.quant.empty() ||
+          add.flags != 0 || !out || out->source != ArgSource::kBuffer || out->index != cur || !plainFloats(out, n) ||
+          !a0 || a0->source != ArgSource::kBuffer || !plainFloats(a0, n) || !plainFloats(a1, n, c) ||
+          add.args.size() != 3 + add.post_ops.size() ||
+          addends.size() + 1 + add.post_ops.size() > size_t(kMaxLayerNormAddends) ||
+          fn.buffers[cur].kind != BufferKind::kTemp || aliased(fn, cur))
+        break;
+      std::vector<const Arg*> mine = {a1};
+      bool ok = true;
+      for (size_t i = 0; i < add.post_ops.size() && ok; ++i) {
+        const PostOp& op = add.post_ops[i];
+        const Arg* operand = add.find(DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(i)) | DNNL_ARG_SRC_1);
+        ok = op.kind == PostOp::Kind::kBinary && op.alg == int32_t(dnnl::algorithm::binary_add) &&
+             plainFloats(operand, n, c);
+        mine.push_back(operand);
+      }
+      if (!ok) break;
+      addends.insert(addends.begin(), mine.begin(), mine.end());
+      written.push_back(cur);
+      cur = a0->index;
+      x = a0;
+      --first;
+    }
+    // The dynamic quantization right after it.
+    const Step* dq = nullptr;
+    if (j + 1 < fn.steps.size()) {
+      const Step& next = fn.steps[j + 1];
+      const Arg* in = next.find(DNNL_ARG_SRC);
+      if (next.kind == StepKind::kDynamicQuantize && in && in->source == ArgSource::kBuffer &&
+          in->index == dst->index && numElements(in->md) == n)
+        dq = &next;
+    }
+    if (addends.empty() && !dq) continue;
+    // What the Adds wrote is read by nothing after the layer normalization (where its
+    // result is not written over it), and they add no value they themselves wrote.
+    const size_t last = dq ? j + 1 : j;
+    bool ok = true;
+    for (uint64_t b : written) ok &= b == dst->index || deadAfter(fn, b, last);
+    for (const Arg* a : addends)
+      for (uint64_t b : written) ok &= !touches(*a, b);
+    if (dq)
+      for (int key : {DNNL_ARG_DST, kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg}) {
+        const Arg* o = dq->find(key);
+        ok &= o && o->source == ArgSource::kBuffer && o->index != dst->index && !touches(*x, o->index);
+        for (const Arg* a : addends) ok &= !touches(*a, o->index);
+      }
+    if (!ok) continue;
+
+    Step fused;
+    fused.kind = StepKind::kAddLayerNorm;
+    fused.epsilon = ln.epsilon;
+    for (size_t k = first; k <= last; ++k)
+      fused.label += (fused.label.empty() ? "" : "+") + fn.steps[k].label;
+    const memory::desc rows = plainDesc({n / c, c});
+    fused.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, x->index, rows, false});
+    for (size_t i = 0; i < addends.size(); ++i) {
+      Arg a = *addends[i];
+      a.key = DNNL_ARG_MULTIPLE_SRC + int(i);
+      fused.args.push_back(a);
+    }
+    fused.args.push_back(*ln.find(DNNL_ARG_SCALE));
+    fused.args.push_back(*ln.find(DNNL_ARG_SHIFT));
+    fused.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, dst->index, rows, false});
+    if (dq) {
+      Arg q = *dq->find(DNNL_ARG_DST);
+      q.key = kAddLayerNormQuantArg;
+      fused.args.push_back(q);
+      for (int key : {kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg}) fused.args.push_back(*dq->find(key));
+    }
+    fn.steps[first] = std::move(fused);
+    fn.steps.erase(fn.steps.begin() + std::ptrdiff_t(first + 1), fn.steps.begin() + std::ptrdiff_t(last + 1));
+    j = first;
+    // Buffers no step touches now (what the Adds wrote): dropped, highest first.
+    std::sort(written.begin(), written.end());
+    written.erase(std::unique(written.begin(), written.end()), written.end());
+    for (auto b = written.rbegin(); b != written.rend(); ++b) {
+      bool used = false;
+      for (const Step& step : fn.steps)
+        for (const Arg& a : step.args) used |= touches(a, *b);
+      if (!used && fn.buffers[*b].kind == BufferKind::kTemp && !aliased(fn, *b)) dropBuffer(fn, *b);
+    }
   }
 }
 
@@ -136,6 +292,7 @@ Function FunctionLowering::run() {
     if (!done_[p]) lowerNode(p);
   bindOutputs();
   mergeReorderPairs(fn_);
+  fuseAddLayerNorm(fn_);
   return std::move(fn_);
 }
 

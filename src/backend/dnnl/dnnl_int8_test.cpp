@@ -889,5 +889,152 @@ TEST(DnnlInt8, RunTimeZeroPointMustBeOneInt32) {
   EXPECT_NE(error.find("run-time source zero point that is not one int32"), std::string::npos) << error;
 }
 
+// The fused add + layer normalization (+ dynamic quantization) kernel against its
+// definition in double: row lengths with and without a partial vector, no addend, a
+// row, a row and a full-size one, in place over x, 1 and 2 threads; its quantization
+// is dynamicQuantize's of its result, bit for bit.
+TEST(DnnlKernels, AddLayerNormFollowsItsDefinition) {
+  for (int threads : {1, 2})
+    for (int64_t cols : {int64_t(5), int64_t(70), int64_t(256)})
+      for (int adds : {0, 1, 2})
+        for (bool in_place : {false, true}) {
+          SCOPED_TRACE(std::to_string(threads) + " threads, " + std::to_string(cols) + " columns, " +
+                       std::to_string(adds) + " addends" + (in_place ? ", in place" : ""));
+          omp_set_num_threads(threads);
+          const int64_t rows = 37, n = rows * cols;
+          std::vector<float> x = testing::randomFloats(size_t(n), uint64_t(cols + adds), -2.0f, 3.0f);
+          const std::vector<float> row = testing::randomFloats(size_t(cols), 5);
+          const std::vector<float> full = testing::randomFloats(size_t(n), 6);
+          const std::vector<float> gamma = testing::randomFloats(size_t(cols), 7, 0.5f, 1.5f);
+          const std::vector<float> beta = testing::randomFloats(size_t(cols), 8);
+          const std::vector<float> x0 = x;
+          std::vector<float> y(static_cast<size_t>(n));
+          std::vector<uint8_t> q(static_cast<size_t>(n));
+          float scale = 0, zero = 0;
+          int32_t zero_s32 = -1;
+          AddLayerNormArgs a;
+          a.x = x.data();
+          if (adds >= 1) a.adds[a.n_adds] = row.data(), a.add_is_row[a.n_adds++] = true;
+          if (adds >= 2) a.adds[a.n_adds++] = full.data();
+          a.gamma = gamma.data();
+          a.beta = beta.data();
+          a.epsilon = 1e-5f;
+          a.rows = rows;
+          a.cols = cols;
+          a.y = in_place ? x.data() : y.data();
+          a.q = q.data();
+          a.scale = &scale;
+          a.zero = &zero;
+          a.zero_s32 = &zero_s32;
+          addLayerNorm(a);
+          const std::vector<float> got = in_place ? x : y;
+          double worst = 0, mag = 0;
+          for (int64_t r = 0; r < rows; ++r) {
+            std::vector<double> sum(static_cast<size_t>(cols));
+            double mean = 0, var = 0;
+            for (int64_t c = 0; c < cols; ++c) {
+              const size_t i = size_t(r * cols + c);
+              sum[size_t(c)] = double(x0[i]) + (adds >= 1 ? row[size_t(c)] : 0.0) + (adds >= 2 ? full[i] : 0.0);
+              mean += sum[size_t(c)];
+            }
+            mean /= double(cols);
+            for (double v : sum) var += (v - mean) * (v - mean);
+            var /= double(cols);
+            for (int64_t c = 0; c < cols; ++c) {
+              const double want = (sum[size_t(c)] - mean) / std::sqrt(var + 1e-5) * gamma[size_t(c)] + beta[size_t(c)];
+              worst = std::max(worst, std::fabs(got[size_t(r * cols + c)] - want));
+              mag = std::max(mag, std::fabs(want));
+            }
+          }
+          EXPECT_LE(worst, 2e-6 * mag);
+          std::vector<uint8_t> want_q(static_cast<size_t>(n));
+          float want_scale = 0, want_zero = 0;
+          int32_t want_s32 = -1;
+          dynamicQuantize(got.data(), n, want_q.data(), &want_scale, &want_zero, &want_s32);
+          EXPECT_EQ(q, want_q);
+          EXPECT_EQ(scale, want_scale);
+          EXPECT_EQ(zero, want_zero);
+          EXPECT_EQ(zero_s32, want_s32);
+        }
+  omp_set_num_threads(2);
+}
+
+// A transformer block's tail as PyTorch exports it (bias Add, residual Add,
+// LayerNormalization in ten nodes) and the DynamicQuantizeLinear of its result: one
+// step of the module's own kernel, its float output within float error of the host's
+// and its quantized one within a step; a blob whose step has a quantized output
+// sharing a buffer, or an addend of the wrong size, is refused at load.
+TEST(DnnlInt8, AddLayerNormAndItsQuantizationAreOneStep) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 24, 32});
+  // (A Softmax takes no post-ops: the Adds stay binary steps, as after an int8 matmul.)
+  ir::AttributeMap axis;
+  axis.setInt("axis", -1);
+  ir::ValueId h = b.node("Softmax", {x}, axis, 13);
+  ir::ValueId biased = b.node("Add", {h, b.constant("bias", {32}, testing::randomFloats(32, 2))}, {}, 13);
+  ir::ValueId sum = b.node("Add", {x, biased}, {}, 13);  // the residual first, as PyTorch writes it
+  ir::AttributeMap last;
+  last.setInts("axes", {-1});
+  ir::ValueId d = b.node("Sub", {sum, b.node("ReduceMean", {sum}, last, 13)}, {}, 13);
+  ir::ValueId v = b.node("ReduceMean", {b.node("Pow", {d, b.constant("two", {}, {2.0f})}, {}, 13)}, last, 13);
+  ir::ValueId sd = b.node("Sqrt", {b.node("Add", {v, b.constant("eps", {}, {1e-5f})}, {}, 13)}, {}, 13);
+  ir::ValueId ln = b.node("Add", {b.node("Mul", {b.node("Div", {d, sd}, {}, 13),
+                                                 b.constant("gamma", {32}, testing::randomFloats(32, 3, 0.5f, 1.5f))},
+                                         {}, 13),
+                                  b.constant("beta", {32}, testing::randomFloats(32, 4))},
+                          {}, 13);
+  ir::Node dql;
+  dql.op_type = "DynamicQuantizeLinear";
+  dql.opset = 13;
+  dql.name = "dql";
+  dql.inputs = {ln};
+  ir::ValueId y = b.g.addValue("y"), scale = b.g.addValue("scale"), zero = b.g.addValue("zero");
+  dql.outputs = {y, scale, zero};
+  b.g.addNode(dql);
+  b.g.outputs.push_back(b.node("Relu", {ln}, {}, 13));  // the float value read on
+  b.g.outputs.push_back(b.node("DequantizeLinear", {y, b.constant("one", {}, {1.0f}), zero}, {}, 13));
+  b.g.outputs.push_back(b.node("Mul", {scale, b.constant("two2", {}, {2.0f})}, {}, 13));
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  size_t fused = 0, norms = 0, quantizations = 0, binaries = 0;
+  for (const DnnlModule::StepInfo& st : allSteps(dnnl)) {
+    fused += st.kind == StepKind::kAddLayerNorm;
+    norms += st.kind == StepKind::kLayerNorm;
+    quantizations += st.kind == StepKind::kDynamicQuantize;
+    binaries += st.kind == StepKind::kBinary && st.label.find("Add") != std::string::npos;
+    if (st.kind == StepKind::kAddLayerNorm) {
+      EXPECT_EQ(st.implementation, "partita:add_layer_norm");
+      EXPECT_NE(st.label.find("dql"), std::string::npos) << st.label;
+    }
+  }
+  EXPECT_EQ(fused, 1u);
+  EXPECT_EQ(norms + quantizations + binaries, 0u);
+  for (const DnnlModule::StepInfo& st : allSteps(dnnl))
+    if (st.kind == StepKind::kAddLayerNorm) {
+      EXPECT_NE(st.label.find("Add"), std::string::npos) << st.label;  // both Adds absorbed
+    }
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 9);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_LE(testing::closeness(got[0], want[0], 1e-5, 1e-5), 1.0);
+  EXPECT_LE(testing::closeness(got[1], want[1], 0, 1.0), 1.0);  // centred integers: a rounding apart at most
+  EXPECT_LE(testing::closeness(got[2], want[2], 1e-5, 0), 1.0);
+
+  auto loadEdited = [&](const std::function<void(Step&)>& edit) {
+    return loadWithEditedSteps(dnnl, [&](Step& st) { return st.kind == StepKind::kAddLayerNorm && (edit(st), true); });
+  };
+  EXPECT_NE(loadEdited([](Step& st) {
+              ASSERT_NE(st.find(kAddLayerNormQuantArg), nullptr);
+              st.find(kAddLayerNormQuantArg)->index = st.find(DNNL_ARG_DST)->index;
+            }).find("shares a buffer"),
+            std::string::npos);
+  EXPECT_NE(loadEdited([](Step& st) {
+              ASSERT_NE(st.find(DNNL_ARG_MULTIPLE_SRC + 1), nullptr);
+              st.find(DNNL_ARG_MULTIPLE_SRC + 1)->md = plainDesc({3});
+            }).find("addend"),
+            std::string::npos);
+  EXPECT_NE(loadEdited([](Step& st) { st.args.pop_back(); }).find("scale or zero point"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace partita::dnnl_backend

@@ -16,7 +16,7 @@ namespace partita::dnnl_backend {
 
 bool isOwnKernel(StepKind kind) {
   return kind == StepKind::kDynamicQuantize || kind == StepKind::kSwish || kind == StepKind::kScaleChannels ||
-         kind == StepKind::kChannelMean || kind == StepKind::kInt8MaxPool;
+         kind == StepKind::kChannelMean || kind == StepKind::kInt8MaxPool || kind == StepKind::kAddLayerNorm;
 }
 
 const char* ownKernelName(StepKind kind) {
@@ -31,6 +31,8 @@ const char* ownKernelName(StepKind kind) {
       return "partita:channel_mean";
     case StepKind::kInt8MaxPool:
       return "partita:int8_max_pool";
+    case StepKind::kAddLayerNorm:
+      return "partita:add_layer_norm";
     default:
       return "partita:unknown";
   }
@@ -108,6 +110,51 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
           o != (extent + pl + pr - k) / s + 1 || (o - 1) * s - pl >= extent)
         bad("an int8 max pool's window does not fit its source and destination");
     }
+    return;
+  }
+  if (step.kind == StepKind::kAddLayerNorm) {
+    if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on an add_layer_norm");
+    auto plain = [&](const Arg* a, dnnl_data_type_t t) {
+      return a && a->md.data.data_type == t && isPlainDense(a->md) && a->md.data.offset0 == 0;
+    };
+    const Arg* x = step.find(DNNL_ARG_SRC);
+    const Arg* y = step.find(DNNL_ARG_DST);
+    if (!plain(x, dnnl_f32) || !plain(y, dnnl_f32) || x->source != ArgSource::kBuffer ||
+        y->source != ArgSource::kBuffer)
+      bad("an add_layer_norm's source and destination are not dense row-major float32 buffers");
+    const int64_t n = numElements(x->md), c = x->md.data.ndims > 0 ? x->md.data.dims[x->md.data.ndims - 1] : 0;
+    if (c < 1 || numElements(y->md) != n || y->md.data.dims[y->md.data.ndims - 1] != c)
+      bad("an add_layer_norm's source and destination differ in size or row length");
+    for (int key : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT})
+      if (!plain(step.find(key), dnnl_f32) || numElements(step.find(key)->md) != c)
+        bad("an add_layer_norm's scale or shift is not one float32 per column");
+    size_t adds = 0;
+    while (adds < size_t(kMaxLayerNormAddends) && step.find(DNNL_ARG_MULTIPLE_SRC + int(adds))) ++adds;
+    for (size_t i = 0; i < adds; ++i) {
+      const Arg* a = step.find(DNNL_ARG_MULTIPLE_SRC + int(i));
+      const int64_t m = numElements(a->md);
+      if (!plain(a, dnnl_f32) || (m != c && m != n))
+        bad("an add_layer_norm's addend is neither one row nor the source's size in float32");
+      if (m != n && a->source == ArgSource::kBuffer && a->index == y->index)
+        bad("an add_layer_norm writes over a row it adds");
+    }
+    const Arg* q = step.find(kAddLayerNormQuantArg);
+    const size_t quantized = q ? 4 : 0;
+    if (q) {
+      if (!plain(q, dnnl_u8) || numElements(q->md) != n || q->source != ArgSource::kBuffer)
+        bad("an add_layer_norm's quantized output is not a dense uint8 buffer of the source's size");
+      for (const Arg& a : step.args)
+        if (&a != q && a.source == ArgSource::kBuffer && a.index == q->index)
+          bad("an add_layer_norm's quantized output shares a buffer with another argument");
+      const std::pair<int, dnnl_data_type_t> one[] = {
+          {kDynamicScaleArg, dnnl_f32}, {kDynamicZeroArg, dnnl_f32}, {kDynamicZeroS32Arg, dnnl_s32}};
+      for (const auto& [key, t] : one) {
+        const Arg* a = step.find(key);
+        if (!plain(a, t) || numElements(a->md) != 1 || a->source != ArgSource::kBuffer)
+          bad("an add_layer_norm's scale or zero point is not a one-element buffer");
+      }
+    }
+    if (step.args.size() != 4 + adds + quantized) bad("an add_layer_norm has arguments other than its own");
     return;
   }
   if (step.kind != StepKind::kDynamicQuantize) bad("not one of the module's own kernels");
@@ -224,6 +271,13 @@ void quantize(const float* x, int64_t n, float scale, float zero, uint8_t* y) {
 }
 #pragma GCC diagnostic pop
 
+constexpr int kMaxTeam = 64;  // per-thread ranges live on the stack: no allocation a run
+
+// One thread's share of a range (a cache line each: no false sharing).
+struct alignas(64) Range {
+  float mn = INFINITY, mx = -INFINITY;
+};
+
 // ONNX's scale and zero point for the range [mn, mx] widened to include 0.
 void dynamicParams(float mn, float mx, float& scale, float& zero) {
   const float hi = std::max(mx, 0.0f), lo = std::max(-mn, 0.0f);
@@ -235,7 +289,6 @@ void dynamicParams(float mn, float mx, float& scale, float& zero) {
 
 void dynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale_out, float* zero_out, int32_t* zero_s32) {
   float scale = 0, zero = 0;
-  constexpr int kMaxTeam = 64;  // the ranges live on the stack: no allocation a run
   const int team = std::min(omp_get_max_threads(), kMaxTeam);
   if (team <= 1) {
     float mn = INFINITY, mx = -INFINITY;
@@ -245,9 +298,6 @@ void dynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale_out, fl
   } else {
     // One parallel region: each thread finds the range of its share, all meet, then
     // each quantizes its share with the scale they all derive from the same ranges.
-    struct alignas(64) Range {
-      float mn = INFINITY, mx = -INFINITY;
-    };
     Range ranges[kMaxTeam];
     const int64_t chunk = ((n + team - 1) / team + 15) / 16 * 16;  // whole cache lines of floats
 #pragma omp parallel num_threads(team)
@@ -273,6 +323,120 @@ void dynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale_out, fl
   *scale_out = scale;
   *zero_out = zero;
   *zero_s32 = int32_t(zero);
+}
+
+namespace {
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// Row r of addLayerNorm: y's row, and its smallest and largest values into mn, mx.
+void addLayerNormRow(const AddLayerNormArgs& a, int64_t r, float& mn, float& mx) {
+  const int64_t n = a.cols;
+  const float* x = a.x + r * n;
+  float* y = a.y + r * n;
+  const float* add[kMaxLayerNormAddends];
+  for (int i = 0; i < a.n_adds; ++i) add[i] = a.adds[i] + (a.add_is_row[i] ? 0 : r * n);
+  // The sum into y (each element read before it is written: y may be x or an addend).
+  float sum = 0;
+  int64_t c = 0;
+#ifdef __AVX512F__
+  __m512 vsum = _mm512_setzero_ps();
+  for (; c + 16 <= n; c += 16) {
+    __m512 v = _mm512_loadu_ps(x + c);
+    for (int i = 0; i < a.n_adds; ++i) v = _mm512_add_ps(v, _mm512_loadu_ps(add[i] + c));
+    _mm512_storeu_ps(y + c, v);
+    vsum = _mm512_add_ps(vsum, v);
+  }
+  sum = _mm512_reduce_add_ps(vsum);
+#endif
+  for (; c < n; ++c) {
+    float v = x[c];
+    for (int i = 0; i < a.n_adds; ++i) v += add[i][c];
+    y[c] = v;
+    sum += v;
+  }
+  const float mean = sum / float(n);
+  float var = 0;
+  c = 0;
+#ifdef __AVX512F__
+  const __m512 vmean = _mm512_set1_ps(mean);
+  __m512 vvar = _mm512_setzero_ps();
+  for (; c + 16 <= n; c += 16) {
+    const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(y + c), vmean);
+    vvar = _mm512_fmadd_ps(d, d, vvar);
+  }
+  var = _mm512_reduce_add_ps(vvar);
+#endif
+  for (; c < n; ++c) var += (y[c] - mean) * (y[c] - mean);
+  // As the ONNX ops of a LayerNormalization written out compute it (Sub, Div by the
+  // Sqrt, Mul, Add: no reciprocal, no fused multiply-add), so that a DynamicQuantizeLinear
+  // after it rounds the values as ONNX Runtime's does.
+  const float sd = std::sqrt(var / float(n) + a.epsilon);
+  c = 0;
+#ifdef __AVX512F__
+  const __m512 vsd = _mm512_set1_ps(sd);
+  __m512 lo = _mm512_set1_ps(INFINITY), hi = _mm512_set1_ps(-INFINITY);
+  for (; c + 16 <= n; c += 16) {
+    const __m512 t = _mm512_div_ps(_mm512_sub_ps(_mm512_loadu_ps(y + c), vmean), vsd);
+    const __m512 v = _mm512_add_ps(_mm512_mul_ps(t, _mm512_loadu_ps(a.gamma + c)), _mm512_loadu_ps(a.beta + c));
+    _mm512_storeu_ps(y + c, v);
+    lo = _mm512_min_ps(v, lo);  // a NaN keeps the accumulator (min/max's second operand)
+    hi = _mm512_max_ps(v, hi);
+  }
+  mn = std::min(mn, _mm512_reduce_min_ps(lo));
+  mx = std::max(mx, _mm512_reduce_max_ps(hi));
+#endif
+  for (; c < n; ++c) {
+    const float t = (y[c] - mean) / sd, g = t * a.gamma[c], v = g + a.beta[c];
+    y[c] = v;
+    mn = std::min(mn, v);
+    mx = std::max(mx, v);
+  }
+}
+#pragma GCC diagnostic pop
+
+}  // namespace
+
+void addLayerNorm(const AddLayerNormArgs& a) {
+  const int team = std::min(omp_get_max_threads(), kMaxTeam);
+  float scale = 0, zero = 0;
+  if (team <= 1) {
+    float mn = INFINITY, mx = -INFINITY;
+    for (int64_t r = 0; r < a.rows; ++r) addLayerNormRow(a, r, mn, mx);
+    if (a.q) {
+      dynamicParams(mn, mx, scale, zero);
+      quantize(a.y, a.rows * a.cols, scale, zero, a.q);
+    }
+  } else {
+    Range ranges[kMaxTeam];
+#pragma omp parallel num_threads(team)
+    {
+      const int t = omp_get_thread_num(), threads = omp_get_num_threads();
+      const int64_t per = (a.rows + threads - 1) / threads;
+      const int64_t b = std::min(a.rows, t * per), e = std::min(a.rows, b + per);
+      for (int64_t r = b; r < e; ++r) addLayerNormRow(a, r, ranges[t].mn, ranges[t].mx);
+      if (a.q) {
+#pragma omp barrier
+        float mn = INFINITY, mx = -INFINITY, s = 0, z = 0;
+        for (int k = 0; k < threads; ++k) {
+          mn = std::min(mn, ranges[k].mn);
+          mx = std::max(mx, ranges[k].mx);
+        }
+        dynamicParams(mn, mx, s, z);
+        quantize(a.y + b * a.cols, (e - b) * a.cols, s, z, a.q + b * a.cols);
+        if (t == 0) {
+          scale = s;
+          zero = z;
+        }
+      }
+    }
+  }
+  if (a.q) {
+    *a.scale = scale;
+    *a.zero = zero;
+    *a.zero_s32 = int32_t(zero);
+  }
 }
 
 namespace {

@@ -36,6 +36,34 @@ void checkOwnKernelStep(const Step& step, const std::string& where);
 // by min/max and gives 0 in y.
 void dynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale, float* zero, int32_t* zero_s32);
 
+// Layer normalization of x plus addends, optionally followed by the
+// DynamicQuantizeLinear of its result (StepKind::kAddLayerNorm): a transformer's bias
+// Add, residual Add, LayerNormalization and the next MatMul's DynamicQuantizeLinear in
+// one pass over rows that stay in the core's cache, where they were three or four
+// steps each reading what the one before wrote (on two threads partly from the other
+// core).
+struct AddLayerNormArgs {
+  const float* x = nullptr;  // rows x cols, row-major
+  const float* adds[kMaxLayerNormAddends] = {};
+  bool add_is_row[kMaxLayerNormAddends] = {};  // cols floats added to every row; else rows x cols
+  int n_adds = 0;
+  const float* gamma = nullptr;  // cols
+  const float* beta = nullptr;   // cols
+  float epsilon = 0;
+  int64_t rows = 0, cols = 0;
+  float* y = nullptr;    // rows x cols; may be x or a full-size addend (each element is read before it is written)
+  uint8_t* q = nullptr;  // null: no quantization; else rows x cols, with its scale and zero points
+  float* scale = nullptr;
+  float* zero = nullptr;
+  int32_t* zero_s32 = nullptr;
+};
+// s = x + adds[0] + adds[1] ... (in that order), then per row y = (s - mean) /
+// sqrt(variance + epsilon) * gamma + beta, mean and variance over the row in float32
+// (the variance as the mean of squared deviations). With q: q, scale and zero as
+// dynamicQuantize(y) computes them. Uses the calling thread's OpenMP team, rows split
+// into one contiguous share per thread, each quantizing its own rows.
+void addLayerNorm(const AddLayerNormArgs& a);
+
 // y = x * sigmoid(x) (SiLU) over n floats; y may be x. Within a few ulp of the exact
 // value (DnnlKernels.SwishIsWithinAFewUlp); 0 stays 0 (blocked layouts' padding).
 // Uses the calling thread's OpenMP team.

@@ -354,6 +354,7 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
     if (!isOwnKernel(step.kind)) ls.scratchpad = pd.scratchpad_desc();
     if (step.kind == StepKind::kInt8MaxPool)  // two of each (checkOwnKernelStep)
       ls.window = {step.kernel[0], step.kernel[1], step.strides[0], step.strides[1], step.pad_l[0], step.pad_l[1]};
+    ls.epsilon = step.epsilon;
     lf.scratch_bytes = std::max(lf.scratch_bytes, ls.scratchpad.get_size());
     for (const Arg& a : step.args) {
       LoadedArg la;
@@ -474,6 +475,14 @@ namespace {
 std::string argName(StepKind kind, int key) {
   if (kind == StepKind::kDynamicQuantize && key != DNNL_ARG_SRC && key != DNNL_ARG_DST)
     return key == kDynamicScaleArg ? "scale" : key == kDynamicZeroArg ? "zero_point" : "zero_point_s32";
+  if (kind == StepKind::kAddLayerNorm) {
+    if (key >= DNNL_ARG_MULTIPLE_SRC && key < DNNL_ARG_MULTIPLE_SRC + kMaxLayerNormAddends)
+      return "addend_" + std::to_string(key - DNNL_ARG_MULTIPLE_SRC);
+    if (key == kAddLayerNormQuantArg) return "quantized";
+    if (key == kDynamicScaleArg) return "quantized_scale";
+    if (key == kDynamicZeroArg) return "quantized_zero_point";
+    if (key == kDynamicZeroS32Arg) return "quantized_zero_point_s32";
+  }
   switch (key) {
     case DNNL_ARG_SRC: return "src";
     case DNNL_ARG_SRC_1: return kind == StepKind::kRnn ? "src_iter" : "src_1";  // DNNL_ARG_SRC_ITER
@@ -625,9 +634,10 @@ const dnnl_memory_desc_t* argDesc(const StepArgs& a, int key) {
   return md;
 }
 
-// `window`: a kInt8MaxPool's kernel, strides and start pads (LoadedStep::window).
+// `window`: a kInt8MaxPool's kernel, strides and start pads (LoadedStep::window);
+// `epsilon`: a kAddLayerNorm's.
 template <typename StepArgs>
-void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, const StepArgs& a) {
+void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float epsilon, const StepArgs& a) {
   const dnnl_memory_desc_t* src = argDesc(a, DNNL_ARG_SRC);  // DNNL_ARG_SRC_0 too
   // A channels-last [N, C, spatial...] source (checkOwnKernelStep): N rows of
   // `positions` rows of C floats.
@@ -670,6 +680,33 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, const Ste
       swish(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST),
             int64_t(dnnl_memory_desc_get_size(src) / sizeof(float)));
       return;
+    case StepKind::kAddLayerNorm: {
+      AddLayerNormArgs p;
+      p.x = argData<const float>(a, DNNL_ARG_SRC);
+      p.cols = src->dims[src->ndims - 1];
+      p.rows = int64_t(dnnl_memory_desc_get_size(src) / sizeof(float)) / p.cols;
+      for (; p.n_adds < kMaxLayerNormAddends; ++p.n_adds) {
+        const int key = DNNL_ARG_MULTIPLE_SRC + p.n_adds;
+        bool bound = false;
+        for (const dnnl_exec_arg_t& e : a.c_args) bound |= e.arg == key;
+        if (!bound) break;
+        p.adds[p.n_adds] = argData<const float>(a, key);
+        p.add_is_row[p.n_adds] = dnnl_memory_desc_get_size(argDesc(a, key)) == size_t(p.cols) * sizeof(float);
+      }
+      p.gamma = argData<const float>(a, DNNL_ARG_SCALE);
+      p.beta = argData<const float>(a, DNNL_ARG_SHIFT);
+      p.epsilon = epsilon;
+      p.y = argData<float>(a, DNNL_ARG_DST);
+      for (const dnnl_exec_arg_t& e : a.c_args)
+        if (e.arg == kAddLayerNormQuantArg) {
+          p.q = argData<uint8_t>(a, kAddLayerNormQuantArg);
+          p.scale = argData<float>(a, kDynamicScaleArg);
+          p.zero = argData<float>(a, kDynamicZeroArg);
+          p.zero_s32 = argData<int32_t>(a, kDynamicZeroS32Arg);
+        }
+      addLayerNorm(p);
+      return;
+    }
     case StepKind::kDynamicQuantize: {
       int64_t n = 1;
       for (int i = 0; i < src->ndims; ++i) n *= src->dims[i];
@@ -712,7 +749,7 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
       const LoadedStep& ls = lf.steps[s];
       // On the CPU engine a primitive has finished when execute returns.
       auto run = [&] {
-        if (isOwnKernel(ls.kind)) return runOwnKernel(ls.kind, ls.window, a);
+        if (isOwnKernel(ls.kind)) return runOwnKernel(ls.kind, ls.window, ls.epsilon, a);
         const dnnl_primitive_t primitive = alone ? serial->primitives[s].get() : ls.primitive.get();
         dnnl::error::wrap_c_api(
             dnnl_primitive_execute(primitive, ws.stream.get(), int(a.c_args.size()), a.c_args.data()),

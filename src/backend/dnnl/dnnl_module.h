@@ -129,6 +129,7 @@ class DnnlModule final : public runtime::RuntimeModule {
     int threads = 1;  // team size it was created for (small steps: 1) and runs with
     // An own kernel's window (kInt8MaxPool): kernel, strides and start pads, 2 each.
     std::array<int64_t, 6> window{};
+    float epsilon = 0;  // an own kernel's (kAddLayerNorm)
     std::vector<LoadedArg> args;
     dnnl::memory::desc scratchpad;
     // Its profile event's details, made at the first profiled run that reports it.

@@ -56,6 +56,8 @@ const char* stepKindName(StepKind k) {
       return "channel_mean";
     case StepKind::kInt8MaxPool:
       return "int8_max_pool";
+    case StepKind::kAddLayerNorm:
+      return "add_layer_norm";
   }
   return "?";
 }
@@ -115,7 +117,7 @@ void writeStep(BlobWriter& w, const Step& s) {
 Step readStep(BlobReader& r) {
   Step s;
   uint8_t kind = r.u8();
-  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kInt8MaxPool))
+  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kAddLayerNorm))
     r.fail("step kind: unknown step kind " + std::to_string(kind));
   s.kind = StepKind(kind);
   s.label = r.str();

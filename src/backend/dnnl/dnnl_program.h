@@ -94,12 +94,22 @@ enum class StepKind : uint8_t {
   kInt8MaxPool = 21,      // SRC (u8 or s8 [N, C, H, W], channels-last dense) -> DST (the same
                           // type and layout): max over the windows of kernel, strides,
                           // pad_l, pad_r (2 each; no dilation)
+  kAddLayerNorm = 22,     // SRC (f32 [..., C], dense row-major), MULTIPLE_SRC + i for i < 4
+                          // (addends: f32 with C elements, added to every row, or x's
+                          // count; buffers or constants), SCALE, SHIFT (f32 [C]) -> DST (f32,
+                          // x's count): layer normalization over C of x plus the addends,
+                          // `epsilon`; with kAddLayerNormQuantArg (u8, x's count) and
+                          // kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg also DST's
+                          // DynamicQuantizeLinear (as kDynamicQuantize)
 };
 // The argument keys of a kDynamicQuantize step's scale and zero points (oneDNN never
 // sees them).
 inline constexpr int kDynamicScaleArg = DNNL_ARG_DST_1;
 inline constexpr int kDynamicZeroArg = DNNL_ARG_DST_2;
 inline constexpr int kDynamicZeroS32Arg = DNNL_ARG_DST_2 + 1;
+// A kAddLayerNorm step's quantized output (uint8).
+inline constexpr int kAddLayerNormQuantArg = DNNL_ARG_DST_2 + 2;
+inline constexpr int kMaxLayerNormAddends = 4;
 const char* stepKindName(StepKind k);
 
 struct PostOp {
