@@ -285,6 +285,16 @@ void dynamicParams(float mn, float mx, float& scale, float& zero) {
   zero = std::nearbyint(std::min(std::max(lo / scale, 0.0f), 255.0f));
 }
 
+// The same for the union of `threads` shares' ranges (every thread derives the same).
+void sharedParams(const Range* ranges, int threads, float& scale, float& zero) {
+  float mn = INFINITY, mx = -INFINITY;
+  for (int k = 0; k < threads; ++k) {
+    mn = std::min(mn, ranges[k].mn);
+    mx = std::max(mx, ranges[k].mx);
+  }
+  dynamicParams(mn, mx, scale, zero);
+}
+
 }  // namespace
 
 void dynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale_out, float* zero_out, int32_t* zero_s32) {
@@ -307,12 +317,8 @@ void dynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale_out, fl
       const int64_t b = std::min(n, t * per), e = std::min(n, b + per);
       minMax(x + b, e - b, ranges[t].mn, ranges[t].mx);
 #pragma omp barrier
-      float mn = INFINITY, mx = -INFINITY, s = 0, z = 0;
-      for (int k = 0; k < threads; ++k) {
-        mn = std::min(mn, ranges[k].mn);
-        mx = std::max(mx, ranges[k].mx);
-      }
-      dynamicParams(mn, mx, s, z);
+      float s = 0, z = 0;
+      sharedParams(ranges, threads, s, z);
       quantize(x + b, e - b, s, z, y + b);
       if (t == 0) {
         scale = s;
@@ -418,12 +424,8 @@ void addLayerNorm(const AddLayerNormArgs& a) {
       for (int64_t r = b; r < e; ++r) addLayerNormRow(a, r, ranges[t].mn, ranges[t].mx);
       if (a.q) {
 #pragma omp barrier
-        float mn = INFINITY, mx = -INFINITY, s = 0, z = 0;
-        for (int k = 0; k < threads; ++k) {
-          mn = std::min(mn, ranges[k].mn);
-          mx = std::max(mx, ranges[k].mx);
-        }
-        dynamicParams(mn, mx, s, z);
+        float s = 0, z = 0;
+        sharedParams(ranges, threads, s, z);
         quantize(a.y + b * a.cols, (e - b) * a.cols, s, z, a.q + b * a.cols);
         if (t == 0) {
           scale = s;
