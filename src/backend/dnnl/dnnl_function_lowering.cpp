@@ -30,16 +30,6 @@ bool aliased(const Function& fn, uint64_t b) {
   return false;
 }
 
-// Two reorders through a row-major temporary that no other step touches are one,
-// from the first's source straight into the second's destination:
-//   * a layout change for a view (Flatten, Reshape: "to row-major") followed by a
-//     QuantizeLinear or the copy to a region output: the destination's row-major bytes
-//     are the same with the first's dims. (The int8 demo CNN: its channels-last pooled
-//     float32 went through row-major float32 before it was quantized for fc1;
-//     100x32x7x7, 29 us of 0.68 ms at 2 threads.)
-//   * a Slice followed by a Transpose of it (the attention heads of a fused QKV
-//     projection): the two strided views compose into one (composeViews).
-// Steps are kept when oneDNN has only its reference code for the one.
 // Drops buffer `b`, which no step touches, and renumbers the buffers after it.
 void dropBuffer(Function& fn, uint64_t b) {
   fn.buffers.erase(fn.buffers.begin() + std::ptrdiff_t(b));
@@ -50,6 +40,16 @@ void dropBuffer(Function& fn, uint64_t b) {
     if (v.view && v.index > b) --v.index;
 }
 
+// Two reorders through a row-major temporary that no other step touches are one,
+// from the first's source straight into the second's destination:
+//   * a layout change for a view (Flatten, Reshape: "to row-major") followed by a
+//     QuantizeLinear or the copy to a region output: the destination's row-major bytes
+//     are the same with the first's dims. (The int8 demo CNN: its channels-last pooled
+//     float32 went through row-major float32 before it was quantized for fc1;
+//     100x32x7x7, 29 us of 0.68 ms at 2 threads.)
+//   * a Slice followed by a Transpose of it (the attention heads of a fused QKV
+//     projection): the two strided views compose into one (composeViews).
+// Steps are kept when oneDNN has only its reference code for the one.
 void mergeReorderPairs(Function& fn) {
   for (size_t j = 0; j < fn.steps.size(); ++j) {
     const Step& second = fn.steps[j];
