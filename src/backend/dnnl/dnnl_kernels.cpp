@@ -115,7 +115,7 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
   if (step.kind == StepKind::kAddLayerNorm) {
     if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on an add_layer_norm");
     auto plain = [&](const Arg* a, dnnl_data_type_t t) {
-      return a && a->md.data.data_type == t && isPlainDense(a->md) && a->md.data.offset0 == 0;
+      return a && a->md.data.data_type == t && isPlainDense(a->md);  // (no offset either)
     };
     const Arg* x = step.find(DNNL_ARG_SRC);
     const Arg* y = step.find(DNNL_ARG_DST);
@@ -295,40 +295,58 @@ void sharedParams(const Range* ranges, int threads, float& scale, float& zero) {
   dynamicParams(mn, mx, scale, zero);
 }
 
-}  // namespace
-
-void dynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale_out, float* zero_out, int32_t* zero_s32) {
-  float scale = 0, zero = 0;
+// `items` items of `width` floats each (at `values`) in one contiguous share per thread
+// of the calling thread's team, a whole number of `granule` items each:
+// `fill(b, e, range)` computes items [b, e) (or only reads them) and widens `range` to
+// their values. With `y`, all meet, derive ONNX's scale and zero
+// point from the union of the ranges, and each thread quantizes its own share into
+// `y`, writing the scale and zero points. On a team of one, no parallel region.
+template <typename Fill>
+void fillThenQuantize(int64_t items, int64_t width, int64_t granule, Fill&& fill, const float* values, uint8_t* y,
+                      float* scale_out, float* zero_out, int32_t* zero_s32) {
   const int team = std::min(omp_get_max_threads(), kMaxTeam);
+  float scale = 0, zero = 0;
   if (team <= 1) {
-    float mn = INFINITY, mx = -INFINITY;
-    minMax(x, n, mn, mx);
-    dynamicParams(mn, mx, scale, zero);
-    quantize(x, n, scale, zero, y);
+    Range range;
+    fill(int64_t(0), items, range);
+    if (y) {
+      dynamicParams(range.mn, range.mx, scale, zero);
+      quantize(values, items * width, scale, zero, y);
+    }
   } else {
-    // One parallel region: each thread finds the range of its share, all meet, then
-    // each quantizes its share with the scale they all derive from the same ranges.
     Range ranges[kMaxTeam];
-    const int64_t chunk = ((n + team - 1) / team + 15) / 16 * 16;  // whole cache lines of floats
 #pragma omp parallel num_threads(team)
     {
       const int t = omp_get_thread_num(), threads = omp_get_num_threads();
-      const int64_t per = threads == team ? chunk : ((n + threads - 1) / threads + 15) / 16 * 16;
-      const int64_t b = std::min(n, t * per), e = std::min(n, b + per);
-      minMax(x + b, e - b, ranges[t].mn, ranges[t].mx);
+      const int64_t per = ((items + threads - 1) / threads + granule - 1) / granule * granule;
+      const int64_t b = std::min(items, t * per), e = std::min(items, b + per);
+      fill(b, e, ranges[t]);
+      if (y) {
 #pragma omp barrier
-      float s = 0, z = 0;
-      sharedParams(ranges, threads, s, z);
-      quantize(x + b, e - b, s, z, y + b);
-      if (t == 0) {
-        scale = s;
-        zero = z;
+        float s = 0, z = 0;
+        sharedParams(ranges, threads, s, z);
+        quantize(values + b * width, (e - b) * width, s, z, y + b * width);
+        if (t == 0) {
+          scale = s;
+          zero = z;
+        }
       }
     }
   }
-  *scale_out = scale;
-  *zero_out = zero;
-  *zero_s32 = int32_t(zero);
+  if (y) {
+    *scale_out = scale;
+    *zero_out = zero;
+    *zero_s32 = int32_t(zero);
+  }
+}
+
+}  // namespace
+
+void dynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale, float* zero, int32_t* zero_s32) {
+  // Shares of whole cache lines of floats (16): no two threads write one line of x's.
+  fillThenQuantize(
+      n, 1, 16, [&](int64_t b, int64_t e, Range& range) { minMax(x + b, e - b, range.mn, range.mx); }, x, y, scale,
+      zero, zero_s32);
 }
 
 namespace {
@@ -405,40 +423,12 @@ void addLayerNormRow(const AddLayerNormArgs& a, int64_t r, float& mn, float& mx)
 }  // namespace
 
 void addLayerNorm(const AddLayerNormArgs& a) {
-  const int team = std::min(omp_get_max_threads(), kMaxTeam);
-  float scale = 0, zero = 0;
-  if (team <= 1) {
-    float mn = INFINITY, mx = -INFINITY;
-    for (int64_t r = 0; r < a.rows; ++r) addLayerNormRow(a, r, mn, mx);
-    if (a.q) {
-      dynamicParams(mn, mx, scale, zero);
-      quantize(a.y, a.rows * a.cols, scale, zero, a.q);
-    }
-  } else {
-    Range ranges[kMaxTeam];
-#pragma omp parallel num_threads(team)
-    {
-      const int t = omp_get_thread_num(), threads = omp_get_num_threads();
-      const int64_t per = (a.rows + threads - 1) / threads;
-      const int64_t b = std::min(a.rows, t * per), e = std::min(a.rows, b + per);
-      for (int64_t r = b; r < e; ++r) addLayerNormRow(a, r, ranges[t].mn, ranges[t].mx);
-      if (a.q) {
-#pragma omp barrier
-        float s = 0, z = 0;
-        sharedParams(ranges, threads, s, z);
-        quantize(a.y + b * a.cols, (e - b) * a.cols, s, z, a.q + b * a.cols);
-        if (t == 0) {
-          scale = s;
-          zero = z;
-        }
-      }
-    }
-  }
-  if (a.q) {
-    *a.scale = scale;
-    *a.zero = zero;
-    *a.zero_s32 = int32_t(zero);
-  }
+  fillThenQuantize(
+      a.rows, a.cols, 1,
+      [&](int64_t b, int64_t e, Range& range) {
+        for (int64_t r = b; r < e; ++r) addLayerNormRow(a, r, range.mn, range.mx);
+      },
+      a.y, a.q, a.scale, a.zero, a.zero_s32);
 }
 
 namespace {

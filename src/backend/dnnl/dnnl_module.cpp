@@ -610,6 +610,14 @@ std::vector<StepArgs> serialArgs(const std::vector<StepArgs>& args, const std::v
 
 namespace {
 
+// Whether argument `key` is among a step's arguments.
+template <typename StepArgs>
+bool hasArg(const StepArgs& a, int key) {
+  for (const dnnl_exec_arg_t& e : a.c_args)
+    if (e.arg == key) return true;
+  return false;
+}
+
 // The memory bound as argument `key` of a step's arguments.
 template <typename StepArgs>
 dnnl_memory_t argMemory(const StepArgs& a, int key) {
@@ -685,11 +693,7 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float eps
       p.x = argData<const float>(a, DNNL_ARG_SRC);
       p.cols = src->dims[src->ndims - 1];
       p.rows = int64_t(dnnl_memory_desc_get_size(src) / sizeof(float)) / p.cols;
-      for (; p.n_adds < kMaxLayerNormAddends; ++p.n_adds) {
-        const int key = DNNL_ARG_MULTIPLE_SRC + p.n_adds;
-        bool bound = false;
-        for (const dnnl_exec_arg_t& e : a.c_args) bound |= e.arg == key;
-        if (!bound) break;
+      for (int key = DNNL_ARG_MULTIPLE_SRC; p.n_adds < kMaxLayerNormAddends && hasArg(a, key); ++p.n_adds, ++key) {
         p.adds[p.n_adds] = argData<const float>(a, key);
         p.add_is_row[p.n_adds] = dnnl_memory_desc_get_size(argDesc(a, key)) == size_t(p.cols) * sizeof(float);
       }
@@ -697,13 +701,12 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float eps
       p.beta = argData<const float>(a, DNNL_ARG_SHIFT);
       p.epsilon = epsilon;
       p.y = argData<float>(a, DNNL_ARG_DST);
-      for (const dnnl_exec_arg_t& e : a.c_args)
-        if (e.arg == kAddLayerNormQuantArg) {
-          p.q = argData<uint8_t>(a, kAddLayerNormQuantArg);
-          p.scale = argData<float>(a, kDynamicScaleArg);
-          p.zero = argData<float>(a, kDynamicZeroArg);
-          p.zero_s32 = argData<int32_t>(a, kDynamicZeroS32Arg);
-        }
+      if (hasArg(a, kAddLayerNormQuantArg)) {
+        p.q = argData<uint8_t>(a, kAddLayerNormQuantArg);
+        p.scale = argData<float>(a, kDynamicScaleArg);
+        p.zero = argData<float>(a, kDynamicZeroArg);
+        p.zero_s32 = argData<int32_t>(a, kDynamicZeroS32Arg);
+      }
       addLayerNorm(p);
       return;
     }
