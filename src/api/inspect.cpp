@@ -10,7 +10,6 @@
 #include "partita/error.h"
 #include "runtime/artifact_reader.h"
 #include "runtime/graph_executor.h"
-#include "runtime/memory_plan.h"
 
 namespace partita {
 
@@ -74,13 +73,8 @@ ArtifactInfo::Memory memoryOf(const artifact::Artifact& a, const ByteAccounting&
   }
   mem.planned = true;
   mem.activation_bytes = exec->plannedActivationBytes();
-  // Each arena as it is mapped (from 2 MiB up, in whole 2 MiB pages).
-  uint64_t arenas = runtime::arenaMappedBytes(mem.activation_bytes);
-  for (const auto& m : exec->modules()) {
-    mem.module_scratch_bytes += m->scratchpadBytes();
-    arenas += runtime::arenaMappedBytes(m->scratchpadBytes());
-  }
-  mem.growth_budget = arenas + r.weight_bytes / 20;
+  for (const auto& m : exec->modules()) mem.module_scratch_bytes += m->scratchpadBytes();
+  mem.growth_budget = exec->mappedArenaBytes() + r.weight_bytes / 20;
   return mem;
 }
 

@@ -21,7 +21,6 @@
 #include "compiler/compile.h"
 #include "passes/pipeline.h"
 #include "runtime/graph_executor.h"
-#include "runtime/memory_plan.h"
 
 namespace partita::artifact {
 namespace {
@@ -98,11 +97,8 @@ Growth measure(const ir::Graph& source, const std::vector<backend::ModuleImage>&
     uint64_t after = anonymousBytes();
     g.anonymous = after > before ? after - before : 0;
     g.activations = exec.plannedActivationBytes();
-    g.arenas = runtime::arenaMappedBytes(g.activations);
-    for (const auto& m : exec.modules()) {
-      g.scratch += m->scratchpadBytes();
-      g.arenas += runtime::arenaMappedBytes(m->scratchpadBytes());
-    }
+    for (const auto& m : exec.modules()) g.scratch += m->scratchpadBytes();
+    g.arenas = exec.mappedArenaBytes();
     g.weights = byteAccounting(a).weight_bytes;
   }
   return g;

@@ -132,6 +132,12 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
 
 GraphExecutor::~GraphExecutor() = default;
 
+size_t GraphExecutor::mappedArenaBytes() const {
+  size_t bytes = arenaMappedBytes(plannedActivationBytes());
+  for (const auto& m : modules_) bytes += arenaMappedBytes(m->scratchpadBytes());
+  return bytes;
+}
+
 size_t GraphExecutor::dynamicSteps() const {
   size_t n = 0;
   for (const Step& s : steps_) n += s.dynamic;

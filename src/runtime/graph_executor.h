@@ -64,6 +64,10 @@ class GraphExecutor final : public Executor {
   const std::vector<std::shared_ptr<const RuntimeModule>>& modules() const { return modules_; }
   size_t plannedActivationBytes() const override { return plan_.arena_bytes; }
   size_t unsharedActivationBytes() const { return plan_.unshared_bytes; }
+  // The activation arena and each module's scratch as their arenas are mapped
+  // (arenaMappedBytes): the private memory a run adds beyond the weights' 5 %
+  // (`partita inspect --run`'s budget).
+  size_t mappedArenaBytes() const;
   // Steps that infer their outputs at run time (shapes from data, symbolic dims, or
   // types their own inference could not confirm at load).
   size_t dynamicSteps() const;
