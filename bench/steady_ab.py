@@ -36,8 +36,10 @@ def main():
     ap.add_argument("pairs", nargs="+", help="ARTIFACT.pta=INPUT.npy")
     opts = ap.parse_args()
     bench.apply_timing_options(opts)
-    runners = ["ort:" + os.path.abspath(r[4:]) if r.startswith("ort:") else os.path.abspath(r)
-               for r in opts.runners.split(",")]  # (a RUNNER=ARTIFACT's artifact stays relative to here)
+    runners = []  # (runner, its own artifact or "")
+    for spec in opts.runners.split(","):
+        r, _, own = spec.partition("=")
+        runners.append(("ort:" + os.path.abspath(r[4:]) if r.startswith("ort:") else os.path.abspath(r), own))
     tmp = tempfile.mkdtemp(prefix="steady_ab.")
     for pair in opts.pairs:
         art, _, inp = pair.partition("=")
@@ -46,9 +48,8 @@ def main():
         inp = os.path.abspath(inp)
         for t in opts.threads:
             workers, outs = [], []
-            for i, spec in enumerate(runners):
-                r, _, own = spec.partition("=")  # RUNNER=ARTIFACT: this runner on its own artifact
-                path = os.path.abspath(own.replace("{t}", str(t))) if own else os.path.abspath(art.replace("{t}", str(t)))
+            for i, (r, own) in enumerate(runners):
+                path = os.path.abspath((own or art).replace("{t}", str(t)))
                 out = os.path.join(tmp, f"{i}.t{t}.npy")
                 if r.startswith("ort:"):  # ONNX Runtime on a model file, as make bench runs it
                     cmd = ["node", os.path.join(HERE, "ort_runner.js"), r[4:], "--input",
@@ -76,7 +77,8 @@ def main():
                     got = np.load(outs[i])
                     scale = float(np.max(np.abs(ref))) or 1.0
                     err = f"  vs first {float(np.max(np.abs(got - ref))) / scale:.2e}"
-                print(f"{os.path.basename(art)} t{t} {runners[i]}: median {s['median_ms']:.3f} ms p90 {s['p90_ms']:.3f} ms "
+                r, own = runners[i]
+                print(f"{os.path.basename(art)} t{t} {r}{'=' + own if own else ''}: median {s['median_ms']:.3f} ms p90 {s['p90_ms']:.3f} ms "
                       f"(n={s['n']}) ratio {s['median_ms'] / base:.3f}{err}", flush=True)
 
 
