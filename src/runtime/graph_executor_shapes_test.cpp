@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "passes/passes.h"
 #include "runtime/graph_executor.h"
+#include "runtime/shape_cache.h"
 
 namespace partita::runtime {
 namespace {
@@ -161,6 +163,30 @@ TEST(GraphExecutorShapes, ReshapeToAShapeOfTheInputsIsPlanned) {
   EXPECT_EQ(e->shapePlansCached(), 2u);
   // Planned: the signature's arena holds every value (x*4 + 2 planned values of n*4 floats).
   EXPECT_GE(state->shape_arena.size(), size_t(2 * 5 * 4 * sizeof(float)));
+}
+
+// The cache's bound is per function: functions that each keep a shape do not evict one
+// another (a module split into more shape-polymorphic regions than the bound lowered
+// every region again on every call); a function past its bound evicts its own least
+// recently used entry.
+TEST(ShapeCacheBound, IsPerFunction) {
+  ShapeCache<int> cache(2);
+  auto at = [](int64_t n) { return std::vector<ir::Tensor>{ir::Tensor{ir::DType::kFloat32, {n}, nullptr}}; };
+  for (uint32_t fn = 0; fn < 5; ++fn) cache.insert(fn, at(3), std::make_shared<int>(int(fn)));
+  EXPECT_EQ(cache.size(), 5u);
+  EXPECT_EQ(cache.evictions(), 0u);
+  for (uint32_t fn = 0; fn < 5; ++fn) {
+    ASSERT_NE(cache.find(fn, at(3)), nullptr) << fn;
+    EXPECT_EQ(*cache.find(fn, at(3)), int(fn));
+  }
+  cache.insert(0, at(4), std::make_shared<int>(40));
+  cache.find(0, at(3));                               // shape 4 is now function 0's oldest
+  cache.insert(0, at(5), std::make_shared<int>(50));  // evicts it
+  EXPECT_EQ(cache.evictions(), 1u);
+  EXPECT_EQ(cache.find(0, at(4)), nullptr);
+  EXPECT_NE(cache.find(0, at(3)), nullptr);
+  EXPECT_NE(cache.find(0, at(5)), nullptr);
+  for (uint32_t fn = 1; fn < 5; ++fn) EXPECT_NE(cache.find(fn, at(3)), nullptr) << fn;
 }
 
 }  // namespace

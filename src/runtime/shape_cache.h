@@ -1,5 +1,5 @@
 // ShapeCache: a small LRU cache keyed by a function number and the shapes of a list of
-// tensors. Shape-polymorphic modules keep what they compiled for each input shape in
+// tensors, holding up to `capacity` shapes per function. Shape-polymorphic modules keep what they compiled for each input shape in
 // one (primitives, buffer plans), the graph executor its per-shape arena plans.
 //
 // A lookup allocates nothing: it compares the tensors' shapes with each key in place
@@ -20,6 +20,7 @@ namespace partita::runtime {
 template <class T>
 class ShapeCache {
  public:
+  // `capacity`: entries per function.
   explicit ShapeCache(size_t capacity) : capacity_(capacity < 1 ? 1 : capacity) { entries_.reserve(capacity_); }
 
   size_t capacity() const { return capacity_; }
@@ -36,7 +37,8 @@ class ShapeCache {
     return nullptr;
   }
 
-  // Adds `value` for these shapes, evicting the least recently used entry when full.
+  // Adds `value` for these shapes, evicting function `fn`'s least recently used entry
+  // when it has `capacity` of them.
   // When another thread added the same shapes meanwhile, keeps and returns that one.
   std::shared_ptr<T> insert(uint32_t fn, const std::vector<ir::Tensor>& tensors, std::shared_ptr<T> value) {
     std::vector<int64_t> key;
@@ -50,14 +52,19 @@ class ShapeCache {
         e.used = ++tick_;
         return e.value;
       }
+    // The bound is per function: a module whose functions each see one new shape (a
+    // model split into many shape-polymorphic regions) keeps them all.
     Entry fresh{fn, std::move(key), std::move(value), ++tick_};
-    if (entries_.size() < capacity_) {
+    size_t count = 0, oldest = entries_.size();
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (entries_[i].fn != fn) continue;
+      ++count;
+      if (oldest == entries_.size() || entries_[i].used < entries_[oldest].used) oldest = i;
+    }
+    if (count < capacity_) {
       entries_.push_back(std::move(fresh));
       return entries_.back().value;
     }
-    size_t oldest = 0;
-    for (size_t i = 1; i < entries_.size(); ++i)
-      if (entries_[i].used < entries_[oldest].used) oldest = i;
     entries_[oldest] = std::move(fresh);
     ++evictions_;
     return entries_[oldest].value;

@@ -21,7 +21,7 @@
 // first call at another input shape lowers the region again for it (dnnl_replay.h:
 // the weights as stored, never repacked) and creates its primitives; the result -- an
 // instance, with its own buffer plan and workspaces -- is kept in a bounded LRU cache
-// (ModuleLoadContext::shape_cache entries per module). A call at a cached shape finds
+// (ModuleLoadContext::shape_cache entries per function). A call at a cached shape finds
 // its instance and workspace without allocating.
 #pragma once
 
