@@ -64,6 +64,14 @@ class Backend {
   // that takes one compiles its regions' `representative` shapes and runs the others
   // through RuntimeModule::outputShapes. Default: no.
   virtual bool supportsPolymorphic(const ir::Graph& g, const ir::Graph& rep, ir::NodeId node) const { return false; }
+  // Whether the backend's shape-polymorphic regions may hold *shape computations*:
+  // small values made from Shape and Size of the region's values (or its inputs) and
+  // constants only, such as the target of `x.view(seq, batch, -1)` exported with
+  // symbolic dims. In `rep` such a value reads as a constant where a node of another
+  // kind uses it; the partitioner then puts the nodes that compute it in that node's
+  // region, and the backend computes them again at each run-time shape. Default: no
+  // (a node reading one is not offered).
+  virtual bool evaluatesShapeValues() const { return false; }
   // Why supports() refuses `node`, for error messages (e.g. "input 0 has a symbolic
   // shape"); empty when the backend does not say.
   virtual std::string whyNot(const ir::Graph& g, ir::NodeId node) const { return {}; }

@@ -66,6 +66,7 @@ struct Partitioner {
   std::vector<std::vector<ir::NodeId>> region_nodes;
   std::vector<int> region_backend;
   std::vector<std::vector<ir::NodeId>> consumers;  // per value
+  std::vector<bool> shape_node;  // per node, with `rep`: a shape computation (shapeComputations)
 
   bool allowed(size_t b, const ir::Node& node) const {
     const std::string& name = std::string(backends[b]->name());
@@ -118,14 +119,29 @@ struct Partitioner {
       for (ir::ValueId in : g.nodes[i].inputs)
         if (in != ir::kNoValue) consumers[size_t(in)].push_back(ir::NodeId(i));
 
+    if (rep) shape_node = shapeComputations(g);
     for (size_t i = 0; i < n; ++i) {
       const ir::Node& node = g.nodes[i];
       if (!onlyTensors(g, node)) continue;
+      // Shape computations go with the node that reads them, when a backend takes it
+      // (below); else they stay on the host.
+      if (rep && shape_node[i]) continue;
       // A node with symbolic dims is asked at the representative shape too.
       const bool fixed = allValues(g, node, false);
       const bool polymorphic = !fixed && rep && allValues(g, node, true) && allValues(*rep, node, false);
+      // The shape computations it reads (a Reshape's target), unless one is already
+      // another's: they join its region and are computed there at each shape.
+      std::vector<ir::NodeId> closure;
+      bool closure_free = true;
+      if (rep) {
+        for (ir::NodeId c : shapeClosure(g, shape_node, ir::NodeId(i))) {
+          closure.push_back(c);
+          closure_free &= region_of[size_t(c)] < 0;
+        }
+      }
       for (size_t b = 0; b < backends.size(); ++b) {
         if (!allowed(b, node)) continue;
+        if (!closure.empty() && (!polymorphic || !closure_free || !backends[b]->evaluatesShapeValues())) continue;
         const bool takes = fixed ? backends[b]->supports(g, ir::NodeId(i))
                                  : polymorphic && backends[b]->supportsPolymorphic(g, *rep, ir::NodeId(i));
         if (takes) {
@@ -134,9 +150,17 @@ struct Partitioner {
         }
       }
       if (backend_of[i] == kHost) continue;
+      // What it waits for: its inputs' producers and those of the values whose shapes
+      // its shape computations read.
       std::vector<ir::NodeId> producers;
-      for (ir::ValueId in : node.inputs)
-        if (in != ir::kNoValue && g.value(in).producer != ir::kNoNode) producers.push_back(g.value(in).producer);
+      auto waitFor = [&](ir::ValueId in) {
+        if (in == ir::kNoValue) return;
+        const ir::NodeId p = g.value(in).producer;
+        if (p != ir::kNoNode && !(rep && shape_node[size_t(p)])) producers.push_back(p);
+      };
+      for (ir::ValueId in : node.inputs) waitFor(in);
+      for (ir::NodeId c : closure)
+        for (ir::ValueId in : g.nodes[size_t(c)].inputs) waitFor(in);
       int joined = -1;
       for (ir::NodeId p : producers) {
         int r = region_of[size_t(p)];
@@ -150,6 +174,11 @@ struct Partitioner {
         joined = int(region_nodes.size());
         region_nodes.emplace_back();
         region_backend.push_back(backend_of[i]);
+      }
+      for (ir::NodeId c : closure) {
+        region_of[size_t(c)] = joined;
+        backend_of[size_t(c)] = backend_of[i];
+        region_nodes[size_t(joined)].push_back(c);
       }
       region_of[i] = joined;
       region_nodes[size_t(joined)].push_back(ir::NodeId(i));
@@ -233,7 +262,7 @@ struct Partitioner {
 }  // namespace
 
 PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
-  Partitioner p{g, options, {}, {}, {}, {}, {}, {}, {}};
+  Partitioner p{g, options, {}, {}, {}, {}, {}, {}, {}, {}};
   for (const std::string& name : options.backends) {
     if (name == "host") continue;
     std::unique_ptr<Backend> b = makeBackend(name);
@@ -246,8 +275,10 @@ PartitionResult partitionGraph(ir::Graph& g, const PartitionOptions& options) {
     p.backends.push_back(std::move(b));
   }
   PartitionResult result;
-  if (!p.backends.empty() && options.shape_polymorphic && hasSymbolicDims(g))
+  if (!p.backends.empty() && options.shape_polymorphic && hasSymbolicDims(g)) {
+    privatizeShapeComputations(g);
     p.rep = std::make_unique<ir::Graph>(representativeGraph(g, options.shape_hints));
+  }
   if (!p.backends.empty()) p.formRegions();
   p.checkHostKernels();
   if (p.backends.empty()) return result;

@@ -1,7 +1,9 @@
 #include "compiler/representative_shapes.h"
 
 #include <algorithm>
+#include <set>
 
+#include "kernels/known_values.h"
 #include "kernels/op_registry.h"
 #include "partita/error.h"
 
@@ -15,7 +17,8 @@ bool hasSymbolicDims(const ir::Graph& g) {
 
 namespace {
 
-void propagate(ir::Graph& rep, const ir::ConstantPool& pool, size_t& failures);
+void propagate(ir::Graph& rep, const ir::ConstantPool& pool, size_t& failures,
+               const std::vector<bool>* shape_nodes = nullptr);
 
 // An If whose condition is not known at this shape (it depends on an input, as a
 // sample-rate switch does) merges its branches' types, and where their sizes differ
@@ -40,16 +43,17 @@ void representBranch(const ir::Graph& rep, const ir::ConstantPool& pool, const i
 }
 
 // Infers `rep`'s nodes in order from its inputs' types (and the constants of `pool`,
-// the outermost graph's); `failures` counts the nodes whose inference refused.
-void propagate(ir::Graph& rep, const ir::ConstantPool& pool, size_t& failures) {
+// the outermost graph's); `failures` counts the nodes whose inference refused. With
+// `shape_nodes` (shapeComputations of the graph `rep` was copied from, `pool` being
+// rep's own), what a node other than those reads of their known values becomes a
+// constant.
+void propagate(ir::Graph& rep, const ir::ConstantPool& pool, size_t& failures, const std::vector<bool>* shape_nodes) {
   const kernels::PoolResolver constants(pool);
   // The contents known at this shape: constants, and what is computed from them and
   // from Shape and Size of sized values (a Reshape's target made of the input's dims),
   // when small.
-  constexpr int64_t kMaxKnownElements = 4096;
   std::vector<ir::Tensor> views(rep.values.size());
-  std::vector<ir::OwnedTensor> computed;
-  computed.reserve(rep.nodes.size() * 2);
+  std::vector<ir::OwnedTensor> computed;  // their storage stays where it is when moved
   for (size_t v = 0; v < rep.values.size(); ++v)
     if (rep.values[v].isConstant()) views[v] = pool.get(rep.values[v].constant).view();
   std::vector<ir::TensorType> in_types;
@@ -57,12 +61,9 @@ void propagate(ir::Graph& rep, const ir::ConstantPool& pool, size_t& failures) {
   for (const ir::Node& node : rep.nodes) {
     in_types.clear();
     in_values.clear();
-    bool all_known = true;
     for (ir::ValueId in : node.inputs) {
       in_types.push_back(in == ir::kNoValue ? ir::TensorType{} : rep.typeOf(in));
-      const bool known = in != ir::kNoValue && views[size_t(in)].defined();
-      in_values.push_back(known ? &views[size_t(in)] : nullptr);
-      all_known &= in == ir::kNoValue || known;
+      in_values.push_back(in != ir::kNoValue && views[size_t(in)].defined() ? &views[size_t(in)] : nullptr);
     }
     std::vector<ir::TensorType> out;
     try {
@@ -75,50 +76,36 @@ void propagate(ir::Graph& rep, const ir::ConstantPool& pool, size_t& failures) {
     for (size_t o = 0; o < node.outputs.size() && o < out.size(); ++o)
       if (node.outputs[o] != ir::kNoValue && out[o].isStatic()) rep.value(node.outputs[o]).type = out[o];
     // Shape and Size of a sized value, or a small node over known contents: its contents.
-    const bool shape_of = node.domain.empty() && (node.op_type == "Shape" || node.op_type == "Size") &&
-                          node.hasInput(0) && rep.typeOf(node.inputs[0]).isStatic();
-    if (!shape_of && !all_known) continue;
-    const kernels::OpDef* op = kernels::OpRegistry::global().find(node.domain, node.op_type);
-    if (!op || !op->hasKernel()) continue;
-    bool small = true;
-    for (size_t o = 0; o < node.outputs.size(); ++o)
-      if (node.outputs[o] != ir::kNoValue)
-        small &= o < out.size() && out[o].isStatic() && out[o].numel() <= kMaxKnownElements;
-    if (!small) continue;
-    kernels::KernelContext ctx{node, &constants, {}, {}, 1};
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (shape_of && i == 0) {  // Shape and Size read their input's shape only
-        const ir::TensorType& t = rep.typeOf(node.inputs[0]);
-        ctx.inputs.push_back(ir::Tensor{t.dtype, t.staticShape(), nullptr});
-        continue;
+    std::vector<ir::OwnedTensor> known = kernels::evaluateKnown(node, in_types, in_values, out, &constants);
+    for (size_t o = 0; o < known.size() && o < node.outputs.size(); ++o)
+      if (node.outputs[o] != ir::kNoValue) {
+        views[size_t(node.outputs[o])] = known[o].view();
+        computed.push_back(std::move(known[o]));
       }
-      ctx.inputs.push_back(in_values[i] ? *in_values[i] : ir::Tensor{});
-    }
-    const size_t first = computed.size();
-    for (size_t o = 0; o < node.outputs.size(); ++o) {
-      if (node.outputs[o] == ir::kNoValue) {
-        ctx.outputs.emplace_back();
-        continue;
+  }
+  if (!shape_nodes) return;
+  std::map<ir::ValueId, ir::ValueId> as_constant;
+  for (size_t n = 0; n < rep.nodes.size(); ++n) {
+    if ((*shape_nodes)[n]) continue;
+    for (ir::ValueId& in : rep.nodes[n].inputs) {
+      if (in == ir::kNoValue || !views[size_t(in)].defined()) continue;
+      const ir::NodeId p = rep.value(in).producer;
+      if (p == ir::kNoNode || !(*shape_nodes)[size_t(p)]) continue;
+      auto it = as_constant.find(in);
+      if (it == as_constant.end()) {
+        const std::string name = rep.value(in).name + "_at_representative";
+        const ir::ConstId c = rep.constants.addCopy(name, views[size_t(in)]);
+        it = as_constant.emplace(in, rep.addConstantValue(name, c)).first;
       }
-      computed.emplace_back(out[o].dtype, out[o].staticShape());
-      ctx.outputs.push_back(computed.back().view());
+      in = it->second;
     }
-    try {
-      op->run(ctx);
-    } catch (const Error&) {
-      computed.resize(first);
-      continue;
-    }
-    size_t k = first;
-    for (ir::ValueId o : node.outputs)
-      if (o != ir::kNoValue) views[size_t(o)] = computed[k++].view();
   }
 }
 
 // representativeGraph with `size` for the symbolic sides no hint gives; `failures`
 // counts the nodes whose inference refused that shape.
 ir::Graph graphAt(const ir::Graph& g, const std::map<std::string, std::vector<int64_t>>& hints, int64_t size,
-                  size_t& failures) {
+                  const std::vector<bool>& shape_nodes, size_t& failures) {
   failures = 0;
   ir::Graph rep = g;
   std::map<std::string, int64_t> symbol_value;
@@ -153,7 +140,7 @@ ir::Graph graphAt(const ir::Graph& g, const std::map<std::string, std::vector<in
       dim = ir::Dim::known(value);
     }
   }
-  propagate(rep, rep.constants, failures);
+  propagate(rep, rep.constants, failures, &shape_nodes);
   return rep;
 }
 
@@ -161,18 +148,142 @@ ir::Graph graphAt(const ir::Graph& g, const std::map<std::string, std::vector<in
 
 ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, std::vector<int64_t>>& hints) {
   size_t failures = 0;
-  ir::Graph rep = graphAt(g, hints, kRepresentativeSize, failures);
+  const std::vector<bool> shape_nodes = shapeComputations(g);
+  ir::Graph rep = graphAt(g, hints, kRepresentativeSize, shape_nodes, failures);
   // A side of 224 may be too short for the model (an audio front end whose first
   // window is 400 samples): then the smallest doubling where the fewest nodes refuse.
   for (int64_t size = 2 * kRepresentativeSize; failures > 0 && size <= kMaxRepresentativeSize; size *= 2) {
     size_t f = 0;
-    ir::Graph at = graphAt(g, hints, size, f);
+    ir::Graph at = graphAt(g, hints, size, shape_nodes, f);
     if (f < failures) {
       rep = std::move(at);
       failures = f;
     }
   }
   return rep;
+}
+
+std::vector<bool> shapeComputations(const ir::Graph& g) {
+  constexpr int64_t kMaxElements = 64;
+  std::vector<bool> shape(g.nodes.size(), false);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const ir::Node& node = g.nodes[n];
+    if (!kernels::isShapeOp(node) || node.outputs.empty()) continue;
+    bool ok = true;
+    for (ir::ValueId out : node.outputs) {
+      if (out == ir::kNoValue) continue;
+      const ir::TensorType& t = g.typeOf(out);
+      ok &= t.isStatic() && t.rank() <= 1 && t.numel() <= kMaxElements &&
+            (t.dtype == ir::DType::kInt64 || t.dtype == ir::DType::kInt32 || t.dtype == ir::DType::kFloat32 ||
+             t.dtype == ir::DType::kFloat64);
+    }
+    const bool of_shape = node.op_type == "Shape" || node.op_type == "Size";
+    for (size_t i = 0; ok && i < node.inputs.size(); ++i) {
+      const ir::ValueId in = node.inputs[i];
+      if (in == ir::kNoValue || g.value(in).isConstant()) continue;
+      if (of_shape && i == 0) {
+        ok = g.typeOf(in).has_rank;
+        continue;
+      }
+      const ir::NodeId p = g.value(in).producer;
+      ok = p != ir::kNoNode && shape[size_t(p)];
+    }
+    shape[n] = ok;
+  }
+  return shape;
+}
+
+std::vector<ir::NodeId> shapeClosure(const ir::Graph& g, const std::vector<bool>& shape, ir::NodeId n) {
+  std::set<ir::NodeId> seen;
+  std::vector<ir::NodeId> stack = {n};
+  while (!stack.empty()) {
+    const ir::Node& node = g.nodes[size_t(stack.back())];
+    const bool first = stack.back() == n;
+    stack.pop_back();
+    const bool of_shape = !first && (node.op_type == "Shape" || node.op_type == "Size");
+    for (size_t i = of_shape ? 1 : 0; i < node.inputs.size(); ++i) {
+      const ir::ValueId in = node.inputs[i];
+      if (in == ir::kNoValue) continue;
+      const ir::NodeId p = g.value(in).producer;
+      if (p != ir::kNoNode && shape[size_t(p)] && seen.insert(p).second) stack.push_back(p);
+    }
+  }
+  return {seen.begin(), seen.end()};
+}
+
+size_t privatizeShapeComputations(ir::Graph& g) {
+  const std::vector<bool> shape = shapeComputations(g);
+  std::vector<size_t> readers(g.values.size(), 0);
+  for (const ir::Node& node : g.nodes)
+    for (ir::ValueId in : node.inputs)
+      if (in != ir::kNoValue) ++readers[size_t(in)];
+  for (ir::ValueId out : g.outputs) ++readers[size_t(out)];
+  std::vector<ir::Node> rebuilt;
+  std::vector<bool> is_shape;  // per rebuilt node
+  size_t privatized = 0;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (!shape[n]) {
+      const std::vector<ir::NodeId> closure = shapeClosure(g, shape, ir::NodeId(n));
+      // Shared: some value of the closure is read by more readers than the closure
+      // and this node account for.
+      std::map<ir::ValueId, size_t> inside;
+      for (ir::NodeId c : closure)
+        for (ir::ValueId in : g.nodes[size_t(c)].inputs)
+          if (in != ir::kNoValue) ++inside[in];
+      for (ir::ValueId in : g.nodes[n].inputs)
+        if (in != ir::kNoValue) ++inside[in];
+      bool shared = false;
+      for (ir::NodeId c : closure)
+        for (ir::ValueId out : g.nodes[size_t(c)].outputs)
+          if (out != ir::kNoValue && readers[size_t(out)] > inside[out]) shared = true;
+      if (shared) {
+        std::map<ir::ValueId, ir::ValueId> copy;
+        auto remap = [&](ir::ValueId& v) {
+          auto it = copy.find(v);
+          if (v != ir::kNoValue && it != copy.end()) v = it->second;
+        };
+        for (ir::NodeId c : closure) {
+          ir::Node k = g.nodes[size_t(c)];
+          k.name += "/for/" + g.nodes[n].name;
+          for (ir::ValueId& in : k.inputs) remap(in);
+          for (ir::ValueId& out : k.outputs) {
+            if (out == ir::kNoValue) continue;
+            ir::Value v{g.value(out).name + "/for/" + g.nodes[n].name, g.value(out).type, ir::kNoNode, ir::kNoConst};
+            g.values.push_back(std::move(v));
+            out = copy[out] = ir::ValueId(g.values.size() - 1);
+          }
+          rebuilt.push_back(std::move(k));
+          is_shape.push_back(true);
+        }
+        ++privatized;
+        rebuilt.push_back(g.nodes[n]);
+        for (ir::ValueId& in : rebuilt.back().inputs) remap(in);
+        is_shape.push_back(false);
+        continue;
+      }
+    }
+    rebuilt.push_back(g.nodes[n]);  // a copy: later nodes' closures read the earlier ones
+    is_shape.push_back(shape[n]);
+  }
+  // Shape computations no one reads any more.
+  std::vector<bool> read(g.values.size(), false);
+  for (ir::ValueId out : g.outputs) read[size_t(out)] = true;
+  std::vector<bool> keep(rebuilt.size(), true);
+  for (size_t n = rebuilt.size(); n-- > 0;) {
+    if (is_shape[n]) {
+      keep[n] = false;
+      for (ir::ValueId out : rebuilt[n].outputs) keep[n] = keep[n] || (out != ir::kNoValue && read[size_t(out)]);
+    }
+    if (!keep[n]) continue;
+    for (ir::ValueId in : rebuilt[n].inputs)
+      if (in != ir::kNoValue) read[size_t(in)] = true;
+  }
+  g.nodes.clear();
+  for (ir::Value& v : g.values) v.producer = ir::kNoNode;
+  for (size_t n = 0; n < rebuilt.size(); ++n)
+    if (keep[n]) g.addNode(std::move(rebuilt[n]));
+  g.verify();
+  return privatized;
 }
 
 std::vector<std::map<std::string, std::vector<int64_t>>> probeShapes(const ir::Graph& g, const ir::Graph& rep) {

@@ -30,10 +30,30 @@ bool hasSymbolicDims(const ir::Graph& g);
 // kRepresentativeSize, doubled while that lets fewer nodes refuse the shape -- and every node's output types inferred again from those (no
 // folding: the same node and value ids), with the contents known at that shape: those
 // of constants and of small values computed from them and from Shape and Size (a
-// Reshape's target made of its input's dims). A value inference cannot size at that
+// Reshape's target made of its input's dims); where a node other than a shape
+// computation reads such a value, `rep` gives it a constant with its contents at that
+// shape in its place (so a backend's claim sees the target it will lower with). A
+// value inference cannot size at that
 // shape (shapes from data) keeps its symbolic type. Throws Error(kInvalidArgument) for
 // a hint naming no input or contradicting its type.
 ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, std::vector<int64_t>>& hints);
+
+// Per node of `g`: whether it is a *shape computation* (Backend::evaluatesShapeValues):
+// Shape or Size of a value with a known rank, or a small node (Gather, Unsqueeze,
+// Squeeze, Concat, Slice, Cast, arithmetic; every output static with at most 64
+// elements) whose every input is a constant or made by a shape computation.
+std::vector<bool> shapeComputations(const ir::Graph& g);
+
+// The shape computations (`shape`: shapeComputations(g)) node `n` reads through its
+// inputs, back to Shape and Size and the constants, in graph order.
+std::vector<ir::NodeId> shapeClosure(const ir::Graph& g, const std::vector<bool>& shape, ir::NodeId n);
+
+// Gives every node that reads a value made by shape computations, when those are
+// shared with another reader (or a graph output), its own copies of them (the nodes
+// its inputs are computed by, back to Shape and the constants), placed right before
+// it, so that a backend region can take a node with the computations it reads. Shape
+// computations no one reads any more are dropped. Returns how many nodes got copies.
+size_t privatizeShapeComputations(ir::Graph& g);
 
 // Other shapes of the inputs, for backends to check the choices they make at the
 // representative one against (oneDNN's weight layouts: a layout its fast kernels

@@ -119,7 +119,8 @@ class DimOrigins {
         "HardSwish", "Identity",  "Dropout",      "Cast",        "Neg",                "Abs",
         "Exp",      "Log",        "Sqrt",         "Erf",         "Softmax",            "LogSoftmax",
         "Elu",      "Selu",       "Softplus",     "Gelu",        "BatchNormalization", "LayerNormalization",
-        "InstanceNormalization", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not"};
+        "InstanceNormalization", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Not",
+        "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"};
     static const std::set<std::string> kBroadcast = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "PRelu",
                                                      "Equal", "Less", "Greater", "And", "Or", "Where"};
     static const std::set<std::string> kBatchKept = {"Conv", "ConvTranspose", "MaxPool", "AveragePool",
@@ -136,26 +137,7 @@ class DimOrigins {
       for (size_t i = 0; i < rank; ++i)
         if (perm[i] >= 0 && size_t(perm[i]) < rank) r[i] = ref(n.inputs[0], size_t(perm[i]));
     } else if (o == 0 && kBroadcast.count(op)) {
-      // Output dim i: the one input dim there that is not a 1 (or all of them the same).
-      for (size_t i = 0; i < rank; ++i) {
-        std::optional<DimRef> only;
-        bool clash = false;
-        for (size_t k = 0; k < n.inputs.size(); ++k) {
-          const size_t rk = rankOf(n, k);
-          if (rk == SIZE_MAX) {
-            clash = true;
-            break;
-          }
-          if (rk + i < rank) continue;  // broadcast from a lower rank: absent here
-          const size_t j = i - (rank - rk);
-          const ir::Dim& d = g_.typeOf(n.inputs[k]).dims[j];
-          if (d.isKnown() && d.value == 1) continue;
-          const DimRef x = ref(n.inputs[k], j);
-          if (only && !(*only == x)) clash = true;
-          only = x;
-        }
-        if (only && !clash) r[i] = *only;
-      }
+      broadcastDims(n, n.inputs.size(), rank, r);
     } else if (op == "Concat" || op == "Split") {
       int64_t axis = n.attrs.getInt("axis", 0);
       if (axis < 0) axis += int64_t(rank);
@@ -188,8 +170,41 @@ class DimOrigins {
     } else if (o == 0 && kBatchKept.count(op) && rankOf(n, 0) == rank && rank > 0) {
       r[0] = ref(n.inputs[0], 0);
       if (op.find("Pool") != std::string::npos && rank > 1) r[1] = ref(n.inputs[0], 1);
-    } else if (o == 0 && op == "MatMul" && rankOf(n, 0) == rank && rankOf(n, 1) == 2 && rank >= 2) {
+    } else if (o == 0 && (op == "MatMul" || op == "MatMulInteger") && rankOf(n, 0) == rank && rankOf(n, 1) == 2 &&
+               rank >= 2) {
       for (size_t i = 0; i + 1 < rank; ++i) r[i] = ref(n.inputs[0], i);
+    } else if (o == 0 && (op == "MatMul" || op == "MatMulInteger") && rank >= 2 && rankOf(n, 0) >= 2 &&
+               rankOf(n, 1) >= 2 && rankOf(n, 0) <= rank && rankOf(n, 1) <= rank) {
+      // Batched: the rows are A's, the columns B's, the batch dims broadcast.
+      r[rank - 2] = ref(n.inputs[0], rankOf(n, 0) - 2);
+      r[rank - 1] = ref(n.inputs[1], rankOf(n, 1) - 1);
+      broadcastDims(n, 2, rank - 2, r);
+    }
+  }
+
+  // Output dims [0, count) of a broadcast between the first `inputs` inputs of `n`
+  // (aligned at the output's rank `r.size()`): each the one input dim there that is
+  // not a 1, or all of them copies of one dim.
+  void broadcastDims(const ir::Node& n, size_t inputs, size_t count, std::vector<DimRef>& r) const {
+    const size_t rank = r.size();
+    for (size_t i = 0; i < count; ++i) {
+      std::optional<DimRef> only;
+      bool clash = false;
+      for (size_t k = 0; k < inputs; ++k) {
+        const size_t rk = rankOf(n, k);
+        if (rk == SIZE_MAX) {
+          clash = true;
+          break;
+        }
+        if (rk + i < rank) continue;  // broadcast from a lower rank: absent here
+        const size_t j = i - (rank - rk);
+        const ir::Dim& d = g_.typeOf(n.inputs[k]).dims[j];
+        if (d.isKnown() && d.value == 1) continue;
+        const DimRef x = ref(n.inputs[k], j);
+        if (only && !(*only == x)) clash = true;
+        only = x;
+      }
+      if (only && !clash) r[i] = *only;
     }
   }
 

@@ -81,6 +81,42 @@ TEST(FoldReshapeTargets, ChannelShuffleLosesItsShapeChains) {
   }
 }
 
+// Dims copied through a batched MatMul (attention's scores: rows from the first
+// operand, columns from the second, batch from either) and a dynamic quantization:
+// heads split from x = [seq, batch*heads, 8] back into [seq, batch, heads*8] read
+// seq through them and -1 for the rest. The dims have no names (as after a Reshape
+// on the host), so only where they were copied from proves them equal.
+TEST(FoldReshapeTargets, DimsCarryThroughBatchedMatMulAndQuantization) {
+  GraphBuilder b;
+  ir::ValueId x = b.symbolicInput("x", {sym(""), sym(""), ir::Dim::known(8)});
+  ir::AttributeMap swap;
+  swap.setInts("perm", {0, 2, 1});
+  ir::ValueId scores = b.node("MatMul", {x, b.node("Transpose", {x}, swap)}, {}, 13);  // [B, S, S]
+  ir::ValueId ctx = b.node("MatMul", {scores, x}, {}, 13);                               // [B, S, 8]
+  ir::Graph& g = b.g;
+  ir::Node dq;
+  dq.op_type = "DynamicQuantizeLinear";
+  dq.opset = 11;
+  dq.name = "dq";
+  dq.inputs = {ctx};
+  for (const char* name : {"q", "scale", "zp"}) {
+    g.values.push_back(ir::Value{name, {}, ir::kNoNode, ir::kNoConst});
+    dq.outputs.push_back(ir::ValueId(g.values.size() - 1));
+  }
+  g.addNode(std::move(dq));
+  ir::ValueId deq = b.node("DequantizeLinear", {g.nodes.back().outputs[0], g.nodes.back().outputs[1],
+                                                g.nodes.back().outputs[2]},
+                           {}, 13);
+  // deq.view(x.size(0), x.size(1), -1): both dims of x, neither read from deq itself.
+  ir::ValueId target = b.node("Concat", {dimOf(b, x, 0), dimOf(b, x, 1), b.constantInts("m1", {1}, {-1})},
+                              intAttr("axis", 0), 13);
+  b.output(b.node("Reshape", {deq, target}, {}, 14));
+  optimize(b.g, {});
+  EXPECT_EQ(count(b.g, "Shape"), 0u);
+  EXPECT_EQ(b.g.typeOf(b.g.outputs[0]).rank(), 3u);
+  EXPECT_TRUE(b.g.typeOf(b.g.outputs[0]).dims[2].isKnown());
+}
+
 // A dim of another value whose size is not provably the Reshape input's (a Conv's
 // output side against its input's) stays computed: only one such entry may be -1.
 TEST(FoldReshapeTargets, UnprovenDimsAreLeftAlone) {

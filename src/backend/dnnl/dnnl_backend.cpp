@@ -18,6 +18,7 @@ class DnnlBackend final : public Backend {
   bool supportsPolymorphic(const ir::Graph& g, const ir::Graph& rep, ir::NodeId node) const override {
     return dnnl_backend::supportsPolymorphicNode(g, rep, node);
   }
+  bool evaluatesShapeValues() const override { return true; }  // regionAt (dnnl_replay.h)
 
   std::string whyNot(const ir::Graph& g, ir::NodeId node) const override {
     std::string why;

@@ -155,10 +155,10 @@ bool supportsPolymorphicNode(const ir::Graph& g, const ir::Graph& rep, ir::NodeI
     if (a.kind == ir::Attribute::Kind::kTensor) return noBool(why, "a tensor attribute with symbolic dims");
   // Channels, reduction and normalized dims need not be known here: the constant
   // weights, statistics or scales fix them, and the host's inference checks the inputs
-  // against them at every run-time shape. A MatMul's second operand must be fixed: the
-  // lowering folds batches of rows against it by its shape.
-  if (classify(n) == OpClass::kMatMul && (!n.hasInput(1) || !g.typeOf(n.inputs[1]).isStatic()))
-    return noBool(why, "a second operand with symbolic dims");
+  // against them at every run-time shape. A MatMul of two computed operands (attention's
+  // scores and context) is lowered again at each run-time shape like the rest, with its
+  // batch dims broadcast as they are then.
+  if (classify(n) == OpClass::kMatMul && !n.hasInput(1)) return noBool(why, "a second operand missing");
   return supportsNode(rep, rep.nodes[size_t(node)], why);
 }
 

@@ -376,5 +376,80 @@ TEST(DnnlPolymorphic, ChangedBytesInTheRegionGraphAreRefusedOrRun) {
   RecordProperty("loaded", int(loaded));
 }
 
+
+// Self-attention as torch.nn.MultiheadAttention exports it with a symbolic batch and
+// sequence length (embedding 16, 2 heads): the heads' Reshape targets are computed
+// from Shape of the [seq, batch, 16] input at run time, the last one (back to [seq,
+// batch, 16] from [seq*batch, 16]) from dims its input does not have; the scores and
+// the context are MatMuls of two computed operands.
+ir::Graph attention() {
+  GraphBuilder b;
+  ir::ValueId x = b.symbolicInput("x", {ir::Dim::symbolic("batch"), ir::Dim::symbolic("seq"), ir::Dim::known(16)});
+  auto scalar = [&](const std::string& name, int64_t v) { return b.constantInts(name, {}, {v}); };
+  auto axes0 = b.constantInts("axes0", {1}, {0});
+  ir::ValueId xt = b.node("Transpose", {x}, ints("perm", {1, 0, 2}), 13, "xt");
+  // seq and batch, each read once and shared by every target below
+  ir::ValueId seq = b.node("Gather", {b.node("Shape", {xt}, {}, 15, "shape0"), scalar("i0", 0)}, {}, 13, "seq");
+  ir::ValueId batch = b.node("Gather", {b.node("Shape", {xt}, {}, 15, "shape1"), scalar("i1", 1)}, {}, 13, "batch");
+  ir::ValueId heads = b.node("Mul", {batch, scalar("h", 2)}, {}, 14, "batch_heads");
+  auto unsq = [&](ir::ValueId v, const std::string& name) { return b.node("Unsqueeze", {v, axes0}, {}, 13, name); };
+  ir::AttributeMap axis0 = ints("axes", {0});
+  ir::AttributeMap cat0;
+  cat0.setInt("axis", 0);
+  ir::ValueId heads_target = b.node(
+      "Concat", {unsq(seq, "u0"), unsq(heads, "u1"), b.constantInts("hd", {1}, {8})}, cat0, 13, "heads_target");
+  ir::ValueId proj = b.node("MatMul", {xt, b.constant("w_in", {16, 48}, randomFloats(16 * 48, 21, -0.3f, 0.3f))},
+                            {}, 13, "in_proj");
+  auto part = [&](int64_t k, const std::string& name) {
+    ir::ValueId sl = b.node("Slice", {proj, b.constantInts(name + "_s", {1}, {16 * k}),
+                                       b.constantInts(name + "_e", {1}, {16 * k + 16}), b.constantInts(name + "_a", {1}, {2})},
+                            {}, 13, name + "_slice");
+    return b.node("Transpose", {b.node("Reshape", {sl, heads_target}, {}, 14, name + "_heads")},
+                  ints("perm", {1, 0, 2}), 13, name);
+  };
+  ir::ValueId q = part(0, "q"), k = part(1, "k"), v = part(2, "v");
+  ir::ValueId kt = b.node("Transpose", {k}, ints("perm", {0, 2, 1}), 13, "kt");
+  ir::ValueId scores = b.node("MatMul", {q, kt}, {}, 13, "scores");
+  ir::AttributeMap last;
+  last.setInt("axis", -1);
+  ir::ValueId p = b.node("Softmax", {scores}, last, 13, "softmax");
+  ir::ValueId ctx = b.node("Transpose", {b.node("MatMul", {p, v}, {}, 13, "context")}, ints("perm", {1, 0, 2}), 13,
+                           "ctx_t");
+  ir::ValueId rows = b.node("Mul", {seq, batch}, {}, 14, "rows");
+  ir::ValueId flat = b.node("Reshape", {ctx, b.node("Concat", {unsq(rows, "u2"), b.constantInts("e", {1}, {16})}, cat0,
+                                                    13, "flat_target")},
+                            {}, 14, "flat");
+  ir::ValueId out = b.node("MatMul", {flat, b.constant("w_out", {16, 16}, randomFloats(256, 22, -0.3f, 0.3f))}, {},
+                           13, "out_proj");
+  ir::ValueId back_target =
+      b.node("Concat", {unsq(seq, "u3"), unsq(batch, "u4"), b.constantInts("e2", {1}, {16})}, cat0, 13, "back_target");
+  ir::ValueId back = b.node("Reshape", {out, back_target}, {}, 14, "back");
+  b.output(b.node("Add", {x, b.node("Transpose", {back}, ints("perm", {1, 0, 2}), 13, "bt")}, {}, 14, "residual"));
+  return std::move(b.g);
+}
+
+TEST(DnnlPolymorphic, AttentionWithShapeComputationsIsOneRegion) {
+  testing::Compiled c = testing::compile(attention(), {"dnnl", "host"});
+  ASSERT_EQ(c.parts.regions.size(), 1u);
+  EXPECT_EQ(c.parts.regions[0].backend, "dnnl");
+  // Every node, the Shape -> Gather -> Unsqueeze -> Concat targets (copied per Reshape
+  // that reads them) included: nothing left on the host.
+  ASSERT_EQ(c.graph->nodes.size(), 1u);
+  size_t shapes = 0;
+  for (const std::string& op : c.parts.regions[0].ops) shapes += op == "Shape";
+  EXPECT_EQ(shapes, 2u * 5u);  // two Shape nodes for each of the five Reshapes
+  testing::Compiled host = testing::compile(attention(), {"host"});
+  uint64_t seed = 300;
+  for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{1, 5, 16}, {3, 7, 16}, {2, 1, 16}}) {
+    SCOPED_TRACE(ir::shapeStr(shape));
+    ir::OwnedTensor x = randomTensor(shape, seed++);
+    ir::OwnedTensor got = c.run({x})[0];
+    EXPECT_EQ(got.shape(), shape);
+    EXPECT_LE(relativeError(got, host.run({x})[0]), 1e-5);
+  }
+  // The representative shape (1x224x16), then three others.
+  EXPECT_EQ(dnnlModule(c).instancesCreated(), 3u);
+}
+
 }  // namespace
 }  // namespace partita::dnnl_backend

@@ -3,6 +3,7 @@
 #include "backend/dnnl/dnnl_function_lowering.h"
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "ir/limits.h"
+#include "kernels/known_values.h"
 #include "kernels/op_registry.h"
 #include "partita/error.h"
 
@@ -35,7 +36,11 @@ ir::Graph regionAt(const ir::Graph& region, const std::vector<std::vector<int64_
     v.type = ir::TensorType::of(want.dtype, shapes[i]);
     ir::checkLimits(v.type, {}, ErrorCode::kInvalidArgument, "region input '" + v.name + "'");
   }
+  // The contents known at these shapes: the constants whose bytes the blob keeps, and
+  // the shape computations the region holds (Shape of its values, the arithmetic on
+  // it: docs/dynamic_shapes.md), evaluated as the compiler's representative graph is.
   std::vector<ir::Tensor> views(g.values.size());
+  std::vector<ir::OwnedTensor> computed;  // their storage stays where it is when moved
   for (size_t v = 0; v < g.values.size(); ++v)
     if (g.values[v].isConstant()) {
       const ir::Constant& c = g.constants.get(g.values[v].constant);
@@ -44,7 +49,9 @@ ir::Graph regionAt(const ir::Graph& region, const std::vector<std::vector<int64_
   const kernels::PoolResolver constants(g.constants);
   std::vector<ir::TensorType> in_types;
   std::vector<const ir::Tensor*> in_values;
-  for (const ir::Node& node : g.nodes) {
+  std::vector<bool> evaluated(g.nodes.size(), false);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const ir::Node& node = g.nodes[n];
     in_types.clear();
     in_values.clear();
     for (ir::ValueId in : node.inputs) {
@@ -63,12 +70,47 @@ ir::Graph regionAt(const ir::Graph& region, const std::vector<std::vector<int64_
       if (o >= out.size() || !out[o].isStatic())
         throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "' (making '" + v.name +
                                                      "'): its shape does not follow from the input shapes");
-      if (out[o].numel() == 0)
+      if (out[o].numel() == 0 && !kernels::isShapeOp(node))
         throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "' (making '" + v.name +
                                                      "') would be empty: " + out[o].str());
       v.type = out[o];
     }
+    // (A node of these ops over run-time data, such as the product of two scales, is
+    // not known: it stays.)
+    if (!kernels::isShapeOp(node)) continue;
+    std::vector<ir::OwnedTensor> known = kernels::evaluateKnown(node, in_types, in_values, out, &constants);
+    if (known.empty()) continue;
+    for (size_t o = 0; o < node.outputs.size(); ++o)
+      if (node.outputs[o] != ir::kNoValue) {
+        views[size_t(node.outputs[o])] = known[o].view();
+        computed.push_back(std::move(known[o]));
+      }
+    evaluated[n] = true;
   }
+  // What the other nodes read of them becomes a constant of this instance (a Reshape's
+  // target, as at a fixed shape); the shape computations are then dropped.
+  std::vector<ir::ValueId> as_constant(g.values.size(), ir::kNoValue);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (evaluated[n]) continue;
+    for (ir::ValueId& in : g.nodes[n].inputs) {
+      if (in == ir::kNoValue || g.value(in).producer == ir::kNoNode || !evaluated[size_t(g.value(in).producer)])
+        continue;
+      if (as_constant[size_t(in)] == ir::kNoValue) {
+        const std::string name = g.value(in).name;
+        as_constant[size_t(in)] = g.addConstantValue(name, g.constants.addCopy(name, views[size_t(in)]));
+      }
+      in = as_constant[size_t(in)];
+    }
+  }
+  for (ir::ValueId out : g.outputs)
+    if (g.value(out).producer != ir::kNoNode && evaluated[size_t(g.value(out).producer)])
+      throw Error(ErrorCode::kInvalidArgument, "region output '" + g.value(out).name + "' is a shape computation");
+  std::vector<ir::Node> kept;
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    if (!evaluated[n]) kept.push_back(std::move(g.nodes[n]));
+  g.nodes.clear();
+  for (ir::Value& v : g.values) v.producer = ir::kNoNode;
+  for (ir::Node& node : kept) g.addNode(std::move(node));
   return g;
 }
 
