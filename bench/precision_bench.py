@@ -11,9 +11,11 @@ each made from a model the bench already has and cached in BUILD/bench/precision
   int8_static    scripts/quantize_int8.py static (QDQ), calibrated as
                  tests/precision/check_models.py does: ResNet-18 on its bench input and
                  three scaled copies, the demo CNN on 1000 Fashion-MNIST training images;
-  int8_dynamic   scripts/quantize_int8.py dynamic: the encoder, and
-                 tests/precision/make_unet.py's U-Net (symbolic height and width), whose one
-                 artifact runs at two sizes (unet@int8_dynamic_HxW);
+  int8_dynamic   scripts/quantize_int8.py dynamic: the encoder (fixed shape, and
+                 bert_encoder_seq: exported with a symbolic sequence length, one artifact
+                 run at 64 and 256 tokens), and tests/precision/make_unet.py's U-Net
+                 (symbolic height and width), whose one artifact runs at two sizes
+                 (unet@int8_dynamic_NxCxHxW);
   float16        scripts/make_float16.py: float16 weights and compute, float32 graph inputs
                  and outputs, as float16 converters write them.
 
@@ -52,13 +54,17 @@ import bench  # noqa: E402  (the worker protocol, the round robin, artifacts, mo
 PYTHON = bench.PYTHON
 BACKENDS = bench.SHIPPED_BACKENDS  # dnnl,ewise,host: the backends int8 and float16 lowering needs
 
-# entry -> (source model, kind, input height x width or None for the model's own input).
+# entry -> (source model, kind, input shape or None for the model's own input).
+# bert_encoder_seq: the encoder exported with a symbolic batch and sequence length
+# (scripts/export_models.py --dynamic), as transformers ship; one artifact runs both sizes.
 ENTRIES = {
     "resnet18@int8_static": ("resnet18", "int8_static", None),
     "fashion_cnn@int8_static": ("fashion_cnn", "int8_static", None),
     "bert_encoder@int8_dynamic": ("bert_encoder", "int8_dynamic", None),
-    "unet@int8_dynamic_96x128": ("unet", "int8_dynamic", (96, 128)),
-    "unet@int8_dynamic_192x256": ("unet", "int8_dynamic", (192, 256)),
+    "bert_encoder_seq@int8_dynamic_64": ("bert_encoder_seq", "int8_dynamic", (1, 64, 256)),
+    "bert_encoder_seq@int8_dynamic_256": ("bert_encoder_seq", "int8_dynamic", (1, 256, 256)),
+    "unet@int8_dynamic_96x128": ("unet", "int8_dynamic", (1, 3, 96, 128)),
+    "unet@int8_dynamic_192x256": ("unet", "int8_dynamic", (1, 3, 192, 256)),
     "resnet18@float16": ("resnet18", "float16", None),
     "mobilenet_v2@float16": ("mobilenet_v2", "float16", None),
     "squeezenet1_1@float16": ("squeezenet1_1", "float16", None),
@@ -113,20 +119,35 @@ def source_model(work, pdir, source):
             with open(stamp, "w") as f:
                 f.write(digest + "\n")
         return onnx_path, os.path.join(pdir, "unet.input.npy")
+    if source == "bert_encoder_seq":
+        script = os.path.join(ROOT, "scripts", "export_models.py")
+        onnx_path = os.path.join(pdir, "bert_encoder.dynamic.onnx")
+        stamp = os.path.join(pdir, "bert_encoder.dynamic.stamp")
+        digest = bench.script_digest(script)
+        if not (os.path.exists(onnx_path) and os.path.exists(stamp) and open(stamp).read().strip() == digest):
+            bench.log("exporting bert_encoder with a symbolic batch and sequence length (export_models.py --dynamic)")
+            run_checked([PYTHON, script, "--out", pdir, "--models", "bert_encoder", "--dynamic"],
+                        "scripts/export_models.py --dynamic")
+            with open(stamp, "w") as f:
+                f.write(digest + "\n")
+        return onnx_path, os.path.join(pdir, "bert_encoder.dynamic.input.npy")
     files = bench.model_files(os.path.join(work, "models"), source)
     return files["onnx"], files["input"]
 
 
-def sized_input(pdir, input_path, size):
-    """The input at height x width `size`: make_unet.py's own when it has that size,
-    else seeded uniform [0, 1) values like it (written once)."""
+def size_text(size):
+    return "x".join(str(d) for d in size)
+
+
+def sized_input(pdir, source, input_path, size):
+    """The input of shape `size`: the source's own when it has that shape, else seeded
+    uniform [0, 1) values (written once)."""
     x = np.load(input_path)
-    if size is None or tuple(x.shape[2:]) == tuple(size):
+    if size is None or tuple(x.shape) == tuple(size):
         return input_path
-    path = os.path.join(pdir, f"unet.{size[0]}x{size[1]}.input.npy")
+    path = os.path.join(pdir, f"{source}.{size_text(size)}.input.npy")
     if not os.path.exists(path):
-        shape = (x.shape[0], x.shape[1]) + tuple(size)
-        np.save(path, np.random.default_rng(0).random(shape, dtype=np.float32))
+        np.save(path, np.random.default_rng(0).random(size, dtype=np.float32))
     return path
 
 
@@ -268,12 +289,12 @@ def bench_entry(name, bins, work, pdir, opts):
     res = {"name": name, "source": source, "kind": kind, "target_vs_ort": TARGETS[kind],
            "tolerance": TOLERANCE[kind]}
     if size:
-        res["size"] = f"{size[0]}x{size[1]}"
+        res["size"] = size_text(size)
     build = os.path.dirname(os.path.dirname(bins["partita"]))
     try:
         src_onnx, src_input = source_model(work, pdir, source)
         onnx_path, made_s = make_reduced(build, pdir, source, kind, src_onnx, src_input)
-        input_path = sized_input(pdir, src_input, size)
+        input_path = sized_input(pdir, source, src_input, size)
     except Exception as e:  # noqa: BLE001 - reported as n/a
         res["na"] = f"could not make the model: {e}"
         bench.log(f"{name}: {res['na']}")
