@@ -90,6 +90,53 @@ TEST(RepresentativeShapes, ValuesComputedFromShapeAreKnown) {
   // The graph itself is unchanged: same nodes, the Reshape's type still symbolic.
   EXPECT_EQ(rep.nodes.size(), b.g.nodes.size());
   EXPECT_FALSE(b.g.typeOf(flat).isStatic());
+  // In the representative graph the Reshape reads its target as a constant (what a
+  // backend's claim sees); the Concat making it is still there, with its own inputs.
+  const ir::Node& reshape = rep.nodes[rep.value(flat).producer];
+  ASSERT_TRUE(rep.value(reshape.inputs[1]).isConstant());
+  EXPECT_EQ(rep.constants.get(rep.value(reshape.inputs[1]).constant).view().as<int64_t>()[0], 2);
+  EXPECT_FALSE(rep.value(rep.nodes[rep.value(target).producer].inputs[0]).isConstant());
+}
+
+// A chain of Shape arithmetic read by two Reshapes and a graph output: each Reshape gets
+// its own copy (so it can go to a region with it), the output keeps the original.
+TEST(RepresentativeShapes, ShapeComputationsArePrivatizedPerReader) {
+  GraphBuilder b;
+  ir::ValueId x = b.symbolicInput("x", {sym("N"), known(4), sym("T")});
+  ir::AttributeMap axis0;
+  axis0.setInt("axis", 0);
+  ir::ValueId n = b.node("Gather", {b.node("Shape", {x}), b.constantInts("zero", {}, {0})}, axis0, 13);
+  ir::ValueId target = b.node("Concat", {b.node("Unsqueeze", {n, b.constantInts("axes", {1}, {0})}, {}, 13),
+                                         b.constantInts("minus1", {1}, {-1})},
+                              axis0, 13);
+  ir::ValueId r = b.node("Relu", {x});
+  b.output(b.node("Reshape", {x, target}, {}, 14));
+  b.output(b.node("Reshape", {r, target}, {}, 14));
+  b.output(n);
+  passes::FoldOptions fold;
+  fold.max_growth_bytes = 0;
+  passes::inferShapes(b.g, fold);
+  const std::vector<bool> shape = shapeComputations(b.g);
+  size_t chain = 0;
+  for (size_t i = 0; i < b.g.nodes.size(); ++i) chain += shape[i];
+  EXPECT_EQ(chain, 4u);  // Shape, Gather, Unsqueeze, Concat; not Relu or Reshape
+  EXPECT_EQ(privatizeShapeComputations(b.g), 2u);
+  size_t shapes = 0, gathers = 0;
+  for (const ir::Node& node : b.g.nodes) {
+    shapes += node.op_type == "Shape";
+    gathers += node.op_type == "Gather";
+    if (node.op_type == "Reshape") {
+      const ir::NodeId p = b.g.value(node.inputs[1]).producer;
+      ASSERT_NE(p, ir::kNoNode);
+      EXPECT_NE(b.g.nodes[p].name.find("/for/"), std::string::npos) << "reads a copy of its own";
+    }
+  }
+  EXPECT_EQ(shapes, 3u);   // the original (for the output n), one copy per Reshape
+  EXPECT_EQ(gathers, 3u);
+  EXPECT_EQ(b.g.nodes.size(), 3u * 2u + 2u * 2u + 1u + 2u);  // Shape+Gather x3, Unsqueeze+Concat x2, Relu, Reshape x2
+  b.g.verify();
+  // Without other readers nothing is copied.
+  EXPECT_EQ(privatizeShapeComputations(b.g), 0u);
 }
 
 TEST(RepresentativeShapes, ProbesScaleTheSidesAndTheBatch) {

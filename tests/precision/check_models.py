@@ -13,7 +13,9 @@
   int8-dynamic NAME  scripts/quantize_int8.py dynamic (DynamicQuantizeLinear ->
                    MatMulInteger/ConvInteger -> Cast -> Mul chains); within 2e-2 of ONNX
                    Runtime. NAME unet is tests/precision/make_unet.py's U-Net (symbolic
-                   height and width).
+                   height and width); bert_encoder_seq the encoder exported with a
+                   symbolic batch and sequence length (export_models.py --dynamic), its
+                   one artifact checked at four input shapes.
 
   check_models.py KIND NAME --build BUILD [--work DIR]
 
@@ -84,6 +86,12 @@ def model_input(build, name):
     path = os.path.join(d, name + ".onnx")
     if name == "unet" and not os.path.exists(path):  # symbolic height and width (make_unet.py)
         subprocess.run([PY, os.path.join(HERE, "make_unet.py"), "--out", d], check=True)
+    if name == "bert_encoder_seq":  # the encoder with a symbolic batch and sequence length
+        stem = os.path.join(d, "bert_encoder.dynamic")
+        if not os.path.exists(stem + ".onnx"):
+            subprocess.run([PY, os.path.join(ROOT, "scripts", "export_models.py"), "--out", d, "--models",
+                            "bert_encoder", "--dynamic"], check=True)
+        return stem + ".onnx", {"input": np.load(stem + ".input.npy")}
     if not os.path.exists(path):
         subprocess.run([PY, os.path.join(ROOT, "scripts", "export_models.py"), "--out", d, "--models", name,
                         "--skip-existing"], check=True)
@@ -181,7 +189,19 @@ def run_dynamic(partita, build, work, name):
     print("  %s: %d bytes float32, %d bytes dynamic int8" % (name, os.path.getsize(src), os.path.getsize(q)))
     ort = ort_run(q, feeds, work, name + ".ort")
     res = partita_runs(partita, q, feeds, work, name + ".dynamic")
-    return check(res, ort[0], 2e-2, "vs ONNX Runtime")
+    ok = check(res, ort[0], 2e-2, "vs ONNX Runtime")
+    if name == "bert_encoder_seq":
+        # The one artifact (its shape-polymorphic region) at other lengths and a batch of 2.
+        pta = partita.InferenceSession(os.path.join(work, name + ".dynamic.pta"))
+        host = partita.InferenceSession(q, providers=["host"])
+        rng = np.random.default_rng(1)
+        for shape in [(1, 37, 256), (2, 200, 256), (1, 1, 256)]:
+            x = {"input": rng.standard_normal(shape).astype(np.float32)}
+            tag = "x".join(str(d) for d in shape)
+            ref = ort_run(q, x, work, name + ".ort." + tag)[0]
+            got = {"onnx host": host.run(None, x), "pta dnnl,ewise,host": pta.run(None, x)}
+            ok &= check(got, ref, 2e-2, "vs ONNX Runtime at " + tag)
+    return ok
 
 
 def main():

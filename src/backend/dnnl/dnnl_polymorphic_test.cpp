@@ -380,8 +380,8 @@ TEST(DnnlPolymorphic, ChangedBytesInTheRegionGraphAreRefusedOrRun) {
 // Self-attention as torch.nn.MultiheadAttention exports it with a symbolic batch and
 // sequence length (embedding 16, 2 heads): the heads' Reshape targets are computed
 // from Shape of the [seq, batch, 16] input at run time, the last one (back to [seq,
-// batch, 16] from [seq*batch, 16]) from dims its input does not have; the scores and
-// the context are MatMuls of two computed operands.
+// batch, 16] from [seq*batch, 16]) from dims its input does not have, one of them read
+// from the graph input; the scores and the context are MatMuls of two computed operands.
 ir::Graph attention() {
   GraphBuilder b;
   ir::ValueId x = b.symbolicInput("x", {ir::Dim::symbolic("batch"), ir::Dim::symbolic("seq"), ir::Dim::known(16)});
@@ -421,8 +421,10 @@ ir::Graph attention() {
                             {}, 14, "flat");
   ir::ValueId out = b.node("MatMul", {flat, b.constant("w_out", {16, 16}, randomFloats(256, 22, -0.3f, 0.3f))}, {},
                            13, "out_proj");
+  // The batch read from the graph input (a region input whose shape only is read).
+  ir::ValueId x_batch = b.node("Gather", {b.node("Shape", {x}, {}, 15, "shape_x"), scalar("i2", 0)}, {}, 13, "x_batch");
   ir::ValueId back_target =
-      b.node("Concat", {unsq(seq, "u3"), unsq(batch, "u4"), b.constantInts("e2", {1}, {16})}, cat0, 13, "back_target");
+      b.node("Concat", {unsq(seq, "u3"), unsq(x_batch, "u4"), b.constantInts("e2", {1}, {16})}, cat0, 13, "back_target");
   ir::ValueId back = b.node("Reshape", {out, back_target}, {}, 14, "back");
   b.output(b.node("Add", {x, b.node("Transpose", {back}, ints("perm", {1, 0, 2}), 13, "bt")}, {}, 14, "residual"));
   return std::move(b.g);
