@@ -129,19 +129,21 @@ struct Partitioner {
       // A node with symbolic dims is asked at the representative shape too.
       const bool fixed = allValues(g, node, false);
       const bool polymorphic = !fixed && rep && allValues(g, node, true) && allValues(*rep, node, false);
-      // The shape computations it reads (a Reshape's target), unless one is already
-      // another's: they join its region and are computed there at each shape.
+      // The shape computations a shape-polymorphic node reads (a Reshape's target),
+      // unless one is already another's: they join its region and are computed there
+      // at each shape. (A node of static shapes is asked about `g`, where they are
+      // values computed before it, as before.)
       std::vector<ir::NodeId> closure;
       bool closure_free = true;
-      if (rep) {
-        for (ir::NodeId c : shapeClosure(g, shape_node, ir::NodeId(i))) {
-          closure.push_back(c);
-          closure_free &= region_of[size_t(c)] < 0;
-        }
+      if (polymorphic) {
+        std::optional<std::vector<ir::NodeId>> found = shapeClosure(g, shape_node, ir::NodeId(i));
+        closure_free = found.has_value();
+        if (found) closure = std::move(*found);
+        for (ir::NodeId c : closure) closure_free &= region_of[size_t(c)] < 0;
       }
       for (size_t b = 0; b < backends.size(); ++b) {
         if (!allowed(b, node)) continue;
-        if (!closure.empty() && (!polymorphic || !closure_free || !backends[b]->evaluatesShapeValues())) continue;
+        if ((!closure.empty() || !closure_free) && (!closure_free || !backends[b]->evaluatesShapeValues())) continue;
         const bool takes = fixed ? backends[b]->supports(g, ir::NodeId(i))
                                  : polymorphic && backends[b]->supportsPolymorphic(g, *rep, ir::NodeId(i));
         if (takes) {
@@ -151,12 +153,12 @@ struct Partitioner {
       }
       if (backend_of[i] == kHost) continue;
       // What it waits for: its inputs' producers and those of the values whose shapes
-      // its shape computations read.
+      // its shape computations read (those come along).
       std::vector<ir::NodeId> producers;
       auto waitFor = [&](ir::ValueId in) {
         if (in == ir::kNoValue) return;
         const ir::NodeId p = g.value(in).producer;
-        if (p != ir::kNoNode && !(rep && shape_node[size_t(p)])) producers.push_back(p);
+        if (p != ir::kNoNode && !std::binary_search(closure.begin(), closure.end(), p)) producers.push_back(p);
       };
       for (ir::ValueId in : node.inputs) waitFor(in);
       for (ir::NodeId c : closure)

@@ -193,7 +193,8 @@ std::vector<bool> shapeComputations(const ir::Graph& g) {
   return shape;
 }
 
-std::vector<ir::NodeId> shapeClosure(const ir::Graph& g, const std::vector<bool>& shape, ir::NodeId n) {
+std::optional<std::vector<ir::NodeId>> shapeClosure(const ir::Graph& g, const std::vector<bool>& shape,
+                                                    ir::NodeId n) {
   std::set<ir::NodeId> seen;
   std::vector<ir::NodeId> stack = {n};
   while (!stack.empty()) {
@@ -207,8 +208,9 @@ std::vector<ir::NodeId> shapeClosure(const ir::Graph& g, const std::vector<bool>
       const ir::NodeId p = g.value(in).producer;
       if (p != ir::kNoNode && shape[size_t(p)] && seen.insert(p).second) stack.push_back(p);
     }
+    if (seen.size() > kMaxShapeClosure) return std::nullopt;
   }
-  return {seen.begin(), seen.end()};
+  return std::vector<ir::NodeId>(seen.begin(), seen.end());
 }
 
 size_t privatizeShapeComputations(ir::Graph& g) {
@@ -220,10 +222,12 @@ size_t privatizeShapeComputations(ir::Graph& g) {
   for (ir::ValueId out : g.outputs) ++readers[size_t(out)];
   std::vector<ir::Node> rebuilt;
   std::vector<bool> is_shape;  // per rebuilt node
-  size_t privatized = 0;
+  size_t privatized = 0, budget = std::max<size_t>(g.nodes.size(), 4096);
   for (size_t n = 0; n < g.nodes.size(); ++n) {
-    if (!shape[n]) {
-      const std::vector<ir::NodeId> closure = shapeClosure(g, shape, ir::NodeId(n));
+    std::optional<std::vector<ir::NodeId>> found;
+    if (!shape[n]) found = shapeClosure(g, shape, ir::NodeId(n));
+    if (found && !found->empty() && found->size() <= budget) {
+      const std::vector<ir::NodeId>& closure = *found;
       // Shared: some value of the closure is read by more readers than the closure
       // and this node account for.
       std::map<ir::ValueId, size_t> inside;
@@ -237,6 +241,7 @@ size_t privatizeShapeComputations(ir::Graph& g) {
         for (ir::ValueId out : g.nodes[size_t(c)].outputs)
           if (out != ir::kNoValue && readers[size_t(out)] > inside[out]) shared = true;
       if (shared) {
+        budget -= closure.size();
         std::map<ir::ValueId, ir::ValueId> copy;
         auto remap = [&](ir::ValueId& v) {
           auto it = copy.find(v);

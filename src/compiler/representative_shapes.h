@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,14 +46,20 @@ ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, st
 std::vector<bool> shapeComputations(const ir::Graph& g);
 
 // The shape computations (`shape`: shapeComputations(g)) node `n` reads through its
-// inputs, back to Shape and Size and the constants, in graph order.
-std::vector<ir::NodeId> shapeClosure(const ir::Graph& g, const std::vector<bool>& shape, ir::NodeId n);
+// inputs, back to Shape and Size and the constants, in graph order; nullopt when they
+// are more than kMaxShapeClosure nodes (a model that long is not given to a backend
+// region that way: the node stays on the host with them, and no copies are made).
+inline constexpr size_t kMaxShapeClosure = 256;
+std::optional<std::vector<ir::NodeId>> shapeClosure(const ir::Graph& g, const std::vector<bool>& shape,
+                                                    ir::NodeId n);
 
 // Gives every node that reads a value made by shape computations, when those are
 // shared with another reader (or a graph output), its own copies of them (the nodes
 // its inputs are computed by, back to Shape and the constants), placed right before
 // it, so that a backend region can take a node with the computations it reads. Shape
-// computations no one reads any more are dropped. Returns how many nodes got copies.
+// computations no one reads any more are dropped. At most max(nodes, 4096) nodes are
+// copied in all (a hostile model cannot make it quadratic); readers past that keep
+// sharing. Returns how many nodes got copies.
 size_t privatizeShapeComputations(ir::Graph& g);
 
 // Other shapes of the inputs, for backends to check the choices they make at the

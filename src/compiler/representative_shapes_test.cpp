@@ -139,6 +139,35 @@ TEST(RepresentativeShapes, ShapeComputationsArePrivatizedPerReader) {
   EXPECT_EQ(privatizeShapeComputations(b.g), 0u);
 }
 
+// A chain longer than kMaxShapeClosure (a hostile model could make copying it for each
+// of many readers quadratic) is neither copied nor given to a region.
+TEST(RepresentativeShapes, AnOverlongShapeComputationIsLeftAlone) {
+  GraphBuilder b;
+  ir::ValueId x = b.symbolicInput("x", {sym("N"), known(4)});
+  ir::AttributeMap axis0;
+  axis0.setInt("axis", 0);
+  ir::ValueId n = b.node("Gather", {b.node("Shape", {x}), b.constantInts("zero", {}, {0})}, axis0, 13);
+  for (size_t i = 0; i < kMaxShapeClosure; ++i) n = b.node("Add", {n, b.constantInts("nothing", {}, {0})}, {}, 14);
+  ir::ValueId target = b.node("Concat", {b.node("Unsqueeze", {n, b.constantInts("axes", {1}, {0})}, {}, 13),
+                                         b.constantInts("four", {1}, {4})},
+                              axis0, 13);
+  b.output(b.node("Reshape", {x, target}, {}, 14));
+  b.output(b.node("Reshape", {b.node("Relu", {x}), target}, {}, 14));
+  passes::FoldOptions fold;
+  fold.max_growth_bytes = 0;
+  passes::inferShapes(b.g, fold);
+  const std::vector<bool> shape = shapeComputations(b.g);
+  EXPECT_FALSE(shapeClosure(b.g, shape, b.g.value(b.g.outputs[0]).producer).has_value());
+  const size_t before = b.g.nodes.size();
+  EXPECT_EQ(privatizeShapeComputations(b.g), 0u);
+  EXPECT_EQ(b.g.nodes.size(), before);
+  // Partitioned for dnnl: the Reshapes stay on the host with their targets, and the
+  // model still runs.
+  testing::Compiled c = testing::compile(b.g, {"dnnl", "host"});
+  ir::OwnedTensor in = testing::randomTensor({3, 4}, 5);
+  EXPECT_EQ(c.run({in})[0].shape(), (std::vector<int64_t>{3, 4}));
+}
+
 TEST(RepresentativeShapes, ProbesScaleTheSidesAndTheBatch) {
   GraphBuilder b;
   ir::ValueId x = b.symbolicInput("x", {sym("N"), known(3), sym("H"), sym("W")});
