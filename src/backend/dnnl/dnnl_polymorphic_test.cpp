@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <thread>
 
@@ -451,6 +452,20 @@ TEST(DnnlPolymorphic, AttentionWithShapeComputationsIsOneRegion) {
   }
   // The representative shape (1x224x16), then three others.
   EXPECT_EQ(dnnlModule(c).instancesCreated(), 3u);
+  // The region graph computes shapes: a version 4 blob. Marked as version 3, it is
+  // refused by name.
+  std::vector<std::byte> blob = c.parts.modules.at(0).blob;
+  uint32_t version = 0;
+  std::memcpy(&version, blob.data() + 4, 4);
+  EXPECT_EQ(version, 4u);
+  version = 3;
+  std::memcpy(blob.data() + 4, &version, 4);
+  try {
+    readProgram(blob.data(), blob.size());
+    ADD_FAILURE() << "a version 3 blob with shape computations was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("computes shapes"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -176,6 +176,14 @@ Step readStep(BlobReader& r) {
 
 // ---- shape-polymorphic functions (blob version 2) ----
 
+// Whether a region graph holds shape computations (they start at Shape or Size; blob
+// version 4, docs/backends.md).
+bool computesShapes(const ir::Graph& g) {
+  for (const ir::Node& n : g.nodes)
+    if (n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size")) return true;
+  return false;
+}
+
 constexpr size_t kMaxPolyRank = 16;  // TensorLimits' default rank
 
 void writeType(BlobWriter& w, const ir::TensorType& t) {
@@ -512,12 +520,13 @@ void validate(const Program& p, size_t blob_size) {
 std::vector<std::byte> writeProgram(const Program& p) {
   BlobWriter w;
   w.raw(kBlobMagic, 4);
-  bool polymorphic = false, views = false;
+  bool polymorphic = false, views = false, shape_computations = false;
   for (const Function& fn : p.functions) {
     polymorphic |= fn.poly != nullptr;
+    shape_computations |= fn.poly && computesShapes(fn.poly->graph);
     for (const Buffer& b : fn.buffers) views |= b.view;
   }
-  const uint32_t version = views ? 3 : polymorphic ? 2 : 1;
+  const uint32_t version = shape_computations ? 4 : views ? 3 : polymorphic ? 2 : 1;
   w.u32(version);
   const dnnl_version_t* v = dnnl_version();
   w.u32(uint32_t(v->major));
@@ -595,6 +604,9 @@ Program readProgram(const std::byte* data, size_t size) {
       uint8_t poly = r.u8();
       if (poly > 1) r.fail("shape-polymorphic flag: " + std::to_string(poly));
       if (poly) fn.poly = readPoly(r, fn.num_inputs, fn.num_outputs);
+      if (poly && version < 4 && computesShapes(fn.poly->graph))
+        r.fail("shape-polymorphic function: a version " + std::to_string(version) +
+               " blob whose region graph computes shapes (version 4)");
     }
   }
   validate(p, size);

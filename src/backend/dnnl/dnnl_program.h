@@ -21,9 +21,11 @@ namespace partita::dnnl_backend {
 
 inline constexpr char kBlobMagic[4] = {'P', 'D', 'N', 'L'};
 // Version 2 adds shape-polymorphic functions (PolyFunction), version 3 temporaries
-// that are views into another (Buffer::view). A blob is written with the lowest
-// version that holds it (without either: version 1), and all three are read.
-inline constexpr uint32_t kBlobVersion = 3;
+// that are views into another (Buffer::view), version 4 region graphs with shape
+// computations (Shape, Size and arithmetic on them, computed at each input shape). A
+// blob is written with the lowest version that holds it (without any: version 1), and
+// all four are read.
+inline constexpr uint32_t kBlobVersion = 4;
 using runtime::kEmbeddedAlignment;  // embedded tensors start at multiples of it
 
 // Where the bytes of a primitive argument live.
