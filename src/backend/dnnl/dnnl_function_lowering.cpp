@@ -4,6 +4,7 @@
 #include <set>
 
 #include "backend/dnnl/dnnl_claims.h"
+#include "backend/dnnl/dnnl_kernels.h"
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_primitive.h"
 #include "partita/error.h"
@@ -468,7 +469,7 @@ void FunctionLowering::emitToNewBuffer(Step step, const memory::desc& dst_md, Va
 Loc FunctionLowering::emitIntoNewBuffer(Step step, const memory::desc& buffer_md, const memory::desc& dst_view) {
   const uint32_t dst = newBuffer(buffer_md);
   step.args.push_back(bufferArg(DNNL_ARG_DST, dst, dst_view));
-  makePrimitiveDesc(step, cpuEngine());
+  if (!isOwnKernel(step.kind)) makePrimitiveDesc(step, cpuEngine());
   fn_.steps.push_back(std::move(step));
   return Loc{dst, buffer_md};
 }

@@ -631,6 +631,50 @@ TEST(DnnlKernels, SwishIsWithinAFewUlp) {
   omp_set_num_threads(2);
 }
 
+// softmaxRows against the definition in double: rows of several lengths (vector bodies
+// and tails), large and tiny values, -inf entries (weights 0), rows with a NaN or +inf
+// or only -inf (all NaN), in place, on one and two threads.
+TEST(DnnlKernels, SoftmaxRowsFollowsItsDefinition) {
+  for (int64_t cols : {1, 5, 16, 70, 256}) {
+    const int64_t rows = 9;
+    std::vector<float> x = testing::randomFloats(size_t(rows * cols), uint64_t(cols), -30.0f, 30.0f);
+    x[size_t(cols) * 1] = -INFINITY;              // row 1: one -inf
+    if (cols > 1) x[size_t(cols) * 2 + 1] = 1e30f;  // row 2: one huge value
+    x[size_t(cols) * 3] = NAN;                    // row 3: NaN
+    x[size_t(cols) * 4 + size_t(cols - 1)] = INFINITY;  // row 4: +inf
+    for (int64_t c = 0; c < cols; ++c) x[size_t(cols * 5 + c)] = -1e-30f * float(c);  // row 5: tiny
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      std::vector<float> y = x;
+      softmaxRows(y.data(), y.data(), rows, cols);  // in place
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x.data() + r * cols;
+        const float* yr = y.data() + r * cols;
+        double mx = -INFINITY, sum = 0;
+        bool nan = false;
+        for (int64_t c = 0; c < cols; ++c) {
+          nan |= std::isnan(xr[c]) || xr[c] == INFINITY;
+          mx = std::max(mx, double(xr[c]));
+        }
+        nan |= mx == -INFINITY;  // all -inf: e^(-inf - -inf) is NaN
+        for (int64_t c = 0; c < cols; ++c) sum += std::exp(double(xr[c]) - mx);
+        for (int64_t c = 0; c < cols; ++c) {
+          if (nan) {
+            EXPECT_TRUE(std::isnan(yr[c])) << "row " << r << " of " << cols;
+            continue;
+          }
+          const double e = std::exp(double(xr[c]) - mx) / sum;
+          EXPECT_NEAR(yr[c], e, 4e-7 * std::max(e, 1e-3)) << "row " << r << " col " << c << " of " << cols;
+          if (xr[c] == -INFINITY) {
+            EXPECT_EQ(yr[c], 0.0f);
+          }
+        }
+      }
+    }
+  }
+  omp_set_num_threads(2);
+}
+
 // Loads the dnnl module of `c` with its steps passed through `edit` (true when it
 // changed one), written back as a blob with its embedded bytes: the load error's
 // text, or "loaded".
@@ -681,6 +725,34 @@ TEST(DnnlInt8, MalformedDynamicQuantizeStepIsRefused) {
 
 // The same for a swish step: a destination that is not the source's descriptor, or an
 // argument too many, is refused when the blob is read.
+// A Softmax along the last dim is the module's own step, equal to the host's; a blob
+// whose softmax_rows step is not one dense float32 descriptor is refused by name.
+TEST(DnnlKernels, SoftmaxAlongTheLastDimIsAnOwnStep) {
+  GraphBuilder b;
+  ir::AttributeMap last;
+  last.setInt("axis", -1);
+  b.g.outputs.push_back(b.node("Softmax", {b.node("Relu", {b.input("x", {3, 5, 70})}, {}, 13)}, last, 13));
+  Compiled c = testing::compile(b.g, {"dnnl", "host"});
+  const backend::ModuleImage& image = c.parts.modules.at(0);
+  const Program p = readProgram(image.blob.data(), image.blob.size());
+  size_t own = 0;
+  for (const Step& st : p.functions.at(0).steps) own += st.kind == StepKind::kSoftmaxRows;
+  EXPECT_EQ(own, 1u);
+  Compiled host = testing::compile(b.g, {"host"});
+  const std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 4);
+  EXPECT_LE(testing::relativeError(c.run(in)[0], host.run(in)[0]), 1e-6);
+  auto loadEdited = [&](const std::function<void(Step&)>& edit) {
+    return loadWithEditedSteps(c, [&](Step& st) { return st.kind == StepKind::kSoftmaxRows && (edit(st), true); });
+  };
+  EXPECT_NE(loadEdited([](Step& st) {
+              Arg* d = st.find(DNNL_ARG_DST);
+              d->md = withDataType(d->md, dnnl::memory::data_type::s8);
+            }).find("not one dense row-major float32 descriptor"),
+            std::string::npos);
+  EXPECT_NE(loadEdited([](Step& st) { st.args.pop_back(); }).find("exactly a source and a destination"),
+            std::string::npos);
+}
+
 TEST(DnnlKernels, MalformedSwishStepIsRefused) {
   GraphBuilder b;
   ir::ValueId x = b.node("Relu", {b.input("x", {4, 16})}, {}, 13);

@@ -16,7 +16,8 @@ namespace partita::dnnl_backend {
 
 bool isOwnKernel(StepKind kind) {
   return kind == StepKind::kDynamicQuantize || kind == StepKind::kSwish || kind == StepKind::kScaleChannels ||
-         kind == StepKind::kChannelMean || kind == StepKind::kInt8MaxPool || kind == StepKind::kAddLayerNorm;
+         kind == StepKind::kChannelMean || kind == StepKind::kInt8MaxPool || kind == StepKind::kAddLayerNorm ||
+         kind == StepKind::kSoftmaxRows;
 }
 
 const char* ownKernelName(StepKind kind) {
@@ -33,6 +34,8 @@ const char* ownKernelName(StepKind kind) {
       return "partita:int8_max_pool";
     case StepKind::kAddLayerNorm:
       return "partita:add_layer_norm";
+    case StepKind::kSoftmaxRows:
+      return "partita:softmax_rows";
     default:
       return "partita:unknown";
   }
@@ -50,6 +53,17 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
     if (!sameDesc(x->md, y->md) || x->md.data.data_type != dnnl_f32 || x->md.data.offset0 != 0)
       bad("a swish's source and destination are not one float32 descriptor");
     if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on a swish");
+    return;
+  }
+  if (step.kind == StepKind::kSoftmaxRows) {
+    const Arg* x = step.find(DNNL_ARG_SRC);
+    const Arg* y = step.find(DNNL_ARG_DST);
+    if (!x || !y || x->source != ArgSource::kBuffer || y->source != ArgSource::kBuffer || step.args.size() != 2)
+      bad("a softmax_rows needs exactly a source and a destination buffer");
+    if (!sameDesc(x->md, y->md) || x->md.data.data_type != dnnl_f32 || !isPlainDense(x->md) ||
+        x->md.data.ndims < 1 || x->md.data.dims[x->md.data.ndims - 1] < 1)
+      bad("a softmax_rows' source and destination are not one dense row-major float32 descriptor");
+    if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on a softmax_rows");
     return;
   }
   if (step.kind == StepKind::kScaleChannels || step.kind == StepKind::kChannelMean) {
@@ -443,23 +457,31 @@ namespace {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#ifdef __AVX512F__
+// e^a for a <= 0 (a NaN gives e^-104): within a few ulp; below -104 (where e^a is
+// under float32's smallest subnormal) e^-104, which float32 flushes towards 0.
+inline __m512 expNonPositive(__m512 a) {
+  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f), ln2hi = _mm512_set1_ps(0.693145751953125f),
+               ln2lo = _mm512_set1_ps(1.42860682030941723212e-6f);
+  a = _mm512_max_ps(a, _mm512_set1_ps(-104.0f));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(a, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_fnmadd_ps(k, ln2lo, _mm512_fnmadd_ps(k, ln2hi, a));
+  __m512 p = _mm512_set1_ps(8.3751288906e-03f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1917529688e-02f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666415477e-01f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.9998869109e-01f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0000000377e+00f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0000000755e+00f));
+  return _mm512_scalef_ps(p, k);
+}
+#endif
+
 void swishRange(const float* x, float* y, int64_t n) {
   int64_t i = 0;
 #ifdef __AVX512F__
-  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f), ln2hi = _mm512_set1_ps(0.693145751953125f),
-               ln2lo = _mm512_set1_ps(1.42860682030941723212e-6f), one = _mm512_set1_ps(1.0f),
-               lowest = _mm512_set1_ps(-104.0f), sign = _mm512_set1_ps(-0.0f);
+  const __m512 one = _mm512_set1_ps(1.0f), sign = _mm512_set1_ps(-0.0f);
   auto f = [&](__m512 v) {
-    const __m512 a = _mm512_max_ps(_mm512_or_ps(v, sign), lowest);  // -|v|, clamped
-    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(a, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 r = _mm512_fnmadd_ps(k, ln2lo, _mm512_fnmadd_ps(k, ln2hi, a));
-    __m512 p = _mm512_set1_ps(8.3751288906e-03f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1917529688e-02f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666415477e-01f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.9998869109e-01f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0000000377e+00f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0000000755e+00f));
-    const __m512 e = _mm512_scalef_ps(p, k);  // e^-|v|
+    const __m512 e = expNonPositive(_mm512_or_ps(v, sign));  // e^-|v|
     const __m512 d = _mm512_add_ps(one, e);
     __m512 q = _mm512_rcp14_ps(d);
     q = _mm512_fmadd_ps(q, _mm512_fnmadd_ps(d, q, one), q);  // 1 / (1 + e)
@@ -483,12 +505,67 @@ void swishRange(const float* x, float* y, int64_t n) {
 #endif
   for (; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
 }
+
+// One row of softmax: y = e^(x - max) / sum. A NaN anywhere in the row makes it all
+// NaN, as the definition computes it.
+void softmaxRow(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  float mx = -INFINITY, sum = 0;
+  bool nan = false;
+#ifdef __AVX512F__
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  __mmask16 unordered = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    vmax = _mm512_max_ps(vmax, v);
+  }
+  mx = _mm512_reduce_max_ps(vmax);
+  nan = unordered != 0;
+#endif
+  for (int64_t j = i; j < n; ++j) {
+    nan |= std::isnan(x[j]);
+    mx = std::max(mx, x[j]);
+  }
+  if (nan || std::isnan(mx) || std::isinf(mx)) {  // (inf - inf: NaN too)
+    for (int64_t j = 0; j < n; ++j) y[j] = NAN;
+    return;
+  }
+  i = 0;
+#ifdef __AVX512F__
+  const __m512 m = _mm512_set1_ps(mx);
+  __m512 vsum = _mm512_setzero_ps();
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = expNonPositive(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+    _mm512_storeu_ps(y + i, e);
+    vsum = _mm512_add_ps(vsum, e);
+  }
+  sum = _mm512_reduce_add_ps(vsum);
+#endif
+  for (int64_t j = i; j < n; ++j) sum += (y[j] = std::exp(x[j] - mx));
+  const float inv = 1.0f / sum;
+  i = 0;
+#ifdef __AVX512F__
+  const __m512 vinv = _mm512_set1_ps(inv);
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), vinv));
+#endif
+  for (int64_t j = i; j < n; ++j) y[j] *= inv;
+}
 #pragma GCC diagnostic pop
 
 }  // namespace
 
 void swish(const float* x, float* y, int64_t n) {
   onTeam(n, [&](int64_t b, int64_t e, int) { swishRange(x + b, y + b, e - b); });
+}
+
+void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols) {
+  onTeam(
+      rows,
+      [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) softmaxRow(x + r * cols, y + r * cols, cols);
+      },
+      1);
 }
 
 // Rows split by positions: a thread's rows are the bytes the swish before (split by

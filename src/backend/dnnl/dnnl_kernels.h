@@ -69,6 +69,11 @@ void addLayerNorm(const AddLayerNormArgs& a);
 // Uses the calling thread's OpenMP team.
 void swish(const float* x, float* y, int64_t n);
 
+// Softmax along rows of `cols` floats (StepKind::kSoftmaxRows), y = e^(x - max) / sum
+// per row (x == y allowed); a row with a NaN or +inf, or all -inf, is all NaN, as the
+// definition computes it. Rows are split between the calling thread's OpenMP team.
+void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols);
+
 // y[i, p, :] = x[i, p, :] * s[per_batch ? i : 0, :] for i < n, p < positions: x and y
 // hold n * positions rows of c floats (channels-last), s rows of c. y may be x. Exact
 // (one multiply). Uses the calling thread's OpenMP team.

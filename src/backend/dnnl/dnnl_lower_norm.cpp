@@ -18,6 +18,9 @@ void FunctionLowering::lowerSoftmax(size_t pos) {
   const memory::desc md = plainDesc(spec.dims);
   Step step;
   step.kind = spec.log ? StepKind::kLogSoftmax : StepKind::kSoftmax;
+  // Along the last dim (attention's scores): the module's own kernel, 1.5-1.9x
+  // oneDNN 2.6's (docs/backends.md, step kind 23).
+  if (!spec.log && spec.axis == int64_t(spec.dims.size()) - 1) step.kind = StepKind::kSoftmaxRows;
   step.label = labelOf(pos, {});
   step.axis = spec.axis;
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, md));

@@ -710,6 +710,12 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float eps
       addLayerNorm(p);
       return;
     }
+    case StepKind::kSoftmaxRows: {
+      const int64_t cols = src->dims[src->ndims - 1];
+      softmaxRows(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST),
+                  int64_t(dnnl_memory_desc_get_size(src) / sizeof(float)) / cols, cols);
+      return;
+    }
     case StepKind::kDynamicQuantize: {
       int64_t n = 1;
       for (int i = 0; i < src->ndims; ++i) n *= src->dims[i];

@@ -58,6 +58,8 @@ const char* stepKindName(StepKind k) {
       return "int8_max_pool";
     case StepKind::kAddLayerNorm:
       return "add_layer_norm";
+    case StepKind::kSoftmaxRows:
+      return "softmax_rows";
   }
   return "?";
 }
@@ -117,7 +119,7 @@ void writeStep(BlobWriter& w, const Step& s) {
 Step readStep(BlobReader& r) {
   Step s;
   uint8_t kind = r.u8();
-  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kAddLayerNorm))
+  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kSoftmaxRows))
     r.fail("step kind: unknown step kind " + std::to_string(kind));
   s.kind = StepKind(kind);
   s.label = r.str();

@@ -103,6 +103,8 @@ enum class StepKind : uint8_t {
                           // `epsilon`; with kAddLayerNormQuantArg (u8, x's count) and
                           // kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg also DST's
                           // DynamicQuantizeLinear (as kDynamicQuantize)
+  kSoftmaxRows = 23,      // SRC -> DST (f32, one plain dense descriptor; in place when the
+                          // same buffer): softmax along the last dim
 };
 // The argument keys of a kDynamicQuantize step's scale and zero points (oneDNN never
 // sees them).
