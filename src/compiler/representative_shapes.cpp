@@ -83,23 +83,7 @@ void propagate(ir::Graph& rep, const ir::ConstantPool& pool, size_t& failures, c
         computed.push_back(std::move(known[o]));
       }
   }
-  if (!shape_nodes) return;
-  std::map<ir::ValueId, ir::ValueId> as_constant;
-  for (size_t n = 0; n < rep.nodes.size(); ++n) {
-    if ((*shape_nodes)[n]) continue;
-    for (ir::ValueId& in : rep.nodes[n].inputs) {
-      if (in == ir::kNoValue || !views[size_t(in)].defined()) continue;
-      const ir::NodeId p = rep.value(in).producer;
-      if (p == ir::kNoNode || !(*shape_nodes)[size_t(p)]) continue;
-      auto it = as_constant.find(in);
-      if (it == as_constant.end()) {
-        const std::string name = rep.value(in).name + "_at_representative";
-        const ir::ConstId c = rep.constants.addCopy(name, views[size_t(in)]);
-        it = as_constant.emplace(in, rep.addConstantValue(name, c)).first;
-      }
-      in = it->second;
-    }
-  }
+  if (shape_nodes) kernels::readKnownAsConstants(rep, *shape_nodes, views, "_at_representative");
 }
 
 // representativeGraph with `size` for the symbolic sides no hint gives; `failures`
@@ -177,7 +161,7 @@ std::vector<bool> shapeComputations(const ir::Graph& g) {
             (t.dtype == ir::DType::kInt64 || t.dtype == ir::DType::kInt32 || t.dtype == ir::DType::kFloat32 ||
              t.dtype == ir::DType::kFloat64);
     }
-    const bool of_shape = node.op_type == "Shape" || node.op_type == "Size";
+    const bool of_shape = kernels::isShapeOf(node);
     for (size_t i = 0; ok && i < node.inputs.size(); ++i) {
       const ir::ValueId in = node.inputs[i];
       if (in == ir::kNoValue || g.value(in).isConstant()) continue;
@@ -201,7 +185,7 @@ std::optional<std::vector<ir::NodeId>> shapeClosure(const ir::Graph& g, const st
     const ir::Node& node = g.nodes[size_t(stack.back())];
     const bool first = stack.back() == n;
     stack.pop_back();
-    const bool of_shape = !first && (node.op_type == "Shape" || node.op_type == "Size");
+    const bool of_shape = !first && kernels::isShapeOf(node);
     for (size_t i = of_shape ? 1 : 0; i < node.inputs.size(); ++i) {
       const ir::ValueId in = node.inputs[i];
       if (in == ir::kNoValue) continue;

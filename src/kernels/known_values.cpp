@@ -7,6 +7,10 @@
 
 namespace partita::kernels {
 
+bool isShapeOf(const ir::Node& node) {
+  return node.domain.empty() && (node.op_type == "Shape" || node.op_type == "Size");
+}
+
 bool isShapeOp(const ir::Node& node) {
   static const std::set<std::string> kOps = {"Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice",
                                              "Cast",  "Add",  "Sub",    "Mul",       "Div",     "Mod",    "Max",
@@ -18,8 +22,7 @@ std::vector<ir::OwnedTensor> evaluateKnown(const ir::Node& node, const std::vect
                                            const std::vector<const ir::Tensor*>& in_values,
                                            const std::vector<ir::TensorType>& out_types,
                                            const ConstResolver* constants) {
-  const bool shape_of = node.domain.empty() && (node.op_type == "Shape" || node.op_type == "Size") &&
-                        !in_types.empty() && in_types[0].isStatic();
+  const bool shape_of = isShapeOf(node) && !in_types.empty() && in_types[0].isStatic();
   bool all_known = true;
   for (size_t i = 0; i < in_types.size(); ++i)
     all_known &= in_types[i].dtype == ir::DType::kUndefined || (i < in_values.size() && in_values[i]);
@@ -54,6 +57,24 @@ std::vector<ir::OwnedTensor> evaluateKnown(const ir::Node& node, const std::vect
     return {};
   }
   return out;
+}
+
+void readKnownAsConstants(ir::Graph& g, const std::vector<bool>& from, const std::vector<ir::Tensor>& known,
+                          const std::string& suffix) {
+  std::vector<ir::ValueId> as_constant(g.values.size(), ir::kNoValue);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (from[n]) continue;
+    for (ir::ValueId& in : g.nodes[n].inputs) {
+      if (in == ir::kNoValue || size_t(in) >= known.size() || !known[size_t(in)].data) continue;
+      const ir::NodeId p = g.value(in).producer;
+      if (p == ir::kNoNode || !from[size_t(p)]) continue;
+      if (as_constant[size_t(in)] == ir::kNoValue) {
+        const std::string name = g.value(in).name + suffix;
+        as_constant[size_t(in)] = g.addConstantValue(name, g.constants.addCopy(name, known[size_t(in)]));
+      }
+      in = as_constant[size_t(in)];
+    }
+  }
 }
 
 }  // namespace partita::kernels

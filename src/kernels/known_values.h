@@ -4,6 +4,7 @@
 // region's instance at a run-time shape (the dnnl module) both know them this way.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "ir/tensor.h"
@@ -13,6 +14,9 @@ namespace partita::kernels {
 
 // The most elements a value computed this way may have.
 inline constexpr int64_t kMaxKnownElements = 4096;
+
+// Whether `node` is an ONNX Shape or Size: it reads its input's shape only.
+bool isShapeOf(const ir::Node& node);
 
 // Whether `node` is of an ONNX op that shape computations are made of: Shape, Size,
 // and the small integer arithmetic on them (Gather, Unsqueeze, Squeeze, Concat, Slice,
@@ -28,5 +32,11 @@ std::vector<ir::OwnedTensor> evaluateKnown(const ir::Node& node, const std::vect
                                            const std::vector<const ir::Tensor*>& in_values,
                                            const std::vector<ir::TensorType>& out_types,
                                            const ConstResolver* constants);
+
+// Where a node `n` with !from[n] reads a value made by a node `p` with from[p] whose
+// contents `known` holds (indexed by value; data set), it reads instead a constant of
+// `g` with those contents, one per value, named after it plus `suffix`.
+void readKnownAsConstants(ir::Graph& g, const std::vector<bool>& from, const std::vector<ir::Tensor>& known,
+                          const std::string& suffix);
 
 }  // namespace partita::kernels

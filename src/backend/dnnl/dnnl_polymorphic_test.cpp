@@ -378,6 +378,27 @@ TEST(DnnlPolymorphic, ChangedBytesInTheRegionGraphAreRefusedOrRun) {
 }
 
 
+// A data node of an op that shape computations are also made of (here a Slice) whose
+// output would be empty at a run-time shape is refused by name, as any other node.
+TEST(DnnlPolymorphic, AnEmptyDataSliceAtARunShapeIsAClearError) {
+  GraphBuilder b;
+  ir::ValueId x = b.symbolicInput("x", {ir::Dim::symbolic("N"), ir::Dim::symbolic("T"), ir::Dim::known(8)});
+  ir::ValueId sl = b.node("Slice", {b.node("Relu", {x}, {}, 14, "r1"), b.constantInts("s", {1}, {5}),
+                                    b.constantInts("e", {1}, {1000}), b.constantInts("a", {1}, {1})},
+                          {}, 13, "tail");
+  b.output(b.node("Relu", {sl}, {}, 14, "r2"));
+  testing::Compiled c = testing::compile(std::move(b.g), {"dnnl", "host"});
+  ASSERT_EQ(c.parts.regions.size(), 1u);
+  EXPECT_EQ(c.run({randomTensor({1, 9, 8}, 3)})[0].shape(), (std::vector<int64_t>{1, 4, 8}));
+  try {
+    c.run({randomTensor({1, 3, 8}, 4)});
+    ADD_FAILURE() << "an empty Slice ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Slice node 'tail' (making"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("would be empty"), std::string::npos) << e.what();
+  }
+}
+
 // Self-attention as torch.nn.MultiheadAttention exports it with a symbolic batch and
 // sequence length (embedding 16, 2 heads): the heads' Reshape targets are computed
 // from Shape of the [seq, batch, 16] input at run time, the last one (back to [seq,

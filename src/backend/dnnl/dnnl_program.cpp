@@ -2,12 +2,14 @@
 
 #include "backend/dnnl/dnnl_kernels.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
 #include "backend/dnnl/dnnl_blob_io.h"
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "ir/limits.h"
+#include "kernels/known_values.h"
 #include "partita/error.h"
 
 namespace partita::dnnl_backend {
@@ -181,9 +183,7 @@ Step readStep(BlobReader& r) {
 // Whether a region graph holds shape computations (they start at Shape or Size; blob
 // version 4, docs/backends.md).
 bool computesShapes(const ir::Graph& g) {
-  for (const ir::Node& n : g.nodes)
-    if (n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size")) return true;
-  return false;
+  return std::any_of(g.nodes.begin(), g.nodes.end(), kernels::isShapeOf);
 }
 
 constexpr size_t kMaxPolyRank = 16;  // TensorLimits' default rank

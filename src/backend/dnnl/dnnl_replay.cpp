@@ -70,38 +70,27 @@ ir::Graph regionAt(const ir::Graph& region, const std::vector<std::vector<int64_
       if (o >= out.size() || !out[o].isStatic())
         throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "' (making '" + v.name +
                                                      "'): its shape does not follow from the input shapes");
-      if (out[o].numel() == 0 && !kernels::isShapeOp(node))
-        throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "' (making '" + v.name +
-                                                     "') would be empty: " + out[o].str());
       v.type = out[o];
     }
     // (A node of these ops over run-time data, such as the product of two scales, is
     // not known: it stays.)
-    if (!kernels::isShapeOp(node)) continue;
-    std::vector<ir::OwnedTensor> known = kernels::evaluateKnown(node, in_types, in_values, out, &constants);
-    if (known.empty()) continue;
-    for (size_t o = 0; o < node.outputs.size(); ++o)
-      if (node.outputs[o] != ir::kNoValue) {
-        views[size_t(node.outputs[o])] = known[o].view();
-        computed.push_back(std::move(known[o]));
-      }
-    evaluated[n] = true;
+    std::vector<ir::OwnedTensor> known;
+    if (kernels::isShapeOp(node)) known = kernels::evaluateKnown(node, in_types, in_values, out, &constants);
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (node.outputs[o] == ir::kNoValue) continue;
+      if (known.empty() && out[o].numel() == 0)  // (a shape computation may be empty: Shape of a scalar)
+        throw Error(ErrorCode::kInvalidArgument, node.op_type + " node '" + node.name + "' (making '" +
+                                                     g.value(node.outputs[o]).name + "') would be empty: " +
+                                                     out[o].str());
+      if (known.empty()) continue;
+      views[size_t(node.outputs[o])] = known[o].view();
+      computed.push_back(std::move(known[o]));
+    }
+    evaluated[n] = !known.empty();
   }
   // What the other nodes read of them becomes a constant of this instance (a Reshape's
   // target, as at a fixed shape); the shape computations are then dropped.
-  std::vector<ir::ValueId> as_constant(g.values.size(), ir::kNoValue);
-  for (size_t n = 0; n < g.nodes.size(); ++n) {
-    if (evaluated[n]) continue;
-    for (ir::ValueId& in : g.nodes[n].inputs) {
-      if (in == ir::kNoValue || g.value(in).producer == ir::kNoNode || !evaluated[size_t(g.value(in).producer)])
-        continue;
-      if (as_constant[size_t(in)] == ir::kNoValue) {
-        const std::string name = g.value(in).name;
-        as_constant[size_t(in)] = g.addConstantValue(name, g.constants.addCopy(name, views[size_t(in)]));
-      }
-      in = as_constant[size_t(in)];
-    }
-  }
+  kernels::readKnownAsConstants(g, evaluated, views, "");
   for (ir::ValueId out : g.outputs)
     if (g.value(out).producer != ir::kNoNode && evaluated[size_t(g.value(out).producer)])
       throw Error(ErrorCode::kInvalidArgument, "region output '" + g.value(out).name + "' is a shape computation");
