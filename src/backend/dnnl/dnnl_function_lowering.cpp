@@ -21,7 +21,7 @@ namespace {
 bool touches(const Arg& a, uint64_t b) { return a.source == ArgSource::kBuffer && a.index == b; }
 // Whether argument key `key` is one a step writes: DST, an RNN's DST_ITER / DST_ITER_C,
 // the own kernels' extra outputs (kDynamicScaleArg ...).
-bool writes(int key) { return key >= DNNL_ARG_DST && key <= kAddLayerNormQuantArg; }
+bool writes(int key) { return key >= DNNL_ARG_DST && key <= kQuantizedResultArg; }
 // Whether buffer `b` shares bytes with another: a view, or a view's parent.
 bool aliased(const Function& fn, uint64_t b) {
   if (b >= fn.buffers.size()) return false;
@@ -243,7 +243,7 @@ void fuseAddLayerNorm(Function& fn) {
     fused.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, dst->index, rows, false});
     if (dq) {
       Arg q = *dq->find(DNNL_ARG_DST);
-      q.key = kAddLayerNormQuantArg;
+      q.key = kQuantizedResultArg;
       fused.args.push_back(q);
       for (int key : {kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg}) fused.args.push_back(*dq->find(key));
     }
@@ -259,6 +259,78 @@ void fuseAddLayerNorm(Function& fn) {
         for (const Arg& a : step.args) used |= touches(a, *b);
       if (!used && fn.buffers[*b].kind == BufferKind::kTemp && !aliased(fn, *b)) dropBuffer(fn, *b);
     }
+  }
+}
+
+// Gelu (erf form) as one step of the module's own kernel (StepKind::kBiasGelu): a
+// float32 binary Add of a bias row with a gelu_erf post-op (a feed-forward block's
+// `bias Add -> Gelu`), or a gelu_erf eltwise step, over dense row-major tensors, with
+// the DynamicQuantizeLinear that reads its result right after it (what the next int8
+// MatMul quantizes) taken into the same step.
+void fuseBiasGelu(Function& fn) {
+  auto isGelu = [](int32_t alg, float alpha, float beta) {
+    return alg == int32_t(dnnl::algorithm::eltwise_gelu_erf) && alpha == 0 && beta == 0;
+  };
+  for (size_t j = 0; j < fn.steps.size(); ++j) {
+    const Step& st = fn.steps[j];
+    if (!st.quant.empty() || st.flags != 0) continue;
+    const Arg* x = nullptr;
+    const Arg* bias = nullptr;
+    const Arg* y = st.find(DNNL_ARG_DST);
+    if (!y || y->source != ArgSource::kBuffer || y->md.data.ndims < 1) continue;
+    const int64_t n = numElements(y->md), c = y->md.data.dims[y->md.data.ndims - 1];
+    if (c < 1 || !plainFloats(y, n)) continue;
+    if (st.kind == StepKind::kBinary && st.alg == int32_t(dnnl::algorithm::binary_add) && st.post_ops.size() == 1 &&
+        st.post_ops[0].kind == PostOp::Kind::kEltwise && st.post_ops[0].scale == 1 &&
+        isGelu(st.post_ops[0].alg, st.post_ops[0].alpha, st.post_ops[0].beta) && st.args.size() == 3) {
+      x = st.find(DNNL_ARG_SRC_0);
+      bias = st.find(DNNL_ARG_SRC_1);
+      if (x && bias && c != n && plainFloats(x, c) && plainFloats(bias, n)) std::swap(x, bias);  // bias + x
+      if (!x || !bias || !plainFloats(x, n) || !plainFloats(bias, c) || numElements(bias->md) != c) continue;
+      if (bias->source == ArgSource::kBuffer && bias->index == y->index) continue;
+    } else if (st.kind == StepKind::kEltwise && isGelu(st.alg, st.alpha, st.beta) && st.post_ops.empty() &&
+               st.args.size() == 2) {
+      x = st.find(DNNL_ARG_SRC);
+      if (!x || !plainFloats(x, n)) continue;
+    } else {
+      continue;
+    }
+    if (x->source != ArgSource::kBuffer) continue;
+    // The dynamic quantization right after it, writing none of what it reads.
+    const Step* dq = nullptr;
+    if (j + 1 < fn.steps.size()) {
+      const Step& next = fn.steps[j + 1];
+      const Arg* in = next.find(DNNL_ARG_SRC);
+      if (next.kind == StepKind::kDynamicQuantize && in && in->source == ArgSource::kBuffer &&
+          in->index == y->index && numElements(in->md) == n) {
+        bool ok = true;
+        for (int key : {DNNL_ARG_DST, kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg}) {
+          const Arg* o = next.find(key);
+          ok &= o && o->source == ArgSource::kBuffer && o->index != y->index && !touches(*x, o->index) &&
+                !(bias && touches(*bias, o->index));
+        }
+        if (ok) dq = &next;
+      }
+    }
+    Step fused;
+    fused.kind = StepKind::kBiasGelu;
+    fused.label = st.label + (dq ? "+" + dq->label : "");
+    const memory::desc rows = plainDesc({n / c, c});
+    fused.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, x->index, rows, false});
+    if (bias) {
+      Arg b = *bias;
+      b.key = DNNL_ARG_SRC_1;
+      fused.args.push_back(b);
+    }
+    fused.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, y->index, rows, false});
+    if (dq) {
+      Arg q = *dq->find(DNNL_ARG_DST);
+      q.key = kQuantizedResultArg;
+      fused.args.push_back(q);
+      for (int key : {kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg}) fused.args.push_back(*dq->find(key));
+    }
+    fn.steps[j] = std::move(fused);
+    if (dq) fn.steps.erase(fn.steps.begin() + std::ptrdiff_t(j + 1));
   }
 }
 
@@ -294,6 +366,7 @@ Function FunctionLowering::run() {
   bindOutputs();
   mergeReorderPairs(fn_);
   fuseAddLayerNorm(fn_);
+  fuseBiasGelu(fn_);
   return std::move(fn_);
 }
 

@@ -1096,14 +1096,147 @@ TEST(DnnlInt8, AddLayerNormAndItsQuantizationAreOneStep) {
     return loadWithEditedSteps(dnnl, [&](Step& st) { return st.kind == StepKind::kAddLayerNorm && (edit(st), true); });
   };
   EXPECT_NE(loadEdited([](Step& st) {
-              ASSERT_NE(st.find(kAddLayerNormQuantArg), nullptr);
-              st.find(kAddLayerNormQuantArg)->index = st.find(DNNL_ARG_DST)->index;
+              ASSERT_NE(st.find(kQuantizedResultArg), nullptr);
+              st.find(kQuantizedResultArg)->index = st.find(DNNL_ARG_DST)->index;
             }).find("shares a buffer"),
             std::string::npos);
   EXPECT_NE(loadEdited([](Step& st) {
               ASSERT_NE(st.find(DNNL_ARG_MULTIPLE_SRC + 1), nullptr);
               st.find(DNNL_ARG_MULTIPLE_SRC + 1)->md = plainDesc({3});
             }).find("addend"),
+            std::string::npos);
+  EXPECT_NE(loadEdited([](Step& st) { st.args.pop_back(); }).find("scale or zero point"), std::string::npos);
+}
+
+// biasGelu against GELU's definition in double: rows of several lengths (vector
+// bodies and tails), with and without a bias, in place, on one and two threads; the
+// error within 2^-21 of |x + bias| (plus float32's smallest normal for results that
+// underflow); large values exact (erf rounds to +-1 there); NaN and -inf give NaN,
+// +inf gives +inf; the quantized result, scale and zero point are dynamicQuantize's
+// of the float result (+inf and NaN included, as it takes them).
+TEST(DnnlKernels, BiasGeluFollowsItsDefinition) {
+  for (int64_t cols : {1, 7, 16, 40, 1024}) {
+    const int64_t rows = 6;
+    std::vector<float> x = testing::randomFloats(size_t(rows * cols), uint64_t(cols), -9.0f, 9.0f);
+    const std::vector<float> bias = testing::randomFloats(size_t(cols), uint64_t(cols) + 1, -1.0f, 1.0f);
+    x[0] = NAN;
+    x[size_t(cols)] = -INFINITY;
+    x[size_t(2 * cols)] = INFINITY;
+    x[size_t(3 * cols)] = 1e6f;  // erf(u) = 1: y = v exactly
+    x[size_t(4 * cols)] = -40.0f;
+    for (bool with_bias : {false, true})
+      for (int threads : {1, 2}) {
+        omp_set_num_threads(threads);
+        std::vector<float> y = x;
+        std::vector<uint8_t> q(x.size());
+        float scale = 0, zero = 0;
+        int32_t zero_s32 = 0;
+        BiasGeluArgs a;
+        a.x = y.data();  // in place
+        a.bias = with_bias ? bias.data() : nullptr;
+        a.rows = rows;
+        a.cols = cols;
+        a.y = y.data();
+        a.q = q.data();
+        a.scale = &scale;
+        a.zero = &zero;
+        a.zero_s32 = &zero_s32;
+        biasGelu(a);
+        for (size_t i = 0; i < x.size(); ++i) {
+          const double v = double(x[i]) + (with_bias ? double(bias[i % size_t(cols)]) : 0.0);
+          const std::string at = "element " + std::to_string(i) + " of " + std::to_string(cols) + " columns";
+          if (std::isnan(x[i]) || x[i] == -INFINITY) {
+            EXPECT_TRUE(std::isnan(y[i])) << at;
+          } else if (x[i] == INFINITY) {
+            EXPECT_EQ(y[i], INFINITY) << at;
+          } else {
+            const double e = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+            EXPECT_NEAR(y[i], e, std::ldexp(std::fabs(v), -21) + FLT_MIN) << at;
+            if (v >= 6.0) {
+              EXPECT_EQ(y[i], float(v)) << at;
+            }
+          }
+        }
+        std::vector<uint8_t> want(x.size());
+        float want_scale = 0, want_zero = 0;
+        int32_t want_zero_s32 = 0;
+        dynamicQuantize(y.data(), int64_t(y.size()), want.data(), &want_scale, &want_zero, &want_zero_s32);
+        EXPECT_EQ(scale, want_scale);
+        EXPECT_EQ(zero, want_zero);
+        EXPECT_EQ(zero_s32, want_zero_s32);
+        EXPECT_EQ(q, want) << cols << " columns";
+      }
+  }
+  omp_set_num_threads(2);
+}
+
+// A feed-forward block's bias Add and Gelu with the next MatMul's
+// DynamicQuantizeLinear are one bias_gelu step (the Gelu as PyTorch writes it out), a
+// Gelu without a bias one too; outputs match the host's; a blob whose bias_gelu step
+// has a bias of the wrong length, or its quantized result in its destination's buffer,
+// is refused by name.
+TEST(DnnlKernels, BiasGeluAndTheNextQuantizationAreOneStep) {
+  auto gelu = [](GraphBuilder& b, ir::ValueId x, const std::string& p) {
+    ir::ValueId e = b.node("Erf", {b.node("Div", {x, b.constant(p + "sqrt2", {}, {1.4142135f})}, {}, 13)}, {}, 13);
+    ir::ValueId m = b.node("Mul", {x, b.node("Add", {e, b.constant(p + "one", {}, {1.0f})}, {}, 13)}, {}, 13);
+    return b.node("Mul", {m, b.constant(p + "half", {}, {0.5f})}, {}, 13);
+  };
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 24, 40});  // 40 columns: a vector body and a tail per row
+  ir::AttributeMap last;
+  last.setInt("axis", -1);
+  // (A Softmax takes no post-ops: the bias Add stays a binary step, as after an int8 matmul.)
+  ir::ValueId h = b.node("Softmax", {x}, last, 13);
+  ir::ValueId biased = b.node("Add", {b.node("Mul", {h, b.constant("ten", {}, {10.0f})}, {}, 13),
+                                      b.constant("bias", {40}, testing::randomFloats(40, 2, -2.0f, 2.0f))},
+                              {}, 13);
+  ir::ValueId g = gelu(b, biased, "a");
+  ir::Node dql;
+  dql.op_type = "DynamicQuantizeLinear";
+  dql.opset = 13;
+  dql.name = "dql";
+  dql.inputs = {g};
+  ir::ValueId y = b.g.addValue("y"), scale = b.g.addValue("scale"), zero = b.g.addValue("zero");
+  dql.outputs = {y, scale, zero};
+  b.g.addNode(dql);
+  b.g.outputs.push_back(b.node("DequantizeLinear", {y, b.constant("unit", {}, {1.0f}), zero}, {}, 13));
+  b.g.outputs.push_back(b.node("Mul", {scale, b.constant("two", {}, {2.0f})}, {}, 13));
+  b.g.outputs.push_back(gelu(b, b.node("Softmax", {b.node("Relu", {x}, {}, 13)}, last, 13), "b"));  // no bias
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  size_t own = 0, quantized = 0, others = 0;
+  for (const DnnlModule::StepInfo& st : allSteps(dnnl)) {
+    own += st.kind == StepKind::kBiasGelu;
+    quantized += st.kind == StepKind::kBiasGelu && st.label.find("dql") != std::string::npos;
+    others += st.kind != StepKind::kBiasGelu && (st.kind == StepKind::kDynamicQuantize ||
+                                                 st.label.find("Add_2") != std::string::npos ||
+                                                 st.label.find("Erf") != std::string::npos);
+    if (st.kind == StepKind::kBiasGelu) {
+      EXPECT_EQ(st.implementation, "partita:bias_gelu");
+    }
+  }
+  EXPECT_EQ(own, 2u);
+  EXPECT_EQ(quantized, 1u);
+  EXPECT_EQ(others, 0u);
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 9);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_LE(testing::closeness(got[0], want[0], 0, 1.0), 1.0);  // centred integers: a rounding apart at most
+  EXPECT_LE(testing::closeness(got[1], want[1], 1e-6, 0), 1.0);
+  EXPECT_LE(testing::closeness(got[2], want[2], 1e-6, 1e-6), 1.0);
+
+  auto loadEdited = [&](const std::function<void(Step&)>& edit) {
+    return loadWithEditedSteps(dnnl, [&](Step& st) {
+      return st.kind == StepKind::kBiasGelu && st.find(kQuantizedResultArg) && (edit(st), true);
+    });
+  };
+  EXPECT_NE(loadEdited([](Step& st) {
+              ASSERT_NE(st.find(DNNL_ARG_SRC_1), nullptr);
+              st.find(DNNL_ARG_SRC_1)->md = plainDesc({3});
+            }).find("bias_gelu's bias is not one float32 per column"),
+            std::string::npos);
+  EXPECT_NE(loadEdited([](Step& st) { st.find(kQuantizedResultArg)->index = st.find(DNNL_ARG_DST)->index; })
+                .find("shares a buffer"),
             std::string::npos);
   EXPECT_NE(loadEdited([](Step& st) { st.args.pop_back(); }).find("scale or zero point"), std::string::npos);
 }

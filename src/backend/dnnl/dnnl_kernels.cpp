@@ -17,7 +17,7 @@ namespace partita::dnnl_backend {
 bool isOwnKernel(StepKind kind) {
   return kind == StepKind::kDynamicQuantize || kind == StepKind::kSwish || kind == StepKind::kScaleChannels ||
          kind == StepKind::kChannelMean || kind == StepKind::kInt8MaxPool || kind == StepKind::kAddLayerNorm ||
-         kind == StepKind::kSoftmaxRows;
+         kind == StepKind::kSoftmaxRows || kind == StepKind::kBiasGelu;
 }
 
 const char* ownKernelName(StepKind kind) {
@@ -36,10 +36,42 @@ const char* ownKernelName(StepKind kind) {
       return "partita:add_layer_norm";
     case StepKind::kSoftmaxRows:
       return "partita:softmax_rows";
+    case StepKind::kBiasGelu:
+      return "partita:bias_gelu";
     default:
       return "partita:unknown";
   }
 }
+
+namespace {
+
+// Whether `a` is a dense row-major argument of type `t` (no offset either).
+bool plainOf(const Arg* a, dnnl_data_type_t t) { return a && a->md.data.data_type == t && isPlainDense(a->md); }
+
+// The number of arguments of a kAddLayerNorm's or kBiasGelu's quantized result (0 or
+// 4), after checking them: a dense uint8 buffer of the `n` elements it quantizes,
+// sharing no buffer with another argument, and one-element scale and zero points.
+template <typename Bad>
+size_t quantizedResultArgs(const Step& step, int64_t n, const Bad& bad) {
+  const Arg* q = step.find(kQuantizedResultArg);
+  if (!q) return 0;
+  const std::string kind = stepKindName(step.kind);
+  if (!plainOf(q, dnnl_u8) || numElements(q->md) != n || q->source != ArgSource::kBuffer)
+    bad("the " + kind + " step's quantized result is not a dense uint8 buffer of the source's size");
+  for (const Arg& a : step.args)
+    if (&a != q && a.source == ArgSource::kBuffer && a.index == q->index)
+      bad("the " + kind + " step's quantized result shares a buffer with another argument");
+  const std::pair<int, dnnl_data_type_t> one[] = {
+      {kDynamicScaleArg, dnnl_f32}, {kDynamicZeroArg, dnnl_f32}, {kDynamicZeroS32Arg, dnnl_s32}};
+  for (const auto& [key, t] : one) {
+    const Arg* a = step.find(key);
+    if (!plainOf(a, t) || numElements(a->md) != 1 || a->source != ArgSource::kBuffer)
+      bad("the " + kind + " step's scale or zero point is not a one-element buffer");
+  }
+  return 4;
+}
+
+}  // namespace
 
 void checkOwnKernelStep(const Step& step, const std::string& where) {
   auto bad = [&](const std::string& what) {
@@ -128,9 +160,7 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
   }
   if (step.kind == StepKind::kAddLayerNorm) {
     if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on an add_layer_norm");
-    auto plain = [&](const Arg* a, dnnl_data_type_t t) {
-      return a && a->md.data.data_type == t && isPlainDense(a->md);  // (no offset either)
-    };
+    const auto plain = plainOf;
     const Arg* x = step.find(DNNL_ARG_SRC);
     const Arg* y = step.find(DNNL_ARG_DST);
     if (!plain(x, dnnl_f32) || !plain(y, dnnl_f32) || x->source != ArgSource::kBuffer ||
@@ -152,23 +182,27 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
       if (m != n && a->source == ArgSource::kBuffer && a->index == y->index)
         bad("an add_layer_norm writes over a row it adds");
     }
-    const Arg* q = step.find(kAddLayerNormQuantArg);
-    const size_t quantized = q ? 4 : 0;
-    if (q) {
-      if (!plain(q, dnnl_u8) || numElements(q->md) != n || q->source != ArgSource::kBuffer)
-        bad("an add_layer_norm's quantized output is not a dense uint8 buffer of the source's size");
-      for (const Arg& a : step.args)
-        if (&a != q && a.source == ArgSource::kBuffer && a.index == q->index)
-          bad("an add_layer_norm's quantized output shares a buffer with another argument");
-      const std::pair<int, dnnl_data_type_t> one[] = {
-          {kDynamicScaleArg, dnnl_f32}, {kDynamicZeroArg, dnnl_f32}, {kDynamicZeroS32Arg, dnnl_s32}};
-      for (const auto& [key, t] : one) {
-        const Arg* a = step.find(key);
-        if (!plain(a, t) || numElements(a->md) != 1 || a->source != ArgSource::kBuffer)
-          bad("an add_layer_norm's scale or zero point is not a one-element buffer");
-      }
-    }
-    if (step.args.size() != 4 + adds + quantized) bad("an add_layer_norm has arguments other than its own");
+    if (step.args.size() != 4 + adds + quantizedResultArgs(step, n, bad))
+      bad("an add_layer_norm has arguments other than its own");
+    return;
+  }
+  if (step.kind == StepKind::kBiasGelu) {
+    if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on a bias_gelu");
+    const Arg* x = step.find(DNNL_ARG_SRC);
+    const Arg* y = step.find(DNNL_ARG_DST);
+    if (!plainOf(x, dnnl_f32) || !plainOf(y, dnnl_f32) || x->source != ArgSource::kBuffer ||
+        y->source != ArgSource::kBuffer)
+      bad("a bias_gelu's source and destination are not dense row-major float32 buffers");
+    const int64_t n = numElements(x->md), c = x->md.data.ndims > 0 ? x->md.data.dims[x->md.data.ndims - 1] : 0;
+    if (c < 1 || numElements(y->md) != n || y->md.data.dims[y->md.data.ndims - 1] != c)
+      bad("a bias_gelu's source and destination differ in size or row length");
+    const Arg* bias = step.find(DNNL_ARG_SRC_1);
+    if (bias && (!plainOf(bias, dnnl_f32) || numElements(bias->md) != c))
+      bad("a bias_gelu's bias is not one float32 per column");
+    if (bias && bias->source == ArgSource::kBuffer && bias->index == y->index)
+      bad("a bias_gelu writes over the bias it adds");
+    if (step.args.size() != 2 + (bias ? 1 : 0) + quantizedResultArgs(step, n, bad))
+      bad("a bias_gelu has arguments other than its own");
     return;
   }
   if (step.kind != StepKind::kDynamicQuantize) bad("not one of the module's own kernels");
@@ -566,6 +600,111 @@ void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols) {
         for (int64_t r = b; r < e; ++r) softmaxRow(x + r * cols, y + r * cols, cols);
       },
       1);
+}
+
+namespace {
+
+// erf(u) = u * P(u^2) / Q(u^2) for |u| < kErfOne, P and Q of degree 5 (a rational
+// least-squares fit on [0, kErfOne], reweighted towards the minimax; 1.6e-8 in exact
+// arithmetic, about 6 ulp of 1 evaluated in float32); +-1 from kErfOne on, where
+// float32's erf is 1 (1 - erf(3.92) = 2.9e-8 < 2^-25).
+constexpr float kErfOne = 3.92f;
+constexpr float kErfP[6] = {1.128378987312317f,     0.19274002313613892f,    0.053056810051202774f,
+                            0.0038671279326081276f, 0.00028742378344759345f, 2.0345664779597428e-06f};
+constexpr float kErfQ[6] = {1.0f,
+                            0.5041430592536926f,
+                            0.11507422477006912f,
+                            0.015169964171946049f,
+                            0.0011877680663019419f,
+                            3.806593667832203e-05f};
+
+float erfScalar(float u) {
+  const float a = std::fabs(u);
+  if (!(a < kErfOne)) return std::isnan(u) ? u : std::copysign(1.0f, u);
+  const float t = a * a;
+  float p = kErfP[5], q = kErfQ[5];
+  for (int i = 4; i >= 0; --i) {
+    p = std::fma(p, t, kErfP[i]);
+    q = std::fma(q, t, kErfQ[i]);
+  }
+  return std::copysign(std::min(a * p / q, 1.0f), u);
+}
+
+float geluScalar(float v) {
+  const float h = v * 0.5f;
+  return std::fma(h, erfScalar(v * 0.70710678118654752f), h);
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#ifdef __AVX512F__
+// The same sixteen at a time (the division, not rcp14 and a Newton step: faster here).
+// A NaN's |u| fails the clamp's comparison and gives 1, but h keeps the NaN.
+inline __m512 gelu16(__m512 v) {
+  const __m512 sign = _mm512_set1_ps(-0.0f), one = _mm512_set1_ps(1.0f), top = _mm512_set1_ps(kErfOne);
+  const __m512 u = _mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f));
+  const __m512 a = _mm512_andnot_ps(sign, u);
+  const __m512 ac = _mm512_min_ps(a, top);
+  const __m512 t = _mm512_mul_ps(ac, ac);
+  __m512 p = _mm512_set1_ps(kErfP[5]), q = _mm512_set1_ps(kErfQ[5]);
+  for (int i = 4; i >= 0; --i) {
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kErfP[i]));
+    q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(kErfQ[i]));
+  }
+  __m512 e = _mm512_min_ps(_mm512_div_ps(_mm512_mul_ps(ac, p), q), one);
+  e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, top, _CMP_NLT_UQ), e, one);
+  e = _mm512_or_ps(e, _mm512_and_ps(u, sign));
+  const __m512 h = _mm512_mul_ps(v, _mm512_set1_ps(0.5f));
+  return _mm512_fmadd_ps(h, e, h);
+}
+#endif
+
+// Row r of biasGelu: y's row, and its smallest and largest values into mn, mx (a NaN
+// is skipped).
+void biasGeluRow(const BiasGeluArgs& a, int64_t r, float& mn, float& mx) {
+  const int64_t n = a.cols;
+  const float* x = a.x + r * n;
+  float* y = a.y + r * n;
+  int64_t c = 0;
+#ifdef __AVX512F__
+  __m512 lo = _mm512_set1_ps(INFINITY), hi = _mm512_set1_ps(-INFINITY);
+  auto one = [&](int64_t at, __mmask16 m) {
+    __m512 v = _mm512_maskz_loadu_ps(m, x + at);
+    if (a.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, a.bias + at));
+    v = gelu16(v);
+    _mm512_mask_storeu_ps(y + at, m, v);
+    lo = _mm512_mask_min_ps(lo, m, v, lo);
+    hi = _mm512_mask_max_ps(hi, m, v, hi);
+  };
+  for (; c + 32 <= n; c += 32) {  // two chains in flight
+    one(c, 0xffff);
+    one(c + 16, 0xffff);
+  }
+  for (; c < n; c += 16) one(c, n - c >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - c)) - 1));
+  mn = std::min(mn, _mm512_reduce_min_ps(lo));
+  mx = std::max(mx, _mm512_reduce_max_ps(hi));
+#endif
+  for (; c < n; ++c) {
+    const float v = geluScalar(a.bias ? x[c] + a.bias[c] : x[c]);
+    y[c] = v;
+    if (!std::isnan(v)) {
+      mn = std::min(mn, v);
+      mx = std::max(mx, v);
+    }
+  }
+}
+#pragma GCC diagnostic pop
+
+}  // namespace
+
+void biasGelu(const BiasGeluArgs& a) {
+  fillThenQuantize(
+      a.rows, a.cols, 1,
+      [&](int64_t b, int64_t e, Range& range) {
+        for (int64_t r = b; r < e; ++r) biasGeluRow(a, r, range.mn, range.mx);
+      },
+      a.y, a.q, a.scale, a.zero, a.zero_s32);
 }
 
 // Rows split by positions: a thread's rows are the bytes the swish before (split by

@@ -74,6 +74,30 @@ void swish(const float* x, float* y, int64_t n);
 // definition computes it. Rows are split between the calling thread's OpenMP team.
 void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols);
 
+// GELU in its erf form of x plus an optional bias row, optionally followed by the
+// DynamicQuantizeLinear of its result (StepKind::kBiasGelu): a transformer's
+// feed-forward `bias Add -> Gelu -> DynamicQuantizeLinear`, where oneDNN 2.6's binary
+// step with a gelu_erf post-op took 2.2x this kernel's time and the quantization read
+// the result again.
+struct BiasGeluArgs {
+  const float* x = nullptr;     // rows x cols, row-major
+  const float* bias = nullptr;  // null, or cols floats added to every row
+  int64_t rows = 0, cols = 0;
+  float* y = nullptr;           // rows x cols; may be x
+  uint8_t* q = nullptr;         // null: no quantization; else rows x cols, with its scale and zero points
+  float* scale = nullptr;
+  float* zero = nullptr;
+  int32_t* zero_s32 = nullptr;
+};
+// v = x + bias, y = v / 2 * (1 + erf(v / sqrt(2))), erf from a rational approximation
+// (within about 6 ulp of erf; exactly +-1 where erf rounds to it, so that y = v there
+// and the quantization's range sees the same largest value): y within 2^-21 |v| of the
+// exact value (DnnlKernels.BiasGeluFollowsItsDefinition). NaN stays NaN, +inf gives
+// +inf and -inf NaN, as the ONNX ops written out compute them. With q: q, scale and
+// zero as dynamicQuantize(y) computes them. Uses the calling thread's OpenMP team,
+// rows split into one contiguous share per thread.
+void biasGelu(const BiasGeluArgs& a);
+
 // y[i, p, :] = x[i, p, :] * s[per_batch ? i : 0, :] for i < n, p < positions: x and y
 // hold n * positions rows of c floats (channels-last), s rows of c. y may be x. Exact
 // (one multiply). Uses the calling thread's OpenMP team.

@@ -475,10 +475,11 @@ namespace {
 std::string argName(StepKind kind, int key) {
   if (kind == StepKind::kDynamicQuantize && key != DNNL_ARG_SRC && key != DNNL_ARG_DST)
     return key == kDynamicScaleArg ? "scale" : key == kDynamicZeroArg ? "zero_point" : "zero_point_s32";
-  if (kind == StepKind::kAddLayerNorm) {
+  if (kind == StepKind::kAddLayerNorm || kind == StepKind::kBiasGelu) {
+    if (kind == StepKind::kBiasGelu && key == DNNL_ARG_SRC_1) return "bias";
     if (key >= DNNL_ARG_MULTIPLE_SRC && key < DNNL_ARG_MULTIPLE_SRC + kMaxLayerNormAddends)
       return "addend_" + std::to_string(key - DNNL_ARG_MULTIPLE_SRC);
-    if (key == kAddLayerNormQuantArg) return "quantized";
+    if (key == kQuantizedResultArg) return "quantized";
     if (key == kDynamicScaleArg) return "quantized_scale";
     if (key == kDynamicZeroArg) return "quantized_zero_point";
     if (key == kDynamicZeroS32Arg) return "quantized_zero_point_s32";
@@ -701,13 +702,29 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float eps
       p.beta = argData<const float>(a, DNNL_ARG_SHIFT);
       p.epsilon = epsilon;
       p.y = argData<float>(a, DNNL_ARG_DST);
-      if (hasArg(a, kAddLayerNormQuantArg)) {
-        p.q = argData<uint8_t>(a, kAddLayerNormQuantArg);
+      if (hasArg(a, kQuantizedResultArg)) {
+        p.q = argData<uint8_t>(a, kQuantizedResultArg);
         p.scale = argData<float>(a, kDynamicScaleArg);
         p.zero = argData<float>(a, kDynamicZeroArg);
         p.zero_s32 = argData<int32_t>(a, kDynamicZeroS32Arg);
       }
       addLayerNorm(p);
+      return;
+    }
+    case StepKind::kBiasGelu: {
+      BiasGeluArgs p;
+      p.x = argData<const float>(a, DNNL_ARG_SRC);
+      p.cols = src->dims[src->ndims - 1];
+      p.rows = int64_t(dnnl_memory_desc_get_size(src) / sizeof(float)) / p.cols;
+      if (hasArg(a, DNNL_ARG_SRC_1)) p.bias = argData<const float>(a, DNNL_ARG_SRC_1);
+      p.y = argData<float>(a, DNNL_ARG_DST);
+      if (hasArg(a, kQuantizedResultArg)) {
+        p.q = argData<uint8_t>(a, kQuantizedResultArg);
+        p.scale = argData<float>(a, kDynamicScaleArg);
+        p.zero = argData<float>(a, kDynamicZeroArg);
+        p.zero_s32 = argData<int32_t>(a, kDynamicZeroS32Arg);
+      }
+      biasGelu(p);
       return;
     }
     case StepKind::kSoftmaxRows: {

@@ -255,6 +255,7 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
     case StepKind::kInt8MaxPool:
     case StepKind::kAddLayerNorm:
     case StepKind::kSoftmaxRows:
+    case StepKind::kBiasGelu:
       throw dnnl::error(dnnl_unimplemented, "not a oneDNN primitive");
     case StepKind::kPrelu: {
       dnnl::prelu_forward::desc d(prop_kind::forward_inference, required(s, DNNL_ARG_SRC),

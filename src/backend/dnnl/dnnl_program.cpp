@@ -62,6 +62,8 @@ const char* stepKindName(StepKind k) {
       return "add_layer_norm";
     case StepKind::kSoftmaxRows:
       return "softmax_rows";
+    case StepKind::kBiasGelu:
+      return "bias_gelu";
   }
   return "?";
 }
@@ -121,7 +123,7 @@ void writeStep(BlobWriter& w, const Step& s) {
 Step readStep(BlobReader& r) {
   Step s;
   uint8_t kind = r.u8();
-  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kSoftmaxRows))
+  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kBiasGelu))
     r.fail("step kind: unknown step kind " + std::to_string(kind));
   s.kind = StepKind(kind);
   s.label = r.str();

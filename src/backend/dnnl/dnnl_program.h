@@ -100,19 +100,24 @@ enum class StepKind : uint8_t {
                           // (addends: f32 with C elements, added to every row, or x's
                           // count; buffers or constants), SCALE, SHIFT (f32 [C]) -> DST (f32,
                           // x's count): layer normalization over C of x plus the addends,
-                          // `epsilon`; with kAddLayerNormQuantArg (u8, x's count) and
+                          // `epsilon`; with kQuantizedResultArg (u8, x's count) and
                           // kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg also DST's
                           // DynamicQuantizeLinear (as kDynamicQuantize)
   kSoftmaxRows = 23,      // SRC -> DST (f32, one plain dense descriptor; in place when the
                           // same buffer): softmax along the last dim
+  kBiasGelu = 24,         // SRC (f32 [..., C], dense row-major), [SRC_1 (f32 [C], dense:
+                          // added to every row; a buffer or a constant)] -> DST (f32, x's
+                          // count; may be SRC's buffer): Gelu (erf form) of x plus the bias;
+                          // with kQuantizedResultArg and the three as kAddLayerNorm's also
+                          // DST's DynamicQuantizeLinear
 };
 // The argument keys of a kDynamicQuantize step's scale and zero points (oneDNN never
 // sees them).
 inline constexpr int kDynamicScaleArg = DNNL_ARG_DST_1;
 inline constexpr int kDynamicZeroArg = DNNL_ARG_DST_2;
 inline constexpr int kDynamicZeroS32Arg = DNNL_ARG_DST_2 + 1;
-// A kAddLayerNorm step's quantized output (uint8).
-inline constexpr int kAddLayerNormQuantArg = DNNL_ARG_DST_2 + 2;
+// A kAddLayerNorm or kBiasGelu step's quantized result (uint8).
+inline constexpr int kQuantizedResultArg = DNNL_ARG_DST_2 + 2;
 inline constexpr int kMaxLayerNormAddends = 4;
 const char* stepKindName(StepKind k);
 
