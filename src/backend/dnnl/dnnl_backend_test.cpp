@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_claims.h"
 #include "backend/dnnl/dnnl_memory_desc.h"
+#include "backend/dnnl/dnnl_program.h"
 #include "backend/dnnl/dnnl_testing.h"
 #include "partita/error.h"
 
@@ -664,11 +666,62 @@ TEST(DnnlFusion, ScaledOperandOfAMatMulScalesItsProduct) {
       div_steps += s.kind == StepKind::kBinary;
       if (s.kind == StepKind::kMatMul) {
         ++scaling_matmuls;
-        EXPECT_EQ(s.post_ops, 1u) << s.label;
+        EXPECT_EQ(s.post_ops, 0u) << s.label;  // the scale is the softmax's (foldScaleIntoSoftmax)
       }
     }
     EXPECT_EQ(div_steps, shared ? 1u : 0u);
     EXPECT_EQ(scaling_matmuls, shared ? 0u : 1u);
+    const backend::ModuleImage& image = d.parts.modules.at(0);
+    float softmax_scale = -1;
+    for (const Step& st : readProgram(image.blob.data(), image.blob.size()).functions.at(0).steps)
+      if (st.kind == StepKind::kSoftmaxRows) softmax_scale = st.alpha;
+    EXPECT_EQ(softmax_scale, shared ? 0.0f : 0.25f);
+  }
+}
+
+// A Div after a MatMul and before a Softmax along the last dim (attention scores over
+// sqrt(head dim) as BERT exports them) is the softmax_rows step's scale when the
+// divisor is a power of two (its reciprocal exact: the same bits as the quotient), a
+// Mul by any constant too; another divisor stays the matmul's post-op. Blobs with a
+// scale are version 5; a version 4 blob with one is refused.
+TEST(DnnlFusion, AScaleBeforeASoftmaxIsTheSoftmaxs) {
+  struct Case {
+    const char* op;
+    float c;
+    float want;  // the softmax_rows step's scale; 0: none
+  };
+  for (const Case& k : {Case{"Div", 8.0f, 0.125f}, Case{"Mul", 0.3f, 0.3f}, Case{"Div", 6.0f, 0.0f}}) {
+    SCOPED_TRACE(std::string(k.op) + " " + std::to_string(k.c));
+    GraphBuilder b;
+    ir::ValueId q = b.input("q", {2, 8, 16}), kt = b.input("kt", {2, 16, 8});
+    ir::ValueId scores = b.node("MatMul", {q, kt});
+    ir::ValueId scaled = b.node(k.op, {scores, b.constant("c", {}, {k.c})});
+    b.output(b.node("Softmax", {scaled}, Attrs().i("axis", -1)));
+    Compiled d = expectMatchesHost(b, 1, 1e-6, 1e-7);
+    const backend::ModuleImage& image = d.parts.modules.at(0);
+    const Program p = readProgram(image.blob.data(), image.blob.size());
+    float scale = -1;
+    size_t other = 0;
+    for (const Step& st : p.functions.at(0).steps) {
+      if (st.kind == StepKind::kSoftmaxRows) scale = st.alpha;
+      other += st.kind != StepKind::kSoftmaxRows && st.kind != StepKind::kMatMul;
+    }
+    EXPECT_EQ(scale, k.want);
+    EXPECT_EQ(other, 0u);
+    uint32_t version = 0;
+    std::memcpy(&version, image.blob.data() + 4, 4);
+    EXPECT_EQ(version, k.want != 0 ? 5u : 1u);
+    if (k.want != 0) {
+      std::vector<std::byte> v4 = image.blob;
+      const uint32_t four = 4;
+      std::memcpy(v4.data() + 4, &four, 4);
+      try {
+        readProgram(v4.data(), v4.size());
+        ADD_FAILURE() << "a version 4 blob with a scaled softmax_rows was read";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("softmax_rows with a scale"), std::string::npos) << e.what();
+      }
+    }
   }
 }
 

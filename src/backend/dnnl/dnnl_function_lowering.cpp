@@ -1,6 +1,7 @@
 #include "backend/dnnl/dnnl_function_lowering.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "backend/dnnl/dnnl_claims.h"
@@ -161,7 +162,8 @@ void fuseAddLayerNorm(Function& fn) {
       continue;
     // The Adds right before it, last first.
     std::vector<const Arg*> addends;  // in the order they are added, once reversed per step
-    std::vector<uint64_t> written;    // buffers the absorbed steps wrote
+    std::vector<size_t> added_by;     // per addend: the index in `written` of the step that adds it
+    std::vector<uint64_t> written;    // buffers the absorbed steps wrote, last step first
     uint64_t cur = src->index;
     const Arg* x = src;
     size_t first = j;
@@ -196,6 +198,7 @@ void fuseAddLayerNorm(Function& fn) {
       }
       if (!ok) break;
       addends.insert(addends.begin(), mine.begin(), mine.end());
+      added_by.insert(added_by.begin(), mine.size(), written.size());
       written.push_back(cur);
       cur = a0->index;
       x = a0;
@@ -212,12 +215,14 @@ void fuseAddLayerNorm(Function& fn) {
     }
     if (addends.empty() && !dq) continue;
     // What the Adds wrote is read by nothing after the layer normalization (where its
-    // result is not written over it), and they add no value they themselves wrote.
+    // result is not written over it), and none adds a value an Add before it wrote (an
+    // Add written in place over its own addend, as a residual Add over the layer's
+    // input is, still reads that addend's value).
     const size_t last = dq ? j + 1 : j;
     bool ok = true;
     for (uint64_t b : written) ok &= b == dst->index || deadAfter(fn, b, last);
-    for (const Arg* a : addends)
-      for (uint64_t b : written) ok &= !touches(*a, b);
+    for (size_t i = 0; i < addends.size(); ++i)
+      for (size_t w = added_by[i] + 1; w < written.size(); ++w) ok &= !touches(*addends[i], written[w]);
     if (dq)
       for (int key : {DNNL_ARG_DST, kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg}) {
         const Arg* o = dq->find(key);
@@ -334,6 +339,36 @@ void fuseBiasGelu(Function& fn) {
   }
 }
 
+// A float32 matmul's last post-op scaling its product (eltwise_linear, no shift: the
+// attention scores' 1 / sqrt(head dim), prescaled from the query or a Div after the
+// product) taken by the softmax_rows step right after it that reads the product, as
+// its scale (the same single rounding): brgemm's post-op cost 8-19 us on [4, 256, 256]
+// at one thread, the multiplication as the kernel reads nothing measurable.
+void foldScaleIntoSoftmax(Function& fn) {
+  for (size_t j = 1; j < fn.steps.size(); ++j) {
+    Step& sm = fn.steps[j];
+    Step& mm = fn.steps[j - 1];
+    if (sm.kind != StepKind::kSoftmaxRows || sm.alpha != 0 || mm.kind != StepKind::kMatMul || mm.post_ops.empty() ||
+        !mm.quant.empty())
+      continue;
+    const PostOp& last = mm.post_ops.back();
+    const Arg* x = sm.find(DNNL_ARG_SRC);
+    const Arg* y = sm.find(DNNL_ARG_DST);
+    const Arg* product = mm.find(DNNL_ARG_DST);
+    if (last.kind != PostOp::Kind::kEltwise || last.alg != int32_t(dnnl::algorithm::eltwise_linear) ||
+        last.beta != 0 || last.scale != 1 || last.alpha == 0 || !std::isfinite(last.alpha) || !x || !y ||
+        !product || product->source != ArgSource::kBuffer || x->index != product->index ||
+        !plainFloats(product, numElements(x->md)) || fn.buffers[x->index].kind != BufferKind::kTemp ||
+        aliased(fn, x->index) || !(y->index == x->index || deadAfter(fn, x->index, j)))
+      continue;
+    bool chosen = false;
+    for (const Arg& a : mm.args) chosen |= a.chosen;
+    if (chosen) continue;  // (a layout oneDNN chose with the post-op in place)
+    sm.alpha = last.alpha;
+    mm.post_ops.pop_back();
+  }
+}
+
 }  // namespace
 
 Function FunctionLowering::run() {
@@ -367,6 +402,7 @@ Function FunctionLowering::run() {
   mergeReorderPairs(fn_);
   fuseAddLayerNorm(fn_);
   fuseBiasGelu(fn_);
+  foldScaleIntoSoftmax(fn_);
   return std::move(fn_);
 }
 

@@ -198,6 +198,7 @@ std::vector<ChainItem> FunctionLowering::collectChain(ValueId out, bool allow_su
     } else if (cls == OpClass::kBinary && allow_binary) {
       auto alg = decodeBinary(g_, node, nullptr);
       if (!alg) break;
+      if (auto scaled = softmaxScaleOf(cur); scaled && scaled->first == *next) break;  // the softmax's
       bool first = node.inputs[0] == cur;
       ValueId other = first ? node.inputs[1] : node.inputs[0];
       if (other == cur || shapeOf(node.outputs[0]) != shapeOf(cur)) break;

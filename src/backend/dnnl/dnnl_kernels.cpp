@@ -96,6 +96,7 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
         x->md.data.ndims < 1 || x->md.data.dims[x->md.data.ndims - 1] < 1)
       bad("a softmax_rows' source and destination are not one dense row-major float32 descriptor");
     if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on a softmax_rows");
+    if (!std::isfinite(step.alpha)) bad("a softmax_rows' scale is not finite");
     return;
   }
   if (step.kind == StepKind::kScaleChannels || step.kind == StepKind::kChannelMean) {
@@ -540,17 +541,20 @@ void swishRange(const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
 }
 
-// One row of softmax: y = e^(x - max) / sum. A NaN anywhere in the row makes it all
+// One row of softmax of z = x * scale (kScaled; else z = x): y = e^(z - max) / sum. A NaN anywhere in the row makes it all
 // NaN, as the definition computes it.
-void softmaxRow(const float* x, float* y, int64_t n) {
+template <bool kScaled>
+void softmaxRow(const float* x, float* y, int64_t n, float scale) {
   int64_t i = 0;
   float mx = -INFINITY, sum = 0;
   bool nan = false;
 #ifdef __AVX512F__
+  const __m512 vscale = _mm512_set1_ps(scale);
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   __mmask16 unordered = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
+    __m512 v = _mm512_loadu_ps(x + i);
+    if (kScaled) v = _mm512_mul_ps(v, vscale);
     unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     vmax = _mm512_max_ps(vmax, v);
   }
@@ -558,8 +562,9 @@ void softmaxRow(const float* x, float* y, int64_t n) {
   nan = unordered != 0;
 #endif
   for (int64_t j = i; j < n; ++j) {
-    nan |= std::isnan(x[j]);
-    mx = std::max(mx, x[j]);
+    const float z = kScaled ? x[j] * scale : x[j];
+    nan |= std::isnan(z);
+    mx = std::max(mx, z);
   }
   if (nan || std::isnan(mx) || std::isinf(mx)) {  // (inf - inf: NaN too)
     for (int64_t j = 0; j < n; ++j) y[j] = NAN;
@@ -570,13 +575,15 @@ void softmaxRow(const float* x, float* y, int64_t n) {
   const __m512 m = _mm512_set1_ps(mx);
   __m512 vsum = _mm512_setzero_ps();
   for (; i + 16 <= n; i += 16) {
-    const __m512 e = expNonPositive(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+    __m512 v = _mm512_loadu_ps(x + i);
+    if (kScaled) v = _mm512_mul_ps(v, vscale);
+    const __m512 e = expNonPositive(_mm512_sub_ps(v, m));
     _mm512_storeu_ps(y + i, e);
     vsum = _mm512_add_ps(vsum, e);
   }
   sum = _mm512_reduce_add_ps(vsum);
 #endif
-  for (int64_t j = i; j < n; ++j) sum += (y[j] = std::exp(x[j] - mx));
+  for (int64_t j = i; j < n; ++j) sum += (y[j] = std::exp((kScaled ? x[j] * scale : x[j]) - mx));
   const float inv = 1.0f / sum;
   i = 0;
 #ifdef __AVX512F__
@@ -593,11 +600,16 @@ void swish(const float* x, float* y, int64_t n) {
   onTeam(n, [&](int64_t b, int64_t e, int) { swishRange(x + b, y + b, e - b); });
 }
 
-void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols) {
+void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols, float scale) {
   onTeam(
       rows,
       [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; ++r) softmaxRow(x + r * cols, y + r * cols, cols);
+        for (int64_t r = b; r < e; ++r) {
+          if (scale == 1.0f)
+            softmaxRow<false>(x + r * cols, y + r * cols, cols, scale);
+          else
+            softmaxRow<true>(x + r * cols, y + r * cols, cols, scale);
+        }
       },
       1);
 }

@@ -69,10 +69,11 @@ void addLayerNorm(const AddLayerNormArgs& a);
 // Uses the calling thread's OpenMP team.
 void swish(const float* x, float* y, int64_t n);
 
-// Softmax along rows of `cols` floats (StepKind::kSoftmaxRows), y = e^(x - max) / sum
+// Softmax along rows of `cols` floats (StepKind::kSoftmaxRows) of z = x * scale (one
+// rounding, as a matmul's eltwise_linear post-op computes it), y = e^(z - max) / sum
 // per row (x == y allowed); a row with a NaN or +inf, or all -inf, is all NaN, as the
 // definition computes it. Rows are split between the calling thread's OpenMP team.
-void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols);
+void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols, float scale = 1.0f);
 
 // GELU in its erf form of x plus an optional bias row, optionally followed by the
 // DynamicQuantizeLinear of its result (StepKind::kBiasGelu): a transformer's

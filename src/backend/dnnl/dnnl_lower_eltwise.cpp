@@ -120,6 +120,12 @@ void FunctionLowering::lowerBinary(size_t pos) {
   if (prescaleIntoMatMul(pos)) return;
   const ir::Node& node = nodeAt(pos);
   const algorithm alg = decoded(decodeBinary(g_, node, nullptr), pos);
+  // A scale before a Softmax along the last dim: taken by its softmax_rows step.
+  for (ValueId in : node.inputs)
+    if (auto scaled = softmaxScaleOf(in); scaled && scaled->first == pos) {
+      const std::optional<size_t> softmax = soleConsumer(node.outputs[0]);
+      return lowerSoftmax(*softmax, scaled);
+    }
   // The Div that starts a Gelu: one gelu_erf over its input.
   if (node.op_type == "Div")
     if (auto gelu = geluAfter(node.inputs[0]); gelu && gelu->first[0] == pos) {

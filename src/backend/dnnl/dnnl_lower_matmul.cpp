@@ -73,7 +73,13 @@ void FunctionLowering::lowerMatMul(size_t pos) {
   if (permuted != channels_last_rows_.end() && (collapsed || spec.trans_a || !isConstant(b)))
     internal("MatMul '" + node.name + "' reads a channels-last Flatten it cannot take");
   const memory::desc a_md = operandDesc(spec.a_dims, spec.trans_a);
-  const memory::desc b_md = operandDesc(spec.b_dims, spec.trans_b);
+  // Computed weights already held with the last two dims swapped (lowerMove writes a
+  // transposed copy so): read as they are.
+  std::optional<Loc> b_swapped;
+  if (!isConstant(b) && !spec.trans_b && spec.b_dims.size() >= 2)
+    for (const Loc& l : locsOf(b))
+      if (sameDesc(l.md, lastTwoSwapped(spec.b_dims))) b_swapped = l;
+  const memory::desc b_md = b_swapped ? b_swapped->md : operandDesc(spec.b_dims, spec.trans_b);
 
   Step step;
   step.kind = StepKind::kMatMul;
@@ -212,7 +218,7 @@ void FunctionLowering::lowerMatMul(size_t pos) {
       w->index = mb_.derive(b_id, b_md, constData(b), w->md, true);
     }
   } else {
-    w->index = plain(b).buffer;
+    w->index = b_swapped ? b_swapped->buffer : plain(b).buffer;
   }
   if (row_bias) {
     Arg* bias = step.find(DNNL_ARG_BIAS);

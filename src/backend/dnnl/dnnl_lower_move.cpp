@@ -283,8 +283,19 @@ void FunctionLowering::lowerMove(size_t pos) {
     return;
   }
   // A window keeps its source's order of dims (a channels-last slice stays
-  // channels-last, a plain copy); a transpose writes row-major.
-  const memory::desc dst_md = node.op_type == "Slice" ? denseLike(src.md, spec.dims) : plainDesc(spec.dims);
+  // channels-last, a plain copy); a transpose writes row-major, but for a float32
+  // matrix product's computed weights whose source rows run along the last dim
+  // (attention's keys, K^T of [seq, heads, dim] bytes): the last two dims swapped, a
+  // copy that reads and writes runs of `dim` floats (lowerMatMul takes it as it is).
+  memory::desc dst_md = node.op_type == "Slice" ? denseLike(src.md, spec.dims) : plainDesc(spec.dims);
+  const size_t r = spec.dims.size();
+  if (node.op_type == "Transpose" && r >= 2 && strides[r - 1] > strides[r - 2] &&
+      elementType(out) == memory::data_type::f32) {
+    const std::optional<size_t> reader = soleConsumer(out);
+    if (reader && nodeAt(*reader).op_type == "MatMul" && nodeAt(*reader).domain.empty() &&
+        nodeAt(*reader).inputs.size() == 2 && nodeAt(*reader).inputs[1] == out && nodeAt(*reader).inputs[0] != out)
+      dst_md = lastTwoSwapped(spec.dims);
+  }
   Step step;
   step.kind = StepKind::kReorder;
   step.label = labelOf(pos, {});

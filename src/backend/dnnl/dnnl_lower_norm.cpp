@@ -3,6 +3,8 @@
 // 17), inference batch normalization, reductions.
 #include "backend/dnnl/dnnl_function_lowering.h"
 
+#include <cmath>
+
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_primitive.h"
 
@@ -10,10 +12,44 @@ namespace partita::dnnl_backend {
 
 using ir::ValueId;
 
-void FunctionLowering::lowerSoftmax(size_t pos) {
+std::optional<std::pair<size_t, float>> FunctionLowering::softmaxScaleOf(ValueId v) const {
+  const std::optional<size_t> d = soleConsumer(v);
+  if (!d || elementType(v) != memory::data_type::f32) return std::nullopt;
+  const ir::Node& n = nodeAt(*d);
+  if (!n.domain.empty() || (n.op_type != "Div" && n.op_type != "Mul") || n.inputs.size() != 2 ||
+      n.outputs.size() != 1 || n.inputs[0] == n.inputs[1])
+    return std::nullopt;
+  ValueId c = n.inputs[1];
+  if (n.inputs[0] != v) {
+    if (n.op_type == "Div") return std::nullopt;
+    c = n.inputs[0];
+  }
+  if (!isConstant(c) || elementType(c) != memory::data_type::f32 || ir::shapeNumel(shapeOf(c)) != 1 ||
+      shapeOf(n.outputs[0]) != shapeOf(v) || !constData(c))
+    return std::nullopt;
+  float f = constData(c)[0];
+  int e = 0;
+  if (!std::isfinite(f) || f == 0) return std::nullopt;
+  if (n.op_type == "Div") {
+    if (std::fabs(std::frexp(f, &e)) != 0.5f) return std::nullopt;
+    f = 1.0f / f;
+  }
+  const std::optional<size_t> s = soleConsumer(n.outputs[0]);
+  if (!s || nodeAt(*s).op_type != "Softmax" || !nodeAt(*s).domain.empty() || nodeAt(*s).inputs[0] != n.outputs[0])
+    return std::nullopt;
+  const std::optional<SoftmaxSpec> spec = decodeSoftmax(g_, nodeAt(*s), nullptr);
+  if (!spec || spec->log || spec->axis != int64_t(spec->dims.size()) - 1) return std::nullopt;
+  return std::make_pair(*d, f);
+}
+
+void FunctionLowering::lowerSoftmax(size_t pos, std::optional<std::pair<size_t, float>> scaled) {
+  const size_t at = scaled ? scaled->first : pos;  // the node lowered: the scale's, or the Softmax
   const ir::Node& node = nodeAt(pos);
   const SoftmaxSpec spec = decoded(decodeSoftmax(g_, node, nullptr), pos);
-  const ValueId x = node.inputs[0], out = node.outputs[0];
+  // The value scaled: the Div's or Mul's operand that is not the constant.
+  const ir::Node& sn = nodeAt(at);
+  const ValueId x = !scaled ? node.inputs[0] : isConstant(sn.inputs[1]) ? sn.inputs[0] : sn.inputs[1];
+  const ValueId out = node.outputs[0];
   const Loc src = plain(x);
   const memory::desc md = plainDesc(spec.dims);
   Step step;
@@ -21,9 +57,13 @@ void FunctionLowering::lowerSoftmax(size_t pos) {
   // Along the last dim (attention's scores): the module's own kernel, 1.5-1.9x
   // oneDNN 2.6's (docs/backends.md, step kind 23).
   if (!spec.log && spec.axis == int64_t(spec.dims.size()) - 1) step.kind = StepKind::kSoftmaxRows;
-  step.label = labelOf(pos, {});
+  ChainItem softmax;
+  softmax.pos = pos;
+  step.label = scaled ? labelOf(at, {softmax}) : labelOf(pos, {});
   step.axis = spec.axis;
+  if (scaled) step.alpha = scaled->second;
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, md));
+  if (scaled) consume(at);
   consume(pos);
   emitToNewBuffer(std::move(step), md, out);
 }

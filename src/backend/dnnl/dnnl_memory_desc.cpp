@@ -55,6 +55,21 @@ memory::desc withStrides(const std::vector<int64_t>& dims, const std::vector<int
                       memory::dims(strides.begin(), strides.end()));
 }
 
+memory::desc lastTwoSwapped(const std::vector<int64_t>& dims) {
+  const size_t r = dims.size();
+  std::vector<int64_t> strides(r, 1);
+  if (r >= 2) {
+    strides[r - 2] = 1;
+    strides[r - 1] = dims[r - 2];
+    int64_t acc = dims[r - 2] * dims[r - 1];
+    for (size_t i = r - 2; i-- > 0;) {
+      strides[i] = acc;
+      acc *= dims[i];
+    }
+  }
+  return withStrides(dims, strides);
+}
+
 std::vector<int64_t> dimsOf(const memory::desc& md) {
   memory::dims d = md.dims();
   return std::vector<int64_t>(d.begin(), d.end());

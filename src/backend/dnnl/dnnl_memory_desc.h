@@ -21,6 +21,12 @@ memory::desc plainDesc(const std::vector<int64_t>& shape);
 // An f32 descriptor over `dims` with explicit strides (in elements): a transposed or
 // windowed view of row-major bytes.
 memory::desc withStrides(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
+// A dense f32 descriptor over `dims` (rank 2 or more) stored row-major but for the last
+// two dims, which are swapped in memory: each matrix [..., K, N] held column by column
+// (oneDNN's `acb` for rank 3). A transposed matrix product operand copied this way
+// reads its source's rows in order, and oneDNN's matmul takes it as it takes a
+// row-major one.
+memory::desc lastTwoSwapped(const std::vector<int64_t>& dims);
 // The logical dims of a descriptor.
 std::vector<int64_t> dimsOf(const memory::desc& md);
 // A dense f32 descriptor over `dims` whose dims are ordered in memory as md's are (by

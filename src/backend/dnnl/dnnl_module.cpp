@@ -355,6 +355,7 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
     if (step.kind == StepKind::kInt8MaxPool)  // two of each (checkOwnKernelStep)
       ls.window = {step.kernel[0], step.kernel[1], step.strides[0], step.strides[1], step.pad_l[0], step.pad_l[1]};
     ls.epsilon = step.epsilon;
+    ls.alpha = step.alpha;
     lf.scratch_bytes = std::max(lf.scratch_bytes, ls.scratchpad.get_size());
     for (const Arg& a : step.args) {
       LoadedArg la;
@@ -644,9 +645,10 @@ const dnnl_memory_desc_t* argDesc(const StepArgs& a, int key) {
 }
 
 // `window`: a kInt8MaxPool's kernel, strides and start pads (LoadedStep::window);
-// `epsilon`: a kAddLayerNorm's.
+// `epsilon`: a kAddLayerNorm's; `alpha`: a kSoftmaxRows' scale (0: none).
 template <typename StepArgs>
-void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float epsilon, const StepArgs& a) {
+void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float epsilon, float alpha,
+                  const StepArgs& a) {
   const dnnl_memory_desc_t* src = argDesc(a, DNNL_ARG_SRC);  // DNNL_ARG_SRC_0 too
   // A channels-last [N, C, spatial...] source (checkOwnKernelStep): N rows of
   // `positions` rows of C floats.
@@ -730,7 +732,7 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float eps
     case StepKind::kSoftmaxRows: {
       const int64_t cols = src->dims[src->ndims - 1];
       softmaxRows(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST),
-                  int64_t(dnnl_memory_desc_get_size(src) / sizeof(float)) / cols, cols);
+                  int64_t(dnnl_memory_desc_get_size(src) / sizeof(float)) / cols, cols, alpha == 0 ? 1.0f : alpha);
       return;
     }
     case StepKind::kDynamicQuantize: {
@@ -775,7 +777,7 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
       const LoadedStep& ls = lf.steps[s];
       // On the CPU engine a primitive has finished when execute returns.
       auto run = [&] {
-        if (isOwnKernel(ls.kind)) return runOwnKernel(ls.kind, ls.window, ls.epsilon, a);
+        if (isOwnKernel(ls.kind)) return runOwnKernel(ls.kind, ls.window, ls.epsilon, ls.alpha, a);
         const dnnl_primitive_t primitive = alone ? serial->primitives[s].get() : ls.primitive.get();
         dnnl::error::wrap_c_api(
             dnnl_primitive_execute(primitive, ws.stream.get(), int(a.c_args.size()), a.c_args.data()),

@@ -130,6 +130,7 @@ class DnnlModule final : public runtime::RuntimeModule {
     // An own kernel's window (kInt8MaxPool): kernel, strides and start pads, 2 each.
     std::array<int64_t, 6> window{};
     float epsilon = 0;  // an own kernel's (kAddLayerNorm)
+    float alpha = 0;    // an own kernel's (kSoftmaxRows: its scale, 0 for none)
     std::vector<LoadedArg> args;
     dnnl::memory::desc scratchpad;
     // Its profile event's details, made at the first profiled run that reports it.

@@ -22,10 +22,10 @@ namespace partita::dnnl_backend {
 inline constexpr char kBlobMagic[4] = {'P', 'D', 'N', 'L'};
 // Version 2 adds shape-polymorphic functions (PolyFunction), version 3 temporaries
 // that are views into another (Buffer::view), version 4 region graphs with shape
-// computations (Shape, Size and arithmetic on them, computed at each input shape). A
-// blob is written with the lowest version that holds it (without any: version 1), and
-// all four are read.
-inline constexpr uint32_t kBlobVersion = 4;
+// computations (Shape, Size and arithmetic on them, computed at each input shape),
+// version 5 softmax_rows steps with a scale (Step::alpha). A blob is written with the
+// lowest version that holds it (without any: version 1), and all five are read.
+inline constexpr uint32_t kBlobVersion = 5;
 using runtime::kEmbeddedAlignment;  // embedded tensors start at multiples of it
 
 // Where the bytes of a primitive argument live.
@@ -104,7 +104,8 @@ enum class StepKind : uint8_t {
                           // kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg also DST's
                           // DynamicQuantizeLinear (as kDynamicQuantize)
   kSoftmaxRows = 23,      // SRC -> DST (f32, one plain dense descriptor; in place when the
-                          // same buffer): softmax along the last dim
+                          // same buffer): softmax along the last dim of SRC times `alpha`
+                          // (0: of SRC; a nonzero alpha needs blob version 5)
   kBiasGelu = 24,         // SRC (f32 [..., C], dense row-major), [SRC_1 (f32 [C], dense:
                           // added to every row; a buffer or a constant)] -> DST (f32, x's
                           // count; may be SRC's buffer): Gelu (erf form) of x plus the bias;
