@@ -128,11 +128,18 @@ bool deadAfter(const Function& fn, uint64_t b, size_t j) {
 }
 
 // Whether `a` is a dense row-major float32 argument of `n` elements (or, with `row`,
-// of `row` elements).
+// one row of `row` elements: dims [1, ..., 1, row], added to every row of a tensor
+// whose last dim is `row`; a column [..., row, 1] of as many elements is not one).
 bool plainFloats(const Arg* a, int64_t n, int64_t row = -1) {
   if (!a || a->md.data.data_type != dnnl_f32 || !isPlainDense(a->md)) return false;  // (no offset either)
   const int64_t m = numElements(a->md);
-  return m == n || m == row;
+  if (m == n) return true;
+  if (m != row) return false;
+  const int nd = a->md.data.ndims;
+  if (nd < 1 || a->md.data.dims[nd - 1] != row) return false;
+  for (int i = 0; i + 1 < nd; ++i)
+    if (a->md.data.dims[i] != 1) return false;
+  return true;
 }
 
 // A LayerNormalization with the Adds that feed it and the DynamicQuantizeLinear that
@@ -290,8 +297,8 @@ void fuseBiasGelu(Function& fn) {
         isGelu(st.post_ops[0].alg, st.post_ops[0].alpha, st.post_ops[0].beta) && st.args.size() == 3) {
       x = st.find(DNNL_ARG_SRC_0);
       bias = st.find(DNNL_ARG_SRC_1);
-      if (x && bias && c != n && plainFloats(x, c) && plainFloats(bias, n)) std::swap(x, bias);  // bias + x
-      if (!x || !bias || !plainFloats(x, n) || !plainFloats(bias, c) || numElements(bias->md) != c) continue;
+      if (x && bias && c != n && plainFloats(x, -1, c) && plainFloats(bias, n)) std::swap(x, bias);  // bias + x
+      if (!x || !bias || !plainFloats(x, n) || !plainFloats(bias, -1, c)) continue;
       if (bias->source == ArgSource::kBuffer && bias->index == y->index) continue;
     } else if (st.kind == StepKind::kEltwise && isGelu(st.alg, st.alpha, st.beta) && st.post_ops.empty() &&
                st.args.size() == 2) {

@@ -1246,5 +1246,43 @@ TEST(DnnlKernels, BiasGeluAndTheNextQuantizationAreOneStep) {
   EXPECT_NE(loadEdited([](Step& st) { st.args.pop_back(); }).find("scale or zero point"), std::string::npos);
 }
 
+// A column [S, 1] added to an [S, C] tensor with S == C has as many elements as a row
+// [C]: neither own kernel may take it for one (the bias of a bias_gelu, an addend of
+// an add_layer_norm). The outputs match the host's.
+TEST(DnnlKernels, AColumnAsLongAsARowIsNoRowBias) {
+  auto gelu = [](GraphBuilder& b, ir::ValueId x) {
+    ir::ValueId e = b.node("Erf", {b.node("Div", {x, b.constant("sqrt2", {}, {1.4142135f})}, {}, 13)}, {}, 13);
+    ir::ValueId m = b.node("Mul", {x, b.node("Add", {e, b.constant("one", {}, {1.0f})}, {}, 13)}, {}, 13);
+    return b.node("Mul", {m, b.constant("half", {}, {0.5f})}, {}, 13);
+  };
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 16, 16});
+  ir::AttributeMap last;
+  last.setInt("axis", -1);
+  ir::ValueId h = b.node("Mul", {b.node("Softmax", {x}, last, 13), b.constant("ten", {}, {10.0f})}, {}, 13);
+  ir::ValueId col = b.constant("col", {16, 1}, testing::randomFloats(16, 5, -3.0f, 3.0f));
+  b.g.outputs.push_back(gelu(b, b.node("Add", {h, col}, {}, 13)));
+  ir::ValueId sum = b.node("Add", {b.node("Softmax", {b.node("Relu", {x}, {}, 13)}, last, 13),
+                                   b.constant("col2", {16, 1}, testing::randomFloats(16, 6, -3.0f, 3.0f))},
+                           {}, 13);
+  ir::AttributeMap axes;
+  axes.setInts("axes", {-1});
+  ir::ValueId d = b.node("Sub", {sum, b.node("ReduceMean", {sum}, axes, 13)}, {}, 13);
+  ir::ValueId v = b.node("ReduceMean", {b.node("Pow", {d, b.constant("two", {}, {2.0f})}, {}, 13)}, axes, 13);
+  ir::ValueId sd = b.node("Sqrt", {b.node("Add", {v, b.constant("eps", {}, {1e-5f})}, {}, 13)}, {}, 13);
+  b.g.outputs.push_back(b.node(
+      "Add",
+      {b.node("Mul", {b.node("Div", {d, sd}, {}, 13), b.constant("gamma", {16}, testing::randomFloats(16, 7))}, {}, 13),
+       b.constant("beta", {16}, testing::randomFloats(16, 8))},
+      {}, 13));
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 4);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_LE(testing::relativeError(got[0], want[0]), 1e-5);
+  EXPECT_LE(testing::relativeError(got[1], want[1]), 1e-5);
+}
+
 }  // namespace
 }  // namespace partita::dnnl_backend
