@@ -389,6 +389,19 @@ void fillThenQuantize(int64_t items, int64_t width, int64_t granule, Fill&& fill
   }
 }
 
+// A row kernel's `row(a, r, mn, mx)` over a.rows rows of a.cols floats into a.y, then,
+// with a.q, the DynamicQuantizeLinear of a.y (fillThenQuantize: rows split between the
+// team's threads, each quantizing its own).
+template <typename Args, typename Row>
+void rowsThenQuantize(const Args& a, Row&& row) {
+  fillThenQuantize(
+      a.rows, a.cols, 1,
+      [&](int64_t b, int64_t e, Range& range) {
+        for (int64_t r = b; r < e; ++r) row(a, r, range.mn, range.mx);
+      },
+      a.y, a.q, a.scale, a.zero, a.zero_s32);
+}
+
 }  // namespace
 
 void dynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale, float* zero, int32_t* zero_s32) {
@@ -471,14 +484,7 @@ void addLayerNormRow(const AddLayerNormArgs& a, int64_t r, float& mn, float& mx)
 
 }  // namespace
 
-void addLayerNorm(const AddLayerNormArgs& a) {
-  fillThenQuantize(
-      a.rows, a.cols, 1,
-      [&](int64_t b, int64_t e, Range& range) {
-        for (int64_t r = b; r < e; ++r) addLayerNormRow(a, r, range.mn, range.mx);
-      },
-      a.y, a.q, a.scale, a.zero, a.zero_s32);
-}
+void addLayerNorm(const AddLayerNormArgs& a) { rowsThenQuantize(a, addLayerNormRow); }
 
 namespace {
 
@@ -710,14 +716,7 @@ void biasGeluRow(const BiasGeluArgs& a, int64_t r, float& mn, float& mx) {
 
 }  // namespace
 
-void biasGelu(const BiasGeluArgs& a) {
-  fillThenQuantize(
-      a.rows, a.cols, 1,
-      [&](int64_t b, int64_t e, Range& range) {
-        for (int64_t r = b; r < e; ++r) biasGeluRow(a, r, range.mn, range.mx);
-      },
-      a.y, a.q, a.scale, a.zero, a.zero_s32);
-}
+void biasGelu(const BiasGeluArgs& a) { rowsThenQuantize(a, biasGeluRow); }
 
 // Rows split by positions: a thread's rows are the bytes the swish before (split by
 // elements the same way, to within a vector) left in its core's cache.

@@ -644,6 +644,17 @@ const dnnl_memory_desc_t* argDesc(const StepArgs& a, int key) {
   return md;
 }
 
+// A kAddLayerNorm's or kBiasGelu's quantized result, when the step has one, into the
+// kernel's arguments `p`.
+template <typename StepArgs, typename KernelArgs>
+void bindQuantizedResult(const StepArgs& a, KernelArgs& p) {
+  if (!hasArg(a, kQuantizedResultArg)) return;
+  p.q = argData<uint8_t>(a, kQuantizedResultArg);
+  p.scale = argData<float>(a, kDynamicScaleArg);
+  p.zero = argData<float>(a, kDynamicZeroArg);
+  p.zero_s32 = argData<int32_t>(a, kDynamicZeroS32Arg);
+}
+
 // `window`: a kInt8MaxPool's kernel, strides and start pads (LoadedStep::window);
 // `epsilon`: a kAddLayerNorm's; `alpha`: a kSoftmaxRows' scale (0: none).
 template <typename StepArgs>
@@ -704,12 +715,7 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float eps
       p.beta = argData<const float>(a, DNNL_ARG_SHIFT);
       p.epsilon = epsilon;
       p.y = argData<float>(a, DNNL_ARG_DST);
-      if (hasArg(a, kQuantizedResultArg)) {
-        p.q = argData<uint8_t>(a, kQuantizedResultArg);
-        p.scale = argData<float>(a, kDynamicScaleArg);
-        p.zero = argData<float>(a, kDynamicZeroArg);
-        p.zero_s32 = argData<int32_t>(a, kDynamicZeroS32Arg);
-      }
+      bindQuantizedResult(a, p);
       addLayerNorm(p);
       return;
     }
@@ -720,12 +726,7 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float eps
       p.rows = int64_t(dnnl_memory_desc_get_size(src) / sizeof(float)) / p.cols;
       if (hasArg(a, DNNL_ARG_SRC_1)) p.bias = argData<const float>(a, DNNL_ARG_SRC_1);
       p.y = argData<float>(a, DNNL_ARG_DST);
-      if (hasArg(a, kQuantizedResultArg)) {
-        p.q = argData<uint8_t>(a, kQuantizedResultArg);
-        p.scale = argData<float>(a, kDynamicScaleArg);
-        p.zero = argData<float>(a, kDynamicZeroArg);
-        p.zero_s32 = argData<int32_t>(a, kDynamicZeroS32Arg);
-      }
+      bindQuantizedResult(a, p);
       biasGelu(p);
       return;
     }
