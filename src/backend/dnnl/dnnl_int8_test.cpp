@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <functional>
 #include <map>
+#include <tuple>
 #include <omp.h>
 #include <cmath>
 #include <cstring>
@@ -124,6 +125,19 @@ std::vector<DnnlModule::StepInfo> allSteps(const Compiled& c) {
 }
 
 // Matmul steps on oneDNN's int8 (VNNI) kernels.
+// A DynamicQuantizeLinear node named "dql" over x: its y, scale and zero point.
+std::tuple<ir::ValueId, ir::ValueId, ir::ValueId> dynamicQuantizeNode(GraphBuilder& b, ir::ValueId x) {
+  ir::Node dql;
+  dql.op_type = "DynamicQuantizeLinear";
+  dql.opset = 13;
+  dql.name = "dql";
+  dql.inputs = {x};
+  ir::ValueId y = b.g.addValue("y"), scale = b.g.addValue("scale"), zero = b.g.addValue("zero");
+  dql.outputs = {y, scale, zero};
+  b.g.addNode(dql);
+  return {y, scale, zero};
+}
+
 size_t int8MatMuls(const Compiled& c) {
   size_t n = 0;
   for (const DnnlModule::StepInfo& s : allSteps(c))
@@ -1060,14 +1074,7 @@ TEST(DnnlInt8, AddLayerNormAndItsQuantizationAreOneStep) {
                                          {}, 13),
                                   b.constant("beta", {32}, testing::randomFloats(32, 4))},
                           {}, 13);
-  ir::Node dql;
-  dql.op_type = "DynamicQuantizeLinear";
-  dql.opset = 13;
-  dql.name = "dql";
-  dql.inputs = {ln};
-  ir::ValueId y = b.g.addValue("y"), scale = b.g.addValue("scale"), zero = b.g.addValue("zero");
-  dql.outputs = {y, scale, zero};
-  b.g.addNode(dql);
+  const auto [y, scale, zero] = dynamicQuantizeNode(b, ln);
   b.g.outputs.push_back(b.node("Relu", {ln}, {}, 13));  // the float value read on
   b.g.outputs.push_back(b.node("DequantizeLinear", {y, b.constant("one", {}, {1.0f}), zero}, {}, 13));
   b.g.outputs.push_back(b.node("Mul", {scale, b.constant("two2", {}, {2.0f})}, {}, 13));
@@ -1196,14 +1203,7 @@ TEST(DnnlKernels, BiasGeluAndTheNextQuantizationAreOneStep) {
                                       b.constant("bias", {40}, testing::randomFloats(40, 2, -2.0f, 2.0f))},
                               {}, 13);
   ir::ValueId g = gelu(b, biased, "a");
-  ir::Node dql;
-  dql.op_type = "DynamicQuantizeLinear";
-  dql.opset = 13;
-  dql.name = "dql";
-  dql.inputs = {g};
-  ir::ValueId y = b.g.addValue("y"), scale = b.g.addValue("scale"), zero = b.g.addValue("zero");
-  dql.outputs = {y, scale, zero};
-  b.g.addNode(dql);
+  const auto [y, scale, zero] = dynamicQuantizeNode(b, g);
   b.g.outputs.push_back(b.node("DequantizeLinear", {y, b.constant("unit", {}, {1.0f}), zero}, {}, 13));
   b.g.outputs.push_back(b.node("Mul", {scale, b.constant("two", {}, {2.0f})}, {}, 13));
   b.g.outputs.push_back(gelu(b, b.node("Softmax", {b.node("Relu", {x}, {}, 13)}, last, 13), "b"));  // no bias
