@@ -376,6 +376,125 @@ void foldScaleIntoSoftmax(Function& fn) {
   }
 }
 
+// A float32 binary Add of a bias row whose result only the reorders right after it
+// read, each copying a strided view of it (attention's QKV bias and its Q, K and V head
+// copies, after an int8 projection whose bias stays a separate Add): one step of the
+// module's own kernel (StepKind::kAddRowCopy), which adds the bias as it copies. The
+// views read the Add's source in its place (the same dense row-major positions).
+void fuseAddIntoCopies(Function& fn) {
+  for (size_t j = 0; j < fn.steps.size(); ++j) {
+    const Step& add = fn.steps[j];
+    const Arg* x = add.find(DNNL_ARG_SRC_0);
+    const Arg* bias = add.find(DNNL_ARG_SRC_1);
+    const Arg* t = add.find(DNNL_ARG_DST);
+    if (add.kind != StepKind::kBinary || add.alg != int32_t(dnnl::algorithm::binary_add) || !add.post_ops.empty() ||
+        !add.quant.empty() || add.flags != 0 || add.args.size() != 3 || !x || !bias || !t ||
+        t->source != ArgSource::kBuffer || x->source != ArgSource::kBuffer || t->md.data.ndims < 1)
+      continue;
+    const int64_t n = numElements(t->md), c = t->md.data.dims[t->md.data.ndims - 1];
+    if (c < 1 || !plainFloats(t, n) || !plainFloats(x, n) || !plainFloats(bias, -1, c) ||
+        fn.buffers[t->index].kind != BufferKind::kTemp || aliased(fn, t->index) || aliased(fn, x->index) ||
+        (bias->source == ArgSource::kBuffer && bias->index == t->index))
+      continue;
+    // The reorders right after it that copy views of its result.
+    size_t k = 0;
+    while (k < size_t(kMaxRowCopies) && j + 1 + k < fn.steps.size()) {
+      const Step& r = fn.steps[j + 1 + k];
+      const Arg* v = r.find(DNNL_ARG_SRC);
+      const Arg* y = r.find(DNNL_ARG_DST);
+      if (r.kind != StepKind::kReorder || !r.post_ops.empty() || !r.quant.empty() || r.args.size() != 2 || !v || !y ||
+          v->source != ArgSource::kBuffer || v->index != t->index || y->source != ArgSource::kBuffer ||
+          y->index == t->index || y->index == x->index || touches(*bias, y->index) || aliased(fn, y->index))
+        break;
+      const dnnl_memory_desc_t& vd = v->md.data;
+      const dnnl_memory_desc_t& yd = y->md.data;
+      if (vd.data_type != dnnl_f32 || yd.data_type != dnnl_f32 || vd.format_kind != dnnl_blocked ||
+          vd.format_desc.blocking.inner_nblks != 0 || vd.ndims > kMaxCopyRank || vd.ndims < 1 ||
+          !isDenseUnblocked(y->md) || dimsOf(y->md) != dimsOf(v->md) || !copyRunDim(v->md, y->md))
+        break;
+      bool distinct = true;  // (each copy its own destination)
+      for (size_t q = 0; q < k; ++q) distinct &= fn.steps[j + 1 + q].find(DNNL_ARG_DST)->index != y->index;
+      if (!distinct) break;
+      ++k;
+    }
+    if (k == 0 || !deadAfter(fn, t->index, j + k)) continue;
+    Step fused;
+    fused.kind = StepKind::kAddRowCopy;
+    fused.label = add.label;
+    fused.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, x->index, plainDesc({n / c, c}), false});
+    Arg b = *bias;
+    b.key = DNNL_ARG_SRC_1;
+    fused.args.push_back(b);
+    for (size_t q = 0; q < k; ++q) {
+      const Step& r = fn.steps[j + 1 + q];
+      fused.label += "; " + r.label;
+      Arg v = *r.find(DNNL_ARG_SRC);
+      v.key = DNNL_ARG_MULTIPLE_SRC + int(q);
+      v.index = x->index;
+      fused.args.push_back(v);
+      Arg y = *r.find(DNNL_ARG_DST);
+      y.key = kRowCopyDst[q];
+      fused.args.push_back(y);
+    }
+    const uint64_t dropped = t->index == x->index ? UINT64_MAX : t->index;
+    fn.steps[j] = std::move(fused);
+    fn.steps.erase(fn.steps.begin() + std::ptrdiff_t(j + 1), fn.steps.begin() + std::ptrdiff_t(j + 1 + k));
+    // The Add's result, when it had a buffer of its own, is touched by no step now.
+    if (dropped != UINT64_MAX) {
+      bool used = false;
+      for (const Step& step : fn.steps)
+        for (const Arg& a : step.args) used |= touches(a, dropped);
+      if (!used) dropBuffer(fn, dropped);
+    }
+  }
+}
+
+// A float32 reorder that transposes between two unblocked layouts (a strided view
+// into a dense tensor, both with a dim of stride 1 of at least 16 elements, as
+// attention's context heads back to [seq, heads * dim]): the add_row_copy kernel
+// without a bias. oneDNN 2.6's reorder took 8 us for [4, 256, 64] at one thread and 28
+// at two; the kernel splits its runs between the team.
+void ownStridedCopies(Function& fn) {
+  for (Step& r : fn.steps) {
+    const Arg* v = r.find(DNNL_ARG_SRC);
+    const Arg* y = r.find(DNNL_ARG_DST);
+    if (r.kind != StepKind::kReorder || !r.post_ops.empty() || !r.quant.empty() || r.args.size() != 2 || !v || !y ||
+        v->source != ArgSource::kBuffer || y->source != ArgSource::kBuffer || v->index == y->index)
+      continue;
+    const dnnl_memory_desc_t& vd = v->md.data;
+    if (vd.data_type != dnnl_f32 || y->md.data.data_type != dnnl_f32 || vd.format_kind != dnnl_blocked ||
+        vd.format_desc.blocking.inner_nblks != 0 || vd.ndims > kMaxCopyRank || vd.ndims < 1 || vd.offset0 < 0 ||
+        !isDenseUnblocked(y->md) || dimsOf(y->md) != dimsOf(v->md) || aliased(fn, y->index) ||
+        (isPlainDense(v->md) && isPlainDense(y->md)))  // (a plain copy: oneDNN's is a memcpy)
+      continue;
+    const std::optional<int> run = copyRunDim(v->md, y->md);
+    const int64_t floats = int64_t(fn.buffers[v->index].bytes / sizeof(float));
+    if (!run || vd.dims[*run] < 16 || floats < 1) continue;
+    // Only a transposing copy (the dims in another order on the two sides): a window
+    // that keeps its source's order (a channels-last Slice of half the channels, as
+    // ShuffleNet's) is oneDNN's faster, 7-25 us against 12-29 at two threads.
+    auto order = [](const memory::desc& md) {
+      const std::vector<int64_t> st = elementStrides(md);
+      std::vector<int> o(st.size());
+      for (size_t d = 0; d < o.size(); ++d) o[d] = int(d);
+      std::stable_sort(o.begin(), o.end(), [&](int a, int b) { return st[size_t(a)] > st[size_t(b)]; });
+      return o;
+    };
+    if (order(v->md) == order(y->md)) continue;
+    Step copy;
+    copy.kind = StepKind::kAddRowCopy;
+    copy.label = r.label;
+    copy.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, v->index, plainDesc({floats}), false});
+    Arg view = *v;
+    view.key = DNNL_ARG_MULTIPLE_SRC;
+    copy.args.push_back(view);
+    Arg dst = *y;
+    dst.key = kRowCopyDst[0];
+    copy.args.push_back(dst);
+    r = std::move(copy);
+  }
+}
+
 }  // namespace
 
 Function FunctionLowering::run() {
@@ -410,6 +529,8 @@ Function FunctionLowering::run() {
   fuseAddLayerNorm(fn_);
   fuseBiasGelu(fn_);
   foldScaleIntoSoftmax(fn_);
+  fuseAddIntoCopies(fn_);
+  ownStridedCopies(fn_);
   return std::move(fn_);
 }
 

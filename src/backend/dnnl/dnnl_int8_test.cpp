@@ -1284,5 +1284,150 @@ TEST(DnnlKernels, AColumnAsLongAsARowIsNoRowBias) {
   EXPECT_LE(testing::relativeError(got[1], want[1]), 1e-5);
 }
 
+// addRowCopy against element-by-element copies: a row-major view, a transposed one
+// copied along its middle dim (as attention's keys), a run that crosses from one row of
+// the source into the next, with and without a bias, on one and two threads.
+TEST(DnnlKernels, AddRowCopyFollowsItsDefinition) {
+  const int64_t rows = 6, cols = 48;
+  const std::vector<float> x = testing::randomFloats(size_t(rows * cols), 11, -4.0f, 4.0f);
+  const std::vector<float> bias = testing::randomFloats(size_t(cols), 12, -1.0f, 1.0f);
+  struct View {
+    std::vector<int64_t> dims, src, dst;
+    int64_t offset;
+    int inner;
+  };
+  const std::vector<View> views = {
+      {{2, 6, 8}, {8, 48, 1}, {48, 8, 1}, 0, 2},   // heads of columns 0-15, row-major
+      {{2, 8, 6}, {8, 1, 48}, {48, 1, 8}, 16, 1},  // K^T of columns 16-31, copied along dim 1
+      {{3, 10}, {60, 1}, {10, 1}, 40, 1},          // runs crossing a row's end
+  };
+  for (bool with_bias : {false, true})
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      std::vector<std::vector<float>> out(views.size());
+      StridedCopy copies[3];
+      for (size_t i = 0; i < views.size(); ++i) {
+        int64_t n = 1;
+        for (int64_t d : views[i].dims) n *= d;
+        out[i].assign(size_t(n), NAN);
+        StridedCopy& c = copies[i];
+        c.rank = int(views[i].dims.size());
+        c.inner = views[i].inner;
+        for (int d = 0; d < c.rank; ++d) {
+          c.dims[d] = views[i].dims[size_t(d)];
+          c.src_strides[d] = views[i].src[size_t(d)];
+          c.dst_strides[d] = views[i].dst[size_t(d)];
+        }
+        c.src_offset = views[i].offset;
+        c.dst = out[i].data();
+      }
+      addRowCopy(x.data(), with_bias ? bias.data() : nullptr, cols, copies, 3);
+      for (size_t i = 0; i < views.size(); ++i) {
+        const View& v = views[i];
+        const size_t r = v.dims.size();
+        std::vector<int64_t> idx(r, 0);
+        for (bool more = true; more;) {
+          int64_t so = v.offset, dof = 0;
+          for (size_t d = 0; d < r; ++d) {
+            so += idx[d] * v.src[d];
+            dof += idx[d] * v.dst[d];
+          }
+          const float want = x[size_t(so)] + (with_bias ? bias[size_t(so % cols)] : 0.0f);
+          EXPECT_EQ(out[i][size_t(dof)], want) << "view " << i << " at source " << so;
+          more = false;
+          for (size_t d = r; d-- > 0;)
+            if (++idx[d] < v.dims[d]) {
+              more = true;
+              break;
+            } else {
+              idx[d] = 0;
+            }
+        }
+      }
+    }
+  omp_set_num_threads(2);
+}
+
+// A bias Add whose result only the head copies after it read (Slice, Reshape and
+// Transpose of each third, as a fused QKV projection's output is split into heads; the
+// keys transposed for the scores MatMul) is one add_row_copy step, equal to the host's; a blob whose add_row_copy view reaches
+// past its source, or whose destinations share a buffer, is refused by name.
+TEST(DnnlKernels, BiasAddAndHeadCopiesAreOneStep) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {12, 48});
+  ir::AttributeMap last;
+  last.setInt("axis", -1);
+  // (A Softmax takes no post-ops: the bias Add stays a binary step, as after an int8 matmul.)
+  ir::ValueId t = b.node("Add", {b.node("Softmax", {x}, last, 13), b.constant("bias", {48}, testing::randomFloats(48, 3))},
+                         {}, 13);
+  std::vector<ir::ValueId> heads;
+  for (int part = 0; part < 3; ++part) {  // Q, K^T (read by a MatMul: copied as acb), V
+    const std::string p = std::to_string(part);
+    ir::ValueId s = b.node("Slice",
+                           {t, b.constantInts("st" + p, {1}, {int64_t(16 * part)}),
+                            b.constantInts("en" + p, {1}, {int64_t(16 * part + 16)}), b.constantInts("ax" + p, {1}, {1})},
+                           {}, 13);
+    ir::ValueId r = b.node("Reshape", {s, b.constantInts("shape" + p, {3}, {12, 2, 8})}, {}, 13);
+    ir::AttributeMap perm;
+    perm.setInts("perm", part == 1 ? std::vector<int64_t>{1, 2, 0} : std::vector<int64_t>{1, 0, 2});
+    heads.push_back(b.node("Transpose", {r}, perm, 13));
+  }
+  b.g.outputs.push_back(b.node("MatMul", {heads[0], heads[1]}, {}, 13));
+  b.g.outputs.push_back(heads[2]);
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  size_t fused = 0, others = 0;
+  for (const DnnlModule::StepInfo& st : allSteps(dnnl)) {
+    fused += st.kind == StepKind::kAddRowCopy;
+    others += st.kind == StepKind::kBinary || st.kind == StepKind::kReorder;
+  }
+  EXPECT_EQ(fused, 1u);
+  EXPECT_EQ(others, 0u);
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 5);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_LE(testing::relativeError(got[i], want[i]), 1e-6) << "output " << i;
+
+  auto loadEdited = [&](const std::function<void(Step&)>& edit) {
+    return loadWithEditedSteps(dnnl, [&](Step& st) { return st.kind == StepKind::kAddRowCopy && (edit(st), true); });
+  };
+  EXPECT_NE(loadEdited([](Step& st) { st.find(DNNL_ARG_MULTIPLE_SRC + 1)->md.data.offset0 += 1000; })
+                .find("reaches past its source"),
+            std::string::npos);
+  EXPECT_NE(loadEdited([](Step& st) { st.find(kRowCopyDst[1])->index = st.find(kRowCopyDst[0])->index; })
+                .find("share a buffer"),
+            std::string::npos);
+}
+
+// A transposing float32 copy with a contiguous dim of 16 or more on both sides (the
+// attention context's heads back to [seq, heads * dim]) is an add_row_copy without a
+// bias; a plain copy and a copy that keeps its source's order of dims stay reorders.
+TEST(DnnlKernels, TransposingCopiesAreOwnSteps) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {4, 16, 32});
+  ir::AttributeMap last, perm;
+  last.setInt("axis", -1);
+  perm.setInts("perm", {1, 0, 2});
+  ir::ValueId h = b.node("Softmax", {x}, last, 13);
+  b.g.outputs.push_back(b.node("Transpose", {h}, perm, 13));
+  b.g.outputs.push_back(b.node("Slice", {h, b.constantInts("st", {1}, {8}), b.constantInts("en", {1}, {24}),
+                                         b.constantInts("ax", {1}, {1})},
+                               {}, 13));
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  size_t own = 0, reorders = 0;
+  for (const DnnlModule::StepInfo& st : allSteps(dnnl)) {
+    own += st.kind == StepKind::kAddRowCopy;
+    reorders += st.kind == StepKind::kReorder;
+  }
+  EXPECT_EQ(own, 1u);
+  EXPECT_EQ(reorders, 1u);  // the Slice
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 6);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_LE(testing::relativeError(got[0], want[0]), 1e-6);
+  EXPECT_LE(testing::relativeError(got[1], want[1]), 1e-6);
+}
+
 }  // namespace
 }  // namespace partita::dnnl_backend

@@ -17,7 +17,7 @@ namespace partita::dnnl_backend {
 bool isOwnKernel(StepKind kind) {
   return kind == StepKind::kDynamicQuantize || kind == StepKind::kSwish || kind == StepKind::kScaleChannels ||
          kind == StepKind::kChannelMean || kind == StepKind::kInt8MaxPool || kind == StepKind::kAddLayerNorm ||
-         kind == StepKind::kSoftmaxRows || kind == StepKind::kBiasGelu;
+         kind == StepKind::kSoftmaxRows || kind == StepKind::kBiasGelu || kind == StepKind::kAddRowCopy;
 }
 
 const char* ownKernelName(StepKind kind) {
@@ -38,6 +38,8 @@ const char* ownKernelName(StepKind kind) {
       return "partita:softmax_rows";
     case StepKind::kBiasGelu:
       return "partita:bias_gelu";
+    case StepKind::kAddRowCopy:
+      return "partita:add_row_copy";
     default:
       return "partita:unknown";
   }
@@ -47,6 +49,19 @@ namespace {
 
 // Whether `a` is a dense row-major argument of type `t` (no offset either).
 bool plainOf(const Arg* a, dnnl_data_type_t t) { return a && a->md.data.data_type == t && isPlainDense(a->md); }
+
+}  // namespace
+
+std::optional<int> copyRunDim(const memory::desc& view, const memory::desc& dst) {
+  const dnnl_memory_desc_t& v = view.data;
+  const dnnl_memory_desc_t& y = dst.data;
+  if (v.format_kind != dnnl_blocked || y.format_kind != dnnl_blocked || v.ndims != y.ndims) return std::nullopt;
+  for (int d = v.ndims - 1; d >= 0; --d)
+    if (v.format_desc.blocking.strides[d] == 1 && y.format_desc.blocking.strides[d] == 1) return d;
+  return std::nullopt;
+}
+
+namespace {
 
 // The number of arguments of a kAddLayerNorm's or kBiasGelu's quantized result (0 or
 // 4), after checking them: a dense uint8 buffer of the `n` elements it quantizes,
@@ -204,6 +219,47 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
       bad("a bias_gelu writes over the bias it adds");
     if (step.args.size() != 2 + (bias ? 1 : 0) + quantizedResultArgs(step, n, bad))
       bad("a bias_gelu has arguments other than its own");
+    return;
+  }
+  if (step.kind == StepKind::kAddRowCopy) {
+    if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on an add_row_copy");
+    const Arg* x = step.find(DNNL_ARG_SRC);
+    if (!plainOf(x, dnnl_f32) || x->source != ArgSource::kBuffer || x->md.data.ndims < 1)
+      bad("an add_row_copy's source is not a dense row-major float32 buffer");
+    const int64_t n = numElements(x->md), c = x->md.data.dims[x->md.data.ndims - 1];
+    if (c < 1) bad("an add_row_copy's source has empty rows");
+    const Arg* bias = step.find(DNNL_ARG_SRC_1);
+    if (bias && (!plainOf(bias, dnnl_f32) || numElements(bias->md) != c))
+      bad("an add_row_copy's bias is not one float32 per column");
+    size_t copies = 0;
+    while (copies < size_t(kMaxRowCopies) && step.find(DNNL_ARG_MULTIPLE_SRC + int(copies))) ++copies;
+    if (copies == 0) bad("an add_row_copy has no view to copy");
+    for (size_t i = 0; i < copies; ++i) {
+      const Arg* v = step.find(DNNL_ARG_MULTIPLE_SRC + int(i));
+      const Arg* y = step.find(kRowCopyDst[i]);
+      const dnnl_memory_desc_t& vd = v->md.data;
+      if (v->source != ArgSource::kBuffer || v->index != x->index || vd.data_type != dnnl_f32 ||
+          vd.format_kind != dnnl_blocked || vd.format_desc.blocking.inner_nblks != 0 || vd.ndims < 1 ||
+          vd.ndims > kMaxCopyRank || vd.offset0 < 0)
+        bad("an add_row_copy's view is not a strided float32 view of its source");
+      // Every element of the view inside the source.
+      int64_t last = vd.offset0;
+      for (int d = 0; d < vd.ndims; ++d) {
+        const int64_t s = vd.format_desc.blocking.strides[d];
+        if (vd.dims[d] < 1 || vd.padded_dims[d] != vd.dims[d] || s < 0) bad("an add_row_copy's view has bad dims or strides");
+        last += (vd.dims[d] - 1) * s;
+      }
+      if (last >= n) bad("an add_row_copy's view reaches past its source");
+      if (!y || y->source != ArgSource::kBuffer || y->index == x->index || !isDenseUnblocked(y->md) ||
+          y->md.data.data_type != dnnl_f32 || dimsOf(y->md) != dimsOf(v->md) || !copyRunDim(v->md, y->md))
+        bad("an add_row_copy's destination is not a dense float32 buffer of its view's dims with a dim "
+            "contiguous on both sides");
+      if (bias && bias->source == ArgSource::kBuffer && bias->index == y->index)
+        bad("an add_row_copy writes over its bias");
+      for (size_t k = 0; k < i; ++k)
+        if (step.find(kRowCopyDst[k])->index == y->index) bad("two add_row_copy destinations share a buffer");
+    }
+    if (step.args.size() != 1 + (bias ? 1 : 0) + 2 * copies) bad("an add_row_copy has arguments other than its own");
     return;
   }
   if (step.kind != StepKind::kDynamicQuantize) bad("not one of the module's own kernels");
@@ -717,6 +773,61 @@ void biasGeluRow(const BiasGeluArgs& a, int64_t r, float& mn, float& mx) {
 }  // namespace
 
 void biasGelu(const BiasGeluArgs& a) { rowsThenQuantize(a, biasGeluRow); }
+
+void addRowCopy(const float* x, const float* bias, int64_t cols, const StridedCopy* copies, int n) {
+  for (int i = 0; i < n; ++i) {
+    const StridedCopy& c = copies[i];
+    const int64_t len = c.dims[c.inner];
+    int64_t runs = 1;
+    for (int d = 0; d < c.rank; ++d) runs *= d == c.inner ? 1 : c.dims[d];
+    onTeam(
+        runs,
+        [&](int64_t b, int64_t e, int) {
+          // The first run's index in the other dims (last fastest), then an odometer
+          // that moves the source and destination offsets and the source's column
+          // (so % cols, kept without a division a run).
+          int64_t idx[kMaxCopyRank] = {}, col_step[kMaxCopyRank] = {}, col_back[kMaxCopyRank] = {};
+          for (int d = 0; d < c.rank; ++d) {
+            col_step[d] = c.src_strides[d] % cols;
+            col_back[d] = (c.dims[d] * c.src_strides[d]) % cols;
+          }
+          int64_t so = c.src_offset, dof = 0, rest = b;
+          for (int d = c.rank - 1; d >= 0; --d) {
+            if (d == c.inner) continue;
+            idx[d] = rest % c.dims[d];
+            rest /= c.dims[d];
+            so += idx[d] * c.src_strides[d];
+            dof += idx[d] * c.dst_strides[d];
+          }
+          int64_t col = so % cols;
+          for (int64_t run = b; run < e; ++run) {
+            const float* src = x + so;
+            float* dst = c.dst + dof;
+            if (!bias) {
+              std::copy(src, src + len, dst);
+            } else if (col + len <= cols) {  // within one row: the bias row's slice
+              const float* bv = bias + col;
+#pragma omp simd
+              for (int64_t k = 0; k < len; ++k) dst[k] = src[k] + bv[k];
+            } else {
+              for (int64_t k = 0; k < len; ++k) dst[k] = src[k] + bias[(col + k) % cols];
+            }
+            for (int d = c.rank - 1; d >= 0; --d) {
+              if (d == c.inner) continue;
+              so += c.src_strides[d];
+              dof += c.dst_strides[d];
+              if ((col += col_step[d]) >= cols) col -= cols;
+              if (++idx[d] < c.dims[d]) break;
+              so -= c.dims[d] * c.src_strides[d];
+              dof -= c.dims[d] * c.dst_strides[d];
+              if ((col -= col_back[d]) < 0) col += cols;
+              idx[d] = 0;
+            }
+          }
+        },
+        1);
+  }
+}
 
 // Rows split by positions: a thread's rows are the bytes the swish before (split by
 // elements the same way, to within a vector) left in its core's cache.

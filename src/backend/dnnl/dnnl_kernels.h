@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "backend/dnnl/dnnl_program.h"
@@ -98,6 +99,26 @@ struct BiasGeluArgs {
 // zero as dynamicQuantize(y) computes them. Uses the calling thread's OpenMP team,
 // rows split into one contiguous share per thread.
 void biasGelu(const BiasGeluArgs& a);
+
+// One output of addRowCopy: the elements of a strided view of x (rank <= kMaxCopyRank)
+// written into dst with the given strides; dim `inner` is contiguous (stride 1) on
+// both sides.
+inline constexpr int kMaxCopyRank = 6;
+struct StridedCopy {
+  int rank = 0, inner = 0;
+  int64_t dims[kMaxCopyRank] = {};
+  int64_t src_strides[kMaxCopyRank] = {}, dst_strides[kMaxCopyRank] = {};
+  int64_t src_offset = 0;
+  float* dst = nullptr;
+};
+// (StepKind::kAddRowCopy) For each of the n copies, dst[j] = x[v] + bias[v % cols] over
+// the view's elements v (bias null: a plain copy): x plus a bias row, copied through
+// strided views in one pass (attention's QKV bias and head copies). Exact (one add).
+// The views' runs of the last dim are split between the calling thread's OpenMP team.
+void addRowCopy(const float* x, const float* bias, int64_t cols, const StridedCopy* copies, int n);
+// The dim a copy from `view` to `dst` (same dims, no inner blocks) runs along: the last
+// one of stride 1 on both sides; nullopt without one.
+std::optional<int> copyRunDim(const dnnl::memory::desc& view, const dnnl::memory::desc& dst);
 
 // y[i, p, :] = x[i, p, :] * s[per_batch ? i : 0, :] for i < n, p < positions: x and y
 // hold n * positions rows of c floats (channels-last), s rows of c. y may be x. Exact

@@ -476,6 +476,13 @@ namespace {
 std::string argName(StepKind kind, int key) {
   if (kind == StepKind::kDynamicQuantize && key != DNNL_ARG_SRC && key != DNNL_ARG_DST)
     return key == kDynamicScaleArg ? "scale" : key == kDynamicZeroArg ? "zero_point" : "zero_point_s32";
+  if (kind == StepKind::kAddRowCopy) {
+    if (key == DNNL_ARG_SRC_1) return "bias";
+    for (int i = 0; i < kMaxRowCopies; ++i) {
+      if (key == DNNL_ARG_MULTIPLE_SRC + i) return "view_" + std::to_string(i);
+      if (key == kRowCopyDst[i]) return "dst_" + std::to_string(i);
+    }
+  }
   if (kind == StepKind::kAddLayerNorm || kind == StepKind::kBiasGelu) {
     if (kind == StepKind::kBiasGelu && key == DNNL_ARG_SRC_1) return "bias";
     if (key >= DNNL_ARG_MULTIPLE_SRC && key < DNNL_ARG_MULTIPLE_SRC + kMaxLayerNormAddends)
@@ -728,6 +735,28 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float eps
       p.y = argData<float>(a, DNNL_ARG_DST);
       bindQuantizedResult(a, p);
       biasGelu(p);
+      return;
+    }
+    case StepKind::kAddRowCopy: {
+      StridedCopy copies[kMaxRowCopies];
+      int n = 0;
+      for (; n < kMaxRowCopies && hasArg(a, DNNL_ARG_MULTIPLE_SRC + n); ++n) {
+        const dnnl_memory_desc_t* v = argDesc(a, DNNL_ARG_MULTIPLE_SRC + n);
+        const dnnl_memory_desc_t* y = argDesc(a, kRowCopyDst[n]);
+        StridedCopy& c = copies[n];
+        c.rank = v->ndims;
+        for (int d = 0; d < v->ndims; ++d) {
+          c.dims[d] = v->dims[d];
+          c.src_strides[d] = v->format_desc.blocking.strides[d];
+          c.dst_strides[d] = y->format_desc.blocking.strides[d];
+        }
+        c.src_offset = v->offset0;
+        c.inner = *copyRunDim(dnnl::memory::desc(*v), dnnl::memory::desc(*y));  // (checkOwnKernelStep)
+        c.dst = argData<float>(a, kRowCopyDst[n]);
+      }
+      addRowCopy(argData<const float>(a, DNNL_ARG_SRC),
+                 hasArg(a, DNNL_ARG_SRC_1) ? argData<const float>(a, DNNL_ARG_SRC_1) : nullptr,
+                 src->dims[src->ndims - 1], copies, n);
       return;
     }
     case StepKind::kSoftmaxRows: {

@@ -256,6 +256,7 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
     case StepKind::kAddLayerNorm:
     case StepKind::kSoftmaxRows:
     case StepKind::kBiasGelu:
+    case StepKind::kAddRowCopy:
       throw dnnl::error(dnnl_unimplemented, "not a oneDNN primitive");
     case StepKind::kPrelu: {
       dnnl::prelu_forward::desc d(prop_kind::forward_inference, required(s, DNNL_ARG_SRC),
@@ -323,6 +324,13 @@ bool stepOnOneThread(const Step& s) {
       if (s.post_ops.empty() && !(s.flags & kQuantizedFlag))
         return numel(DNNL_ARG_DST) < kOneThreadBinaryElements;
       return numel(DNNL_ARG_DST) < kOneThreadElements;
+    case StepKind::kAddRowCopy: {
+      // Copies (with an add): streams memory as a binary step does; the copies' elements
+      // in all.
+      int64_t copied = 0;
+      for (int i = 0; i < kMaxRowCopies; ++i) copied += numel(DNNL_ARG_MULTIPLE_SRC + i);
+      return copied < kOneThreadBinaryElements;
+    }
     case StepKind::kDynamicQuantize:
       // Two streaming passes (the range, then the integers): at 2^15 floats one thread
       // took 3.4 us and two 5.1 us; at 2^17 11.5 and 9.3 (partita_bench_kernels

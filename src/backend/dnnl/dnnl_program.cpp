@@ -64,6 +64,8 @@ const char* stepKindName(StepKind k) {
       return "softmax_rows";
     case StepKind::kBiasGelu:
       return "bias_gelu";
+    case StepKind::kAddRowCopy:
+      return "add_row_copy";
   }
   return "?";
 }
@@ -123,7 +125,7 @@ void writeStep(BlobWriter& w, const Step& s) {
 Step readStep(BlobReader& r) {
   Step s;
   uint8_t kind = r.u8();
-  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kBiasGelu))
+  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kAddRowCopy))
     r.fail("step kind: unknown step kind " + std::to_string(kind));
   s.kind = StepKind(kind);
   s.label = r.str();

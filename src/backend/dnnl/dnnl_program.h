@@ -111,6 +111,12 @@ enum class StepKind : uint8_t {
                           // count; may be SRC's buffer): Gelu (erf form) of x plus the bias;
                           // with kQuantizedResultArg and the three as kAddLayerNorm's also
                           // DST's DynamicQuantizeLinear
+  kAddRowCopy = 25,       // SRC (f32 [..., C], dense row-major), [SRC_1 (f32 [C], dense: added to
+                          // every row)], then per output i < kMaxRowCopies: MULTIPLE_SRC + i (a
+                          // strided view of SRC's buffer: f32, no inner blocks) copied into
+                          // kRowCopyDst[i] (dense unblocked f32 of the view's dims; a dim
+                          // contiguous on both sides): attention's QKV bias Add and its head
+                          // copies in one pass
 };
 // The argument keys of a kDynamicQuantize step's scale and zero points (oneDNN never
 // sees them).
@@ -120,6 +126,9 @@ inline constexpr int kDynamicZeroS32Arg = DNNL_ARG_DST_2 + 1;
 // A kAddLayerNorm or kBiasGelu step's quantized result (uint8).
 inline constexpr int kQuantizedResultArg = DNNL_ARG_DST_2 + 2;
 inline constexpr int kMaxLayerNormAddends = 4;
+// A kAddRowCopy step's outputs (keys a step writes, as the others' extra outputs).
+inline constexpr int kMaxRowCopies = 4;
+inline constexpr int kRowCopyDst[kMaxRowCopies] = {DNNL_ARG_DST, DNNL_ARG_DST_1, DNNL_ARG_DST_2, DNNL_ARG_DST_2 + 1};
 const char* stepKindName(StepKind k);
 
 struct PostOp {
