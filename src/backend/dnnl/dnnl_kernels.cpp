@@ -63,6 +63,23 @@ std::optional<int> copyRunDim(const memory::desc& view, const memory::desc& dst)
 
 namespace {
 
+// A row kernel's (kAddLayerNorm's, kBiasGelu's) source and destination, checked: dense
+// row-major float32 buffers of one size and row length. Their element count and row
+// length.
+template <typename Bad>
+std::pair<int64_t, int64_t> rowsSourceAndDestination(const Step& step, const Bad& bad) {
+  const std::string kind = stepKindName(step.kind);
+  const Arg* x = step.find(DNNL_ARG_SRC);
+  const Arg* y = step.find(DNNL_ARG_DST);
+  if (!plainOf(x, dnnl_f32) || !plainOf(y, dnnl_f32) || x->source != ArgSource::kBuffer ||
+      y->source != ArgSource::kBuffer)
+    bad("the " + kind + " step's source and destination are not dense row-major float32 buffers");
+  const int64_t n = numElements(x->md), c = x->md.data.ndims > 0 ? x->md.data.dims[x->md.data.ndims - 1] : 0;
+  if (c < 1 || numElements(y->md) != n || y->md.data.dims[y->md.data.ndims - 1] != c)
+    bad("the " + kind + " step's source and destination differ in size or row length");
+  return {n, c};
+}
+
 // The number of arguments of a kAddLayerNorm's or kBiasGelu's quantized result (0 or
 // 4), after checking them: a dense uint8 buffer of the `n` elements it quantizes,
 // sharing no buffer with another argument, and one-element scale and zero points.
@@ -177,14 +194,8 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
   if (step.kind == StepKind::kAddLayerNorm) {
     if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on an add_layer_norm");
     const auto plain = plainOf;
-    const Arg* x = step.find(DNNL_ARG_SRC);
     const Arg* y = step.find(DNNL_ARG_DST);
-    if (!plain(x, dnnl_f32) || !plain(y, dnnl_f32) || x->source != ArgSource::kBuffer ||
-        y->source != ArgSource::kBuffer)
-      bad("an add_layer_norm's source and destination are not dense row-major float32 buffers");
-    const int64_t n = numElements(x->md), c = x->md.data.ndims > 0 ? x->md.data.dims[x->md.data.ndims - 1] : 0;
-    if (c < 1 || numElements(y->md) != n || y->md.data.dims[y->md.data.ndims - 1] != c)
-      bad("an add_layer_norm's source and destination differ in size or row length");
+    const auto [n, c] = rowsSourceAndDestination(step, bad);
     for (int key : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT})
       if (!plain(step.find(key), dnnl_f32) || numElements(step.find(key)->md) != c)
         bad("an add_layer_norm's scale or shift is not one float32 per column");
@@ -204,14 +215,8 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
   }
   if (step.kind == StepKind::kBiasGelu) {
     if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on a bias_gelu");
-    const Arg* x = step.find(DNNL_ARG_SRC);
     const Arg* y = step.find(DNNL_ARG_DST);
-    if (!plainOf(x, dnnl_f32) || !plainOf(y, dnnl_f32) || x->source != ArgSource::kBuffer ||
-        y->source != ArgSource::kBuffer)
-      bad("a bias_gelu's source and destination are not dense row-major float32 buffers");
-    const int64_t n = numElements(x->md), c = x->md.data.ndims > 0 ? x->md.data.dims[x->md.data.ndims - 1] : 0;
-    if (c < 1 || numElements(y->md) != n || y->md.data.dims[y->md.data.ndims - 1] != c)
-      bad("a bias_gelu's source and destination differ in size or row length");
+    const auto [n, c] = rowsSourceAndDestination(step, bad);
     const Arg* bias = step.find(DNNL_ARG_SRC_1);
     if (bias && (!plainOf(bias, dnnl_f32) || numElements(bias->md) != c))
       bad("a bias_gelu's bias is not one float32 per column");
