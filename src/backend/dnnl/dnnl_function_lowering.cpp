@@ -142,6 +142,39 @@ bool plainFloats(const Arg* a, int64_t n, int64_t row = -1) {
   return true;
 }
 
+// The dynamic quantization step right after step `j` that reads buffer `value` (`n`
+// elements), or null: what a fused row kernel takes as its quantized result.
+const Step* quantizationAfter(const Function& fn, size_t j, uint64_t value, int64_t n) {
+  if (j + 1 >= fn.steps.size()) return nullptr;
+  const Step& next = fn.steps[j + 1];
+  const Arg* in = next.find(DNNL_ARG_SRC);
+  return next.kind == StepKind::kDynamicQuantize && in && in->source == ArgSource::kBuffer && in->index == value &&
+                 numElements(in->md) == n
+             ? &next
+             : nullptr;
+}
+
+// Whether `dq` writes its outputs into buffers apart from `value` and from every
+// argument in `reads`.
+bool quantizationWritesApart(const Step& dq, uint64_t value, const std::vector<const Arg*>& reads) {
+  for (int key : {DNNL_ARG_DST, kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg}) {
+    const Arg* o = dq.find(key);
+    if (!o || o->source != ArgSource::kBuffer || o->index == value) return false;
+    for (const Arg* a : reads)
+      if (a && touches(*a, o->index)) return false;
+  }
+  return true;
+}
+
+// `dq`'s outputs as the fused step's quantized result (kQuantizedResultArg and the
+// scale and zero points).
+void appendQuantizedResult(Step& fused, const Step& dq) {
+  Arg q = *dq.find(DNNL_ARG_DST);
+  q.key = kQuantizedResultArg;
+  fused.args.push_back(q);
+  for (int key : {kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg}) fused.args.push_back(*dq.find(key));
+}
+
 // A LayerNormalization with the Adds that feed it and the DynamicQuantizeLinear that
 // reads it, as one step of the module's own kernel (StepKind::kAddLayerNorm): a
 // transformer's `bias Add -> residual Add -> LayerNorm -> DynamicQuantizeLinear` were
@@ -212,14 +245,7 @@ void fuseAddLayerNorm(Function& fn) {
       --first;
     }
     // The dynamic quantization right after it.
-    const Step* dq = nullptr;
-    if (j + 1 < fn.steps.size()) {
-      const Step& next = fn.steps[j + 1];
-      const Arg* in = next.find(DNNL_ARG_SRC);
-      if (next.kind == StepKind::kDynamicQuantize && in && in->source == ArgSource::kBuffer &&
-          in->index == dst->index && numElements(in->md) == n)
-        dq = &next;
-    }
+    const Step* dq = quantizationAfter(fn, j, dst->index, n);
     if (addends.empty() && !dq) continue;
     // What the Adds wrote is read by nothing after the layer normalization (where its
     // result is not written over it), and none adds a value an Add before it wrote (an
@@ -230,12 +256,11 @@ void fuseAddLayerNorm(Function& fn) {
     for (uint64_t b : written) ok &= b == dst->index || deadAfter(fn, b, last);
     for (size_t i = 0; i < addends.size(); ++i)
       for (size_t w = added_by[i] + 1; w < written.size(); ++w) ok &= !touches(*addends[i], written[w]);
-    if (dq)
-      for (int key : {DNNL_ARG_DST, kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg}) {
-        const Arg* o = dq->find(key);
-        ok &= o && o->source == ArgSource::kBuffer && o->index != dst->index && !touches(*x, o->index);
-        for (const Arg* a : addends) ok &= !touches(*a, o->index);
-      }
+    if (dq) {
+      std::vector<const Arg*> reads = addends;
+      reads.push_back(x);
+      ok &= quantizationWritesApart(*dq, dst->index, reads);
+    }
     if (!ok) continue;
 
     Step fused;
@@ -253,12 +278,7 @@ void fuseAddLayerNorm(Function& fn) {
     fused.args.push_back(*ln.find(DNNL_ARG_SCALE));
     fused.args.push_back(*ln.find(DNNL_ARG_SHIFT));
     fused.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, dst->index, rows, false});
-    if (dq) {
-      Arg q = *dq->find(DNNL_ARG_DST);
-      q.key = kQuantizedResultArg;
-      fused.args.push_back(q);
-      for (int key : {kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg}) fused.args.push_back(*dq->find(key));
-    }
+    if (dq) appendQuantizedResult(fused, *dq);
     fn.steps[first] = std::move(fused);
     fn.steps.erase(fn.steps.begin() + std::ptrdiff_t(first + 1), fn.steps.begin() + std::ptrdiff_t(last + 1));
     j = first;
@@ -309,21 +329,8 @@ void fuseBiasGelu(Function& fn) {
     }
     if (x->source != ArgSource::kBuffer) continue;
     // The dynamic quantization right after it, writing none of what it reads.
-    const Step* dq = nullptr;
-    if (j + 1 < fn.steps.size()) {
-      const Step& next = fn.steps[j + 1];
-      const Arg* in = next.find(DNNL_ARG_SRC);
-      if (next.kind == StepKind::kDynamicQuantize && in && in->source == ArgSource::kBuffer &&
-          in->index == y->index && numElements(in->md) == n) {
-        bool ok = true;
-        for (int key : {DNNL_ARG_DST, kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg}) {
-          const Arg* o = next.find(key);
-          ok &= o && o->source == ArgSource::kBuffer && o->index != y->index && !touches(*x, o->index) &&
-                !(bias && touches(*bias, o->index));
-        }
-        if (ok) dq = &next;
-      }
-    }
+    const Step* dq = quantizationAfter(fn, j, y->index, n);
+    if (dq && !quantizationWritesApart(*dq, y->index, {x, bias})) dq = nullptr;
     Step fused;
     fused.kind = StepKind::kBiasGelu;
     fused.label = st.label + (dq ? "+" + dq->label : "");
@@ -335,12 +342,7 @@ void fuseBiasGelu(Function& fn) {
       fused.args.push_back(b);
     }
     fused.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, y->index, rows, false});
-    if (dq) {
-      Arg q = *dq->find(DNNL_ARG_DST);
-      q.key = kQuantizedResultArg;
-      fused.args.push_back(q);
-      for (int key : {kDynamicScaleArg, kDynamicZeroArg, kDynamicZeroS32Arg}) fused.args.push_back(*dq->find(key));
-    }
+    if (dq) appendQuantizedResult(fused, *dq);
     fn.steps[j] = std::move(fused);
     if (dq) fn.steps.erase(fn.steps.begin() + std::ptrdiff_t(j + 1));
   }
@@ -376,6 +378,24 @@ void foldScaleIntoSoftmax(Function& fn) {
   }
 }
 
+// For a float32 reorder add_row_copy can run (a view of a buffer, no inner blocks,
+// into a dense unblocked buffer of its own that is nobody's view, both sides with a
+// dim of stride 1, no post-ops or scales): that dim (copyRunDim); nullopt otherwise.
+std::optional<int> ownCopyRun(const Function& fn, const Step& r) {
+  const Arg* v = r.find(DNNL_ARG_SRC);
+  const Arg* y = r.find(DNNL_ARG_DST);
+  if (r.kind != StepKind::kReorder || !r.post_ops.empty() || !r.quant.empty() || r.args.size() != 2 || !v || !y ||
+      v->source != ArgSource::kBuffer || y->source != ArgSource::kBuffer || v->index == y->index ||
+      aliased(fn, y->index))
+    return std::nullopt;
+  const dnnl_memory_desc_t& vd = v->md.data;
+  if (vd.data_type != dnnl_f32 || y->md.data.data_type != dnnl_f32 || vd.format_kind != dnnl_blocked ||
+      vd.format_desc.blocking.inner_nblks != 0 || vd.ndims > kMaxCopyRank || vd.ndims < 1 || vd.offset0 < 0 ||
+      !isDenseUnblocked(y->md) || dimsOf(y->md) != dimsOf(v->md))
+    return std::nullopt;
+  return copyRunDim(v->md, y->md);
+}
+
 // A float32 binary Add of a bias row whose result only the reorders right after it
 // read, each copying a strided view of it (attention's QKV bias and its Q, K and V head
 // copies, after an int8 projection whose bias stays a separate Add): one step of the
@@ -400,18 +420,9 @@ void fuseAddIntoCopies(Function& fn) {
     size_t k = 0;
     while (k < size_t(kMaxRowCopies) && j + 1 + k < fn.steps.size()) {
       const Step& r = fn.steps[j + 1 + k];
-      const Arg* v = r.find(DNNL_ARG_SRC);
+      if (!ownCopyRun(fn, r) || r.find(DNNL_ARG_SRC)->index != t->index) break;
       const Arg* y = r.find(DNNL_ARG_DST);
-      if (r.kind != StepKind::kReorder || !r.post_ops.empty() || !r.quant.empty() || r.args.size() != 2 || !v || !y ||
-          v->source != ArgSource::kBuffer || v->index != t->index || y->source != ArgSource::kBuffer ||
-          y->index == t->index || y->index == x->index || touches(*bias, y->index) || aliased(fn, y->index))
-        break;
-      const dnnl_memory_desc_t& vd = v->md.data;
-      const dnnl_memory_desc_t& yd = y->md.data;
-      if (vd.data_type != dnnl_f32 || yd.data_type != dnnl_f32 || vd.format_kind != dnnl_blocked ||
-          vd.format_desc.blocking.inner_nblks != 0 || vd.ndims > kMaxCopyRank || vd.ndims < 1 ||
-          !isDenseUnblocked(y->md) || dimsOf(y->md) != dimsOf(v->md) || !copyRunDim(v->md, y->md))
-        break;
+      if (y->index == x->index || touches(*bias, y->index)) break;
       bool distinct = true;  // (each copy its own destination)
       for (size_t q = 0; q < k; ++q) distinct &= fn.steps[j + 1 + q].find(DNNL_ARG_DST)->index != y->index;
       if (!distinct) break;
@@ -456,20 +467,14 @@ void fuseAddIntoCopies(Function& fn) {
 // at two; the kernel splits its runs between the team.
 void ownStridedCopies(Function& fn) {
   for (Step& r : fn.steps) {
+    const std::optional<int> run = ownCopyRun(fn, r);
+    if (!run) continue;
     const Arg* v = r.find(DNNL_ARG_SRC);
     const Arg* y = r.find(DNNL_ARG_DST);
-    if (r.kind != StepKind::kReorder || !r.post_ops.empty() || !r.quant.empty() || r.args.size() != 2 || !v || !y ||
-        v->source != ArgSource::kBuffer || y->source != ArgSource::kBuffer || v->index == y->index)
-      continue;
-    const dnnl_memory_desc_t& vd = v->md.data;
-    if (vd.data_type != dnnl_f32 || y->md.data.data_type != dnnl_f32 || vd.format_kind != dnnl_blocked ||
-        vd.format_desc.blocking.inner_nblks != 0 || vd.ndims > kMaxCopyRank || vd.ndims < 1 || vd.offset0 < 0 ||
-        !isDenseUnblocked(y->md) || dimsOf(y->md) != dimsOf(v->md) || aliased(fn, y->index) ||
+    const int64_t floats = int64_t(fn.buffers[v->index].bytes / sizeof(float));
+    if (v->md.data.dims[*run] < 16 || floats < 1 ||
         (isPlainDense(v->md) && isPlainDense(y->md)))  // (a plain copy: oneDNN's is a memcpy)
       continue;
-    const std::optional<int> run = copyRunDim(v->md, y->md);
-    const int64_t floats = int64_t(fn.buffers[v->index].bytes / sizeof(float));
-    if (!run || vd.dims[*run] < 16 || floats < 1) continue;
     // Only a transposing copy (the dims in another order on the two sides): a window
     // that keeps its source's order (a channels-last Slice of half the channels, as
     // ShuffleNet's) is oneDNN's faster, 7-25 us against 12-29 at two threads.
