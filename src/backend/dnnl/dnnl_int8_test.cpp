@@ -716,6 +716,11 @@ std::string loadWithEditedSteps(const Compiled& c, const std::function<bool(Step
   return "loaded";
 }
 
+// The same with `edit` applied to every step of `kind`.
+std::string loadWithEditedStepsOf(const Compiled& c, StepKind kind, const std::function<void(Step&)>& edit) {
+  return loadWithEditedSteps(c, [&](Step& st) { return st.kind == kind && (edit(st), true); });
+}
+
 // A blob whose dynamic quantization step lacks an argument, or has one of the wrong
 // element type, is refused at load with the step named.
 TEST(DnnlInt8, MalformedDynamicQuantizeStepIsRefused) {
@@ -731,7 +736,7 @@ TEST(DnnlInt8, MalformedDynamicQuantizeStepIsRefused) {
   b.g.outputs.push_back(b.node("DequantizeLinear", {y, b.constant("one", {}, {1.0f}), zero}, {}, 13));
   Compiled c = testing::compile(b.g, {"dnnl", "host"});
   auto loadEdited = [&](const std::function<void(Step&)>& edit) {
-    return loadWithEditedSteps(c, [&](Step& st) { return st.kind == StepKind::kDynamicQuantize && (edit(st), true); });
+    return loadWithEditedStepsOf(c, StepKind::kDynamicQuantize, edit);
   };
   EXPECT_NE(loadEdited([](Step& st) { st.args.pop_back(); }).find("no int32 zero point buffer"), std::string::npos);
   EXPECT_NE(loadEdited([](Step& st) {
@@ -761,7 +766,7 @@ TEST(DnnlKernels, SoftmaxAlongTheLastDimIsAnOwnStep) {
   const std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 4);
   EXPECT_LE(testing::relativeError(c.run(in)[0], host.run(in)[0]), 1e-6);
   auto loadEdited = [&](const std::function<void(Step&)>& edit) {
-    return loadWithEditedSteps(c, [&](Step& st) { return st.kind == StepKind::kSoftmaxRows && (edit(st), true); });
+    return loadWithEditedStepsOf(c, StepKind::kSoftmaxRows, edit);
   };
   EXPECT_NE(loadEdited([](Step& st) {
               Arg* d = st.find(DNNL_ARG_DST);
@@ -778,7 +783,7 @@ TEST(DnnlKernels, MalformedSwishStepIsRefused) {
   b.g.outputs.push_back(b.node("Mul", {x, b.node("Sigmoid", {x}, {}, 13)}, {}, 13));
   Compiled c = testing::compile(b.g, {"dnnl", "host"});
   auto loadEdited = [&](const std::function<void(Step&)>& edit) {
-    return loadWithEditedSteps(c, [&](Step& st) { return st.kind == StepKind::kSwish && (edit(st), true); });
+    return loadWithEditedStepsOf(c, StepKind::kSwish, edit);
   };
   EXPECT_NE(loadEdited([](Step& st) {
               Arg* d = st.find(DNNL_ARG_DST);
@@ -864,7 +869,7 @@ TEST(DnnlKernels, MalformedInt8MaxPoolStepIsRefused) {
   GraphBuilder b = qconvThenMaxPool();
   Compiled c = testing::compile(b.g, {"dnnl", "host"});
   auto loadEdited = [&](const std::function<void(Step&)>& edit) {
-    return loadWithEditedSteps(c, [&](Step& st) { return st.kind == StepKind::kInt8MaxPool && (edit(st), true); });
+    return loadWithEditedStepsOf(c, StepKind::kInt8MaxPool, edit);
   };
   EXPECT_NE(loadEdited([](Step& st) { st.kernel = {5, 5}; }).find("window does not fit"), std::string::npos);
   EXPECT_NE(loadEdited([](Step& st) {
@@ -1105,7 +1110,7 @@ TEST(DnnlInt8, AddLayerNormAndItsQuantizationAreOneStep) {
   EXPECT_LE(testing::closeness(got[2], want[2], 1e-5, 0), 1.0);
 
   auto loadEdited = [&](const std::function<void(Step&)>& edit) {
-    return loadWithEditedSteps(dnnl, [&](Step& st) { return st.kind == StepKind::kAddLayerNorm && (edit(st), true); });
+    return loadWithEditedStepsOf(dnnl, StepKind::kAddLayerNorm, edit);
   };
   EXPECT_NE(loadEdited([](Step& st) {
               ASSERT_NE(st.find(kQuantizedResultArg), nullptr);
@@ -1389,7 +1394,7 @@ TEST(DnnlKernels, BiasAddAndHeadCopiesAreOneStep) {
   for (size_t i = 0; i < 2; ++i) EXPECT_LE(testing::relativeError(got[i], want[i]), 1e-6) << "output " << i;
 
   auto loadEdited = [&](const std::function<void(Step&)>& edit) {
-    return loadWithEditedSteps(dnnl, [&](Step& st) { return st.kind == StepKind::kAddRowCopy && (edit(st), true); });
+    return loadWithEditedStepsOf(dnnl, StepKind::kAddRowCopy, edit);
   };
   EXPECT_NE(loadEdited([](Step& st) { st.find(DNNL_ARG_MULTIPLE_SRC + 1)->md.data.offset0 += 1000; })
                 .find("reaches past its source"),

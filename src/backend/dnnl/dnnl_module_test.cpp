@@ -686,15 +686,8 @@ TEST(DnnlProgram, MalformedViewsAreRefused) {
   refused([&](Function& fn) { fn.buffers[parent].kind = BufferKind::kOutput; }, "temporary");
   refused([&](Function& fn) { fn.buffers[view].zero_padded = true; }, "plain temporary");
   // A version 2 blob knows no views: its flag is an unknown one there.
-  std::vector<std::byte> old = blob;
-  const uint32_t two = 2;
-  std::memcpy(old.data() + 4, &two, 4);
-  try {
-    readProgram(old.data(), old.size());
-    ADD_FAILURE() << "a view in a version 2 blob was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown flags 2"), std::string::npos) << e.what();
-  }
+  const std::string error = testing::readAsVersion(blob, 2);
+  EXPECT_NE(error.find("unknown flags 2"), std::string::npos) << error;
 }
 
 TEST(DnnlProgram, BlobRoundTripIsByteIdentical) {
