@@ -688,7 +688,7 @@ def kernel_bench(bins, opts, work):
     if not bins.get("kernels"):
         return {"na": bins["kernels_na"]}
     out_json = os.path.join(work, "kernels.json")
-    # The report's kinds (the dynamic_quantize rows are for standalone runs).
+    # The report's kinds (the dynamic_quantize and encoder/ rows are for standalone runs).
     cmd = [bins["kernels"], f"--benchmark_min_time={opts.kernel_min_time}", "--benchmark_filter=^(conv|matmul|upsample)/",
            "--benchmark_format=json",
            f"--benchmark_out={out_json}", "--benchmark_out_format=json"]

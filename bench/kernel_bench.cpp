@@ -282,6 +282,131 @@ void dynamicQuantize(benchmark::State& state, int64_t n, int threads) {
   state.SetBytesProcessed(int64_t(state.iterations()) * n * int64_t(sizeof(float) + 1));
 }
 
+// ---- a transformer encoder layer's own kernels (256 tokens, hidden 256, 4 heads of
+// 64, feed-forward 1024: the dynamic-int8 encoder of make bench) ----------------
+
+namespace dk = partita::dnnl_backend;
+
+constexpr int64_t kTokens = 256, kHidden = 256, kHeads = 4, kHeadDim = 64, kFeedForward = 1024;
+
+// Residual + bias + layer norm + the next MatMul's dynamic quantization.
+void encoderLayerNorm(benchmark::State& state, int threads) {
+  setThreads(threads);
+  const std::vector<float> x = randomFloats(kTokens * kHidden, 11), residual = randomFloats(kTokens * kHidden, 12),
+                           bias = randomFloats(kHidden, 13), gamma = randomFloats(kHidden, 14),
+                           beta = randomFloats(kHidden, 15);
+  std::vector<float> y(x.size());
+  std::vector<uint8_t> q(x.size());
+  float scale = 0, zero = 0;
+  int32_t zero_s32 = 0;
+  dk::AddLayerNormArgs a;
+  a.x = x.data();
+  a.adds[0] = bias.data();
+  a.add_is_row[0] = true;
+  a.adds[1] = residual.data();
+  a.n_adds = 2;
+  a.gamma = gamma.data();
+  a.beta = beta.data();
+  a.epsilon = 1e-5f;
+  a.rows = kTokens;
+  a.cols = kHidden;
+  a.y = y.data();
+  a.q = q.data();
+  a.scale = &scale;
+  a.zero = &zero;
+  a.zero_s32 = &zero_s32;
+  for (auto _ : state) {
+    dk::addLayerNorm(a);
+    benchmark::DoNotOptimize(q.data());
+  }
+}
+
+// The attention scores' softmax, scaled by 1/8 as it reads them.
+void encoderSoftmax(benchmark::State& state, int threads) {
+  setThreads(threads);
+  const std::vector<float> x = randomFloats(kHeads * kTokens * kTokens, 16);
+  std::vector<float> y(x.size());
+  for (auto _ : state) {
+    dk::softmaxRows(x.data(), y.data(), kHeads * kTokens, kTokens, 0.125f);
+    benchmark::DoNotOptimize(y.data());
+  }
+}
+
+// The feed-forward block's bias + Gelu + the next MatMul's dynamic quantization.
+void encoderBiasGelu(benchmark::State& state, int threads) {
+  setThreads(threads);
+  const std::vector<float> x = randomFloats(kTokens * kFeedForward, 17), bias = randomFloats(kFeedForward, 18);
+  std::vector<float> y(x.size());
+  std::vector<uint8_t> q(x.size());
+  float scale = 0, zero = 0;
+  int32_t zero_s32 = 0;
+  dk::BiasGeluArgs a;
+  a.x = x.data();
+  a.bias = bias.data();
+  a.rows = kTokens;
+  a.cols = kFeedForward;
+  a.y = y.data();
+  a.q = q.data();
+  a.scale = &scale;
+  a.zero = &zero;
+  a.zero_s32 = &zero_s32;
+  for (auto _ : state) {
+    dk::biasGelu(a);
+    benchmark::DoNotOptimize(q.data());
+  }
+}
+
+// [tokens, heads, dim] viewed as [heads, tokens, dim] (element strides), the other way
+// round with `back`.
+dk::StridedCopy headsCopy(bool back, int64_t offset, int64_t row) {
+  dk::StridedCopy c;
+  c.rank = 3;
+  c.inner = 2;
+  c.dims[0] = back ? kTokens : kHeads;
+  c.dims[1] = back ? kHeads : kTokens;
+  c.dims[2] = kHeadDim;
+  const int64_t heads_stride = back ? kTokens * kHeadDim : kHeadDim, tokens_stride = back ? kHeadDim : row;
+  c.src_strides[0] = back ? tokens_stride : heads_stride;
+  c.src_strides[1] = back ? heads_stride : tokens_stride;
+  c.src_strides[2] = 1;
+  c.dst_strides[0] = back ? kHeads * kHeadDim : kTokens * kHeadDim;
+  c.dst_strides[1] = back ? kHeadDim : kHeadDim;
+  c.dst_strides[2] = 1;
+  c.src_offset = offset;
+  return c;
+}
+
+// The QKV projection's bias Add and the Q, K and V head copies.
+void encoderHeadCopies(benchmark::State& state, int threads) {
+  setThreads(threads);
+  const std::vector<float> x = randomFloats(kTokens * 3 * kHidden, 19), bias = randomFloats(3 * kHidden, 20);
+  std::vector<float> out[3];
+  dk::StridedCopy copies[3];
+  for (int i = 0; i < 3; ++i) {
+    out[i].resize(size_t(kTokens * kHidden));
+    copies[i] = headsCopy(false, i * kHidden, 3 * kHidden);
+    copies[i].dst = out[i].data();
+  }
+  for (auto _ : state) {
+    dk::addRowCopy(x.data(), bias.data(), 3 * kHidden, copies, 3);
+    benchmark::DoNotOptimize(out[2].data());
+  }
+}
+
+// The context heads back to [tokens, hidden], quantized for the output projection.
+void encoderContextQuantized(benchmark::State& state, int threads) {
+  setThreads(threads);
+  const std::vector<float> x = randomFloats(kTokens * kHidden, 21);
+  std::vector<uint8_t> q(x.size());
+  float scale = 0, zero = 0;
+  int32_t zero_s32 = 0;
+  const dk::StridedCopy c = headsCopy(true, 0, kHidden);
+  for (auto _ : state) {
+    dk::addRowCopyQuantized(x.data(), nullptr, kHeadDim, c, q.data(), &scale, &zero, &zero_s32);
+    benchmark::DoNotOptimize(q.data());
+  }
+}
+
 // ---- upsampling -----------------------------------------------------------------
 
 // `conv`: the yardstick Conv on the output-sized image instead of the ConvTranspose.
@@ -413,6 +538,14 @@ void registerAll() {
     for (int64_t n : {int64_t(128 * 256), int64_t(128 * 1024)})
       benchmark::RegisterBenchmark(("dynamic_quantize/" + std::to_string(n) + t).c_str(),
                                    [n, threads](benchmark::State& st) { dynamicQuantize(st, n, threads); })
+          ->UseRealTime();
+    const std::pair<const char*, void (*)(benchmark::State&, int)> encoder[] = {
+        {"layer_norm", encoderLayerNorm},           {"softmax", encoderSoftmax},
+        {"bias_gelu", encoderBiasGelu},             {"head_copies", encoderHeadCopies},
+        {"context_quantized", encoderContextQuantized}};
+    for (const auto& [name, f] : encoder)
+      benchmark::RegisterBenchmark((std::string("encoder/") + name + t).c_str(),
+                                   [f = f, threads](benchmark::State& st) { f(st, threads); })
           ->UseRealTime();
     for (const MatMulShape& s : kMatMulShapes) {
       benchmark::RegisterBenchmark(("matmul/" + s.name + "/host" + t).c_str(),

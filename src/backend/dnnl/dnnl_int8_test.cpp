@@ -1434,5 +1434,113 @@ TEST(DnnlKernels, TransposingCopiesAreOwnSteps) {
   EXPECT_LE(testing::relativeError(got[1], want[1]), 1e-6);
 }
 
+// addRowCopyQuantized against addRowCopy followed by dynamicQuantize, to the byte:
+// attention's context heads back to [seq, heads * dim] (the whole source in another
+// order: its range read in the source's order), the same with a bias, a window of part
+// of the source with runs of 10 (a vector's tail), a NaN and an infinity among the
+// values; one and two threads.
+TEST(DnnlKernels, AddRowCopyQuantizedFollowsItsDefinition) {
+  struct View {
+    std::vector<int64_t> dims, src, dst;
+    int64_t offset;
+    int inner;
+  };
+  const int64_t heads = 4, seq = 24, dim = 32;
+  const std::vector<View> views = {
+      {{seq, heads, dim}, {dim, seq * dim, 1}, {heads * dim, dim, 1}, 0, 2},  // heads back
+      {{3, 10}, {dim, 1}, {10, 1}, 40, 1},                                  // a window, runs of 10
+  };
+  for (const bool special : {false, true})
+    for (const bool with_bias : {false, true})
+      for (size_t vi = 0; vi < views.size(); ++vi)
+        for (int threads : {1, 2}) {
+          omp_set_num_threads(threads);
+          std::vector<float> x = testing::randomFloats(size_t(heads * seq * dim), 31, -3.0f, 5.0f);
+          if (special) {
+            x[7] = NAN;
+            x[45] = INFINITY;
+          }
+          const std::vector<float> bias = testing::randomFloats(size_t(dim), 32, -1.0f, 1.0f);
+          const View& v = views[vi];
+          StridedCopy c;
+          c.rank = int(v.dims.size());
+          c.inner = v.inner;
+          int64_t n = 1;
+          for (int d = 0; d < c.rank; ++d) {
+            c.dims[d] = v.dims[size_t(d)];
+            c.src_strides[d] = v.src[size_t(d)];
+            c.dst_strides[d] = v.dst[size_t(d)];
+            n *= c.dims[d];
+          }
+          c.src_offset = v.offset;
+          const float* b = with_bias ? bias.data() : nullptr;
+          std::vector<float> copy(size_t(n), NAN);
+          c.dst = copy.data();
+          addRowCopy(x.data(), b, dim, &c, 1);
+          std::vector<uint8_t> want(size_t(n), 0), got(size_t(n), 7);
+          float want_scale = 0, want_zero = 0, got_scale = -1, got_zero = -1;
+          int32_t want_zero_s32 = 0, got_zero_s32 = -1;
+          dynamicQuantize(copy.data(), n, want.data(), &want_scale, &want_zero, &want_zero_s32);
+          c.dst = nullptr;
+          addRowCopyQuantized(x.data(), b, dim, c, got.data(), &got_scale, &got_zero, &got_zero_s32);
+          const std::string what = "view " + std::to_string(vi) + (with_bias ? " with bias" : "") +
+                                   (special ? " with NaN and inf" : "") + ", " + std::to_string(threads) +
+                                   " threads";
+          EXPECT_EQ(got, want) << what;
+          EXPECT_EQ(got_scale, want_scale) << what;
+          EXPECT_EQ(got_zero, want_zero) << what;
+          EXPECT_EQ(got_zero_s32, want_zero_s32) << what;
+        }
+  omp_set_num_threads(2);
+}
+
+// The context heads' copy back to [seq, heads * dim] that only the next MatMul's
+// dynamic quantization reads is one add_row_copy step with a quantized result and no
+// float32 copy (blob version 6); the outputs match the host's; a version 5 blob with
+// one, or one with a second view, is refused by name.
+TEST(DnnlKernels, ACopyOnlyQuantizedIsQuantizedAsItIsCopied) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {4, 16, 32});
+  ir::AttributeMap last, perm;
+  last.setInt("axis", -1);
+  perm.setInts("perm", {1, 0, 2});
+  ir::ValueId h = b.node("Softmax", {x}, last, 13);
+  ir::ValueId ctx = b.node("Reshape", {b.node("Transpose", {h}, perm, 13), b.constantInts("shape", {2}, {16, 128})},
+                           {}, 13);
+  const auto [y, scale, zero] = dynamicQuantizeNode(b, ctx);
+  b.g.outputs.push_back(b.node("DequantizeLinear", {y, b.constant("unit", {}, {1.0f}), zero}, {}, 13));
+  b.g.outputs.push_back(b.node("Mul", {scale, b.constant("two", {}, {2.0f})}, {}, 13));
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  size_t quantized_copies = 0, others = 0;
+  for (const DnnlModule::StepInfo& st : allSteps(dnnl)) {
+    quantized_copies += st.kind == StepKind::kAddRowCopy && st.label.find("dql") != std::string::npos;
+    // (A reorder gives the integers back as centred floats for the DequantizeLinear's output.)
+    others += st.kind == StepKind::kDynamicQuantize ||
+              (st.kind == StepKind::kReorder && st.label.find("Transpose") != std::string::npos) ||
+              (st.kind == StepKind::kAddRowCopy && st.label.find("dql") == std::string::npos);
+  }
+  EXPECT_EQ(quantized_copies, 1u);
+  EXPECT_EQ(others, 0u);
+  const backend::ModuleImage& image = dnnl.parts.modules.at(0);
+  EXPECT_EQ(testing::blobVersion(image.blob), 6u);
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 10);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_LE(testing::closeness(got[0], want[0], 0, 1.0), 1.0);  // centred integers: a rounding apart at most
+  EXPECT_LE(testing::closeness(got[1], want[1], 1e-6, 0), 1.0);
+
+  EXPECT_NE(testing::readAsVersion(image.blob, 5).find("add_row_copy with a quantized result in a version 5 blob"),
+            std::string::npos);
+  EXPECT_NE(loadWithEditedStepsOf(dnnl, StepKind::kAddRowCopy,
+                                  [](Step& st) {
+                                    Arg second = *st.find(DNNL_ARG_MULTIPLE_SRC);
+                                    second.key = DNNL_ARG_MULTIPLE_SRC + 1;
+                                    st.args.push_back(second);
+                                  })
+                .find("more than its one view"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace partita::dnnl_backend

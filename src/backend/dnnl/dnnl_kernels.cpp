@@ -80,8 +80,8 @@ std::pair<int64_t, int64_t> rowsSourceAndDestination(const Step& step, const Bad
   return {n, c};
 }
 
-// The number of arguments of a kAddLayerNorm's or kBiasGelu's quantized result (0 or
-// 4), after checking them: a dense uint8 buffer of the `n` elements it quantizes,
+// The number of arguments of a kAddLayerNorm's, kBiasGelu's or kAddRowCopy's quantized
+// result (0 or 4), after checking them: a dense uint8 buffer of the `n` elements it quantizes,
 // sharing no buffer with another argument, and one-element scale and zero points.
 template <typename Bad>
 size_t quantizedResultArgs(const Step& step, int64_t n, const Bad& bad) {
@@ -239,9 +239,13 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
     size_t copies = 0;
     while (copies < size_t(kMaxRowCopies) && step.find(DNNL_ARG_MULTIPLE_SRC + int(copies))) ++copies;
     if (copies == 0) bad("an add_row_copy has no view to copy");
+    // With a quantized result: one view, quantized into it instead of copied.
+    const Arg* quantized = step.find(kQuantizedResultArg);
+    if (quantized && (copies != 1 || step.find(kRowCopyDst[0])))
+      bad("a quantized add_row_copy has more than its one view or a float32 destination too");
     for (size_t i = 0; i < copies; ++i) {
       const Arg* v = step.find(DNNL_ARG_MULTIPLE_SRC + int(i));
-      const Arg* y = step.find(kRowCopyDst[i]);
+      const Arg* y = quantized ? quantized : step.find(kRowCopyDst[i]);
       const dnnl_memory_desc_t& vd = v->md.data;
       if (v->source != ArgSource::kBuffer || v->index != x->index || vd.data_type != dnnl_f32 ||
           vd.format_kind != dnnl_blocked || vd.format_desc.blocking.inner_nblks != 0 || vd.ndims < 1 ||
@@ -256,15 +260,18 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
       }
       if (last >= n) bad("an add_row_copy's view reaches past its source");
       if (!y || y->source != ArgSource::kBuffer || y->index == x->index || !isDenseUnblocked(y->md) ||
-          y->md.data.data_type != dnnl_f32 || dimsOf(y->md) != dimsOf(v->md) || !copyRunDim(v->md, y->md))
-        bad("an add_row_copy's destination is not a dense float32 buffer of its view's dims with a dim "
-            "contiguous on both sides");
+          y->md.data.data_type != (quantized ? dnnl_u8 : dnnl_f32) || dimsOf(y->md) != dimsOf(v->md) ||
+          !copyRunDim(v->md, y->md))
+        bad("an add_row_copy's destination is not a dense float32 (quantized: uint8) buffer of its view's dims "
+            "with a dim contiguous on both sides");
       if (bias && bias->source == ArgSource::kBuffer && bias->index == y->index)
         bad("an add_row_copy writes over its bias");
       for (size_t k = 0; k < i; ++k)
         if (step.find(kRowCopyDst[k])->index == y->index) bad("two add_row_copy destinations share a buffer");
     }
-    if (step.args.size() != 1 + (bias ? 1 : 0) + 2 * copies) bad("an add_row_copy has arguments other than its own");
+    const size_t outputs =
+        quantized ? 1 + quantizedResultArgs(step, numElements(step.find(DNNL_ARG_MULTIPLE_SRC)->md), bad) : 2 * copies;
+    if (step.args.size() != 1 + (bias ? 1 : 0) + outputs) bad("an add_row_copy has arguments other than its own");
     return;
   }
   if (step.kind != StepKind::kDynamicQuantize) bad("not one of the module's own kernels");
@@ -348,23 +355,32 @@ void minMax(const float* x, int64_t n, float& mn, float& mx) {
   }
 }
 
+#ifdef __AVX512F__
+// Sixteen quantized as int32, saturate(round(x / scale) + zero) but for the upper
+// clamp, which the unsigned saturating narrowing store does. The rounding in the
+// conversion to int32 and the clamp in integers (two instructions fewer a vector than
+// rounding, adding and clamping as floats: [256, 1024] 19.6 -> 17.9 us). The quotient
+// is first held below 1e9 (+inf among them), so that no finite one above int32's
+// range converts to its "indefinite" INT_MIN; a NaN passes (min's second operand) and
+// converts to INT_MIN, which the clamp makes 0, as -inf.
+struct Quantize16 {
+  __m512 s, cap = _mm512_set1_ps(1e9f);
+  __m512i z, low = _mm512_setzero_si512();
+  Quantize16(float scale, float zero) : s(_mm512_set1_ps(scale)), z(_mm512_set1_epi32(int32_t(zero))) {}
+  __m512i operator()(__m512 v) const {
+    const __m512 d = _mm512_min_ps(cap, _mm512_div_ps(v, s));
+    const __m512i k = _mm512_cvt_roundps_epi32(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_max_epi32(_mm512_add_epi32(k, z), low);
+  }
+};
+#endif
+
 // y = saturate(round(x / scale) + zero), ties to even, as ONNX's QuantizeLinear; the
 // division kept (x times 1 / scale rounds differently at some ties). NaN gives 0.
 void quantize(const float* x, int64_t n, float scale, float zero, uint8_t* y) {
   int64_t i = 0;
 #ifdef __AVX512F__
-  // The rounding in the conversion to int32 and the clamp in integers (two instructions
-  // fewer a vector than rounding, adding and clamping as floats: [256, 1024] 19.6 -> 16
-  // us). The quotient is first held below 1e9 (+inf among them), so that no finite
-  // one above int32's range converts to its "indefinite" INT_MIN; a NaN passes (min's
-  // second operand) and converts to INT_MIN, which the clamp makes 0, as -inf.
-  const __m512 s = _mm512_set1_ps(scale), cap = _mm512_set1_ps(1e9f);
-  const __m512i z = _mm512_set1_epi32(int32_t(zero)), low = _mm512_setzero_si512();
-  auto q = [&](__m512 v) {
-    const __m512 d = _mm512_min_ps(cap, _mm512_div_ps(v, s));
-    const __m512i k = _mm512_cvt_roundps_epi32(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    return _mm512_max_epi32(_mm512_add_epi32(k, z), low);  // 255 and above: the store saturates
-  };
+  const Quantize16 q(scale, zero);
   for (; i + 64 <= n; i += 64) {
     const __m512i a = q(_mm512_loadu_ps(x + i)), b = q(_mm512_loadu_ps(x + i + 16)),
                   c = q(_mm512_loadu_ps(x + i + 32)), d = q(_mm512_loadu_ps(x + i + 48));
@@ -409,23 +425,23 @@ void sharedParams(const Range* ranges, int threads, float& scale, float& zero) {
   dynamicParams(mn, mx, scale, zero);
 }
 
-// `items` items of `width` floats each (at `values`) in one contiguous share per thread
-// of the calling thread's team, a whole number of `granule` items each:
-// `fill(b, e, range)` computes items [b, e) (or only reads them) and widens `range` to
-// their values. With `y`, all meet, derive ONNX's scale and zero
-// point from the union of the ranges, and each thread quantizes its own share into
-// `y`, writing the scale and zero points. On a team of one, no parallel region.
-template <typename Fill>
-void fillThenQuantize(int64_t items, int64_t width, int64_t granule, Fill&& fill, const float* values, uint8_t* y,
+// `items` items in one contiguous share per thread of the calling thread's team, a
+// whole number of `granule` items each: `fill(b, e, range)` computes items [b, e) (or
+// only reads them) and widens `range` to their values. With `quantized`, all meet,
+// derive ONNX's scale and zero point from the union of the ranges, each thread
+// quantizes its own share (`quantizeShare(b, e, scale, zero)`), and the scale and zero
+// points are written. On a team of one, no parallel region.
+template <typename Fill, typename QuantizeShare>
+void fillThenQuantize(int64_t items, int64_t granule, Fill&& fill, QuantizeShare&& quantizeShare, bool quantized,
                       float* scale_out, float* zero_out, int32_t* zero_s32) {
   const int team = std::min(omp_get_max_threads(), kMaxTeam);
   float scale = 0, zero = 0;
   if (team <= 1) {
     Range range;
     fill(int64_t(0), items, range);
-    if (y) {
+    if (quantized) {
       dynamicParams(range.mn, range.mx, scale, zero);
-      quantize(values, items * width, scale, zero, y);
+      quantizeShare(int64_t(0), items, scale, zero);
     }
   } else {
     Range ranges[kMaxTeam];
@@ -435,11 +451,11 @@ void fillThenQuantize(int64_t items, int64_t width, int64_t granule, Fill&& fill
       const int64_t per = ((items + threads - 1) / threads + granule - 1) / granule * granule;
       const int64_t b = std::min(items, t * per), e = std::min(items, b + per);
       fill(b, e, ranges[t]);
-      if (y) {
+      if (quantized) {
 #pragma omp barrier
         float s = 0, z = 0;
         sharedParams(ranges, threads, s, z);
-        quantize(values + b * width, (e - b) * width, s, z, y + b * width);
+        quantizeShare(b, e, s, z);
         if (t == 0) {
           scale = s;
           zero = z;
@@ -447,11 +463,22 @@ void fillThenQuantize(int64_t items, int64_t width, int64_t granule, Fill&& fill
       }
     }
   }
-  if (y) {
+  if (quantized) {
     *scale_out = scale;
     *zero_out = zero;
     *zero_s32 = int32_t(zero);
   }
+}
+
+// fillThenQuantize over items of `width` floats at `values`, quantized into `y` (null:
+// no quantization) in the same order.
+template <typename Fill>
+void fillThenQuantize(int64_t items, int64_t width, int64_t granule, Fill&& fill, const float* values, uint8_t* y,
+                      float* scale_out, float* zero_out, int32_t* zero_s32) {
+  fillThenQuantize(
+      items, granule, fill,
+      [&](int64_t b, int64_t e, float s, float z) { quantize(values + b * width, (e - b) * width, s, z, y + b * width); },
+      y != nullptr, scale_out, zero_out, zero_s32);
 }
 
 // A row kernel's `row(a, r, mn, mx)` over a.rows rows of a.cols floats into a.y, then,
@@ -839,60 +866,190 @@ void biasGeluRow(const BiasGeluArgs& a, int64_t r, float& mn, float& mx) {
 
 void biasGelu(const BiasGeluArgs& a) { rowsThenQuantize(a, biasGeluRow); }
 
+namespace {
+
+// The number of runs (along dim c.inner) of copy c.
+int64_t runsOf(const StridedCopy& c) {
+  int64_t runs = 1;
+  for (int d = 0; d < c.rank; ++d) runs *= d == c.inner ? 1 : c.dims[d];
+  return runs;
+}
+
+// f(src offset, dst offset, the source's column: src offset % cols) for runs [b, e) of
+// copy c, in order (the other dims' index, last fastest).
+template <typename F>
+void forEachRun(const StridedCopy& c, int64_t cols, int64_t b, int64_t e, F&& f) {
+  // The first run's index in the other dims, then an odometer that moves the source
+  // and destination offsets and the source's column (kept without a division a run).
+  int64_t idx[kMaxCopyRank] = {}, col_step[kMaxCopyRank] = {}, col_back[kMaxCopyRank] = {};
+  for (int d = 0; d < c.rank; ++d) {
+    col_step[d] = c.src_strides[d] % cols;
+    col_back[d] = (c.dims[d] * c.src_strides[d]) % cols;
+  }
+  int64_t so = c.src_offset, dof = 0, rest = b;
+  for (int d = c.rank - 1; d >= 0; --d) {
+    if (d == c.inner) continue;
+    idx[d] = rest % c.dims[d];
+    rest /= c.dims[d];
+    so += idx[d] * c.src_strides[d];
+    dof += idx[d] * c.dst_strides[d];
+  }
+  int64_t col = so % cols;
+  for (int64_t run = b; run < e; ++run) {
+    f(so, dof, col);
+    for (int d = c.rank - 1; d >= 0; --d) {
+      if (d == c.inner) continue;
+      so += c.src_strides[d];
+      dof += c.dst_strides[d];
+      if ((col += col_step[d]) >= cols) col -= cols;
+      if (++idx[d] < c.dims[d]) break;
+      so -= c.dims[d] * c.src_strides[d];
+      dof -= c.dims[d] * c.dst_strides[d];
+      if ((col -= col_back[d]) < 0) col += cols;
+      idx[d] = 0;
+    }
+  }
+}
+
+// Whether copy c's view holds every element of its source (`cols` floats a row, as many
+// elements as the view) exactly once: offset 0, and its strides those of a dense tensor
+// of its dims in some order.
+bool coversSourceOnce(const StridedCopy& c, int64_t cols) {
+  if (c.src_offset != 0) return false;
+  std::vector<int> order;
+  for (int d = 0; d < c.rank; ++d)
+    if (c.dims[d] > 1) order.push_back(d);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return c.src_strides[a] < c.src_strides[b]; });
+  int64_t next = 1;
+  for (int d : order) {
+    if (c.src_strides[d] != next) return false;
+    next *= c.dims[d];
+  }
+  return next % cols == 0;  // (whole rows: the source is at least `next` floats, checked when read)
+}
+
+// dst[k] = src[k] + the bias row's element of column (col + k) % cols (no bias: a copy)
+// for k < len.
+inline void addRowRun(const float* src, const float* bias, int64_t cols, int64_t col, int64_t len, float* dst) {
+  if (!bias) {
+    std::copy(src, src + len, dst);
+  } else if (col + len <= cols) {  // within one row: the bias row's slice
+    const float* bv = bias + col;
+#pragma omp simd
+    for (int64_t k = 0; k < len; ++k) dst[k] = src[k] + bv[k];
+  } else {
+    for (int64_t k = 0; k < len; ++k) dst[k] = src[k] + bias[(col + k) % cols];
+  }
+}
+
+}  // namespace
+
 void addRowCopy(const float* x, const float* bias, int64_t cols, const StridedCopy* copies, int n) {
   for (int i = 0; i < n; ++i) {
     const StridedCopy& c = copies[i];
     const int64_t len = c.dims[c.inner];
-    int64_t runs = 1;
-    for (int d = 0; d < c.rank; ++d) runs *= d == c.inner ? 1 : c.dims[d];
     onTeam(
-        runs,
+        runsOf(c),
         [&](int64_t b, int64_t e, int) {
-          // The first run's index in the other dims (last fastest), then an odometer
-          // that moves the source and destination offsets and the source's column
-          // (so % cols, kept without a division a run).
-          int64_t idx[kMaxCopyRank] = {}, col_step[kMaxCopyRank] = {}, col_back[kMaxCopyRank] = {};
-          for (int d = 0; d < c.rank; ++d) {
-            col_step[d] = c.src_strides[d] % cols;
-            col_back[d] = (c.dims[d] * c.src_strides[d]) % cols;
-          }
-          int64_t so = c.src_offset, dof = 0, rest = b;
-          for (int d = c.rank - 1; d >= 0; --d) {
-            if (d == c.inner) continue;
-            idx[d] = rest % c.dims[d];
-            rest /= c.dims[d];
-            so += idx[d] * c.src_strides[d];
-            dof += idx[d] * c.dst_strides[d];
-          }
-          int64_t col = so % cols;
-          for (int64_t run = b; run < e; ++run) {
-            const float* src = x + so;
-            float* dst = c.dst + dof;
-            if (!bias) {
-              std::copy(src, src + len, dst);
-            } else if (col + len <= cols) {  // within one row: the bias row's slice
-              const float* bv = bias + col;
-#pragma omp simd
-              for (int64_t k = 0; k < len; ++k) dst[k] = src[k] + bv[k];
-            } else {
-              for (int64_t k = 0; k < len; ++k) dst[k] = src[k] + bias[(col + k) % cols];
-            }
-            for (int d = c.rank - 1; d >= 0; --d) {
-              if (d == c.inner) continue;
-              so += c.src_strides[d];
-              dof += c.dst_strides[d];
-              if ((col += col_step[d]) >= cols) col -= cols;
-              if (++idx[d] < c.dims[d]) break;
-              so -= c.dims[d] * c.src_strides[d];
-              dof -= c.dims[d] * c.dst_strides[d];
-              if ((col -= col_back[d]) < 0) col += cols;
-              idx[d] = 0;
-            }
-          }
+          forEachRun(c, cols, b, e, [&](int64_t so, int64_t dof, int64_t col) {
+            addRowRun(x + so, bias, cols, col, len, c.dst + dof);
+          });
         },
         1);
   }
 }
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+void addRowCopyQuantized(const float* x, const float* bias, int64_t cols, const StridedCopy& c, uint8_t* q,
+                         float* scale, float* zero, int32_t* zero_s32) {
+  const int64_t len = c.dims[c.inner];
+  // g(v, m, at) for the run's values (x plus the bias) in pieces of at most kPiece
+  // floats, `at` the destination offset of the piece's first.
+  constexpr int64_t kPiece = 256;
+  auto eachPiece = [&](int64_t b, int64_t e, auto&& g) {
+    float tmp[kPiece];
+    forEachRun(c, cols, b, e, [&](int64_t so, int64_t dof, int64_t col) {
+      for (int64_t k = 0; k < len; k += kPiece) {
+        const int64_t m = std::min(kPiece, len - k);
+        const float* v = x + so + k;
+        if (bias) {
+          addRowRun(v, bias, cols, (col + k) % cols, m, tmp);
+          v = tmp;
+        }
+        g(v, m, dof + k);
+      }
+    });
+  };
+  // The range needs every value once in any order: a view that is the whole source in
+  // another order (attention's heads back to [seq, heads * dim]) is read in the
+  // source's order, a share of as many floats as the share's runs hold.
+  const bool whole = coversSourceOnce(c, cols);
+  // (Runs are short, 64 floats for attention's heads: the vector code is inline, the
+  // range's accumulators kept across runs.)
+  fillThenQuantize(
+      runsOf(c), 1,
+      [&](int64_t b, int64_t e, Range& range) {
+#ifdef __AVX512F__
+        __m512 lo = _mm512_set1_ps(INFINITY), hi = _mm512_set1_ps(-INFINITY);
+        auto widen = [&](const float* v, int64_t m, int64_t) {
+          for (int64_t i = 0; i < m; i += 16) {
+            const __mmask16 k = m - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (m - i)) - 1);
+            const __m512 a = _mm512_maskz_loadu_ps(k, v + i);
+            lo = _mm512_mask_min_ps(lo, k, a, lo);  // a NaN keeps the accumulator
+            hi = _mm512_mask_max_ps(hi, k, a, hi);
+          }
+        };
+#else
+        auto widen = [&](const float* v, int64_t m, int64_t) { minMax(v, m, range.mn, range.mx); };
+#endif
+        if (whole && !bias) {
+          widen(x + b * len, (e - b) * len, 0);
+        } else if (whole) {
+          float tmp[kPiece];
+          for (int64_t i = b * len, end = e * len; i < end;) {  // pieces within one row
+            const int64_t col = i % cols, m = std::min({kPiece, end - i, cols - col});
+            const float* v = x + i;
+            if (bias) {
+              addRowRun(v, bias, cols, col, m, tmp);
+              v = tmp;
+            }
+            widen(v, m, 0);
+            i += m;
+          }
+        } else {
+          eachPiece(b, e, widen);
+        }
+#ifdef __AVX512F__
+        range.mn = std::min(range.mn, _mm512_reduce_min_ps(lo));
+        range.mx = std::max(range.mx, _mm512_reduce_max_ps(hi));
+#endif
+      },
+      [&](int64_t b, int64_t e, float s, float z) {
+#ifdef __AVX512F__
+        // (The narrowing into a register, then a store: AMD's Zen cores run VPMOVUSDB
+        // with a memory operand slowly. And what the stores could alias, a uint8 store
+        // aliasing any memory, copied into the lambda: otherwise reloaded after each.)
+        const Quantize16 to(s, z);
+        uint8_t* const out = q;
+        eachPiece(b, e, [to, out](const float* v, int64_t m, int64_t at) {
+          uint8_t* const y = out + at;
+          int64_t i = 0;
+          for (; i + 16 <= m; i += 16)
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm512_cvtusepi32_epi8(to(_mm512_loadu_ps(v + i))));
+          if (i < m) {
+            const __mmask16 k = __mmask16((1u << (m - i)) - 1);
+            _mm_mask_storeu_epi8(y + i, k, _mm512_cvtusepi32_epi8(to(_mm512_maskz_loadu_ps(k, v + i))));
+          }
+        });
+#else
+        eachPiece(b, e, [&](const float* v, int64_t m, int64_t at) { quantize(v, m, s, z, q + at); });
+#endif
+      },
+      true, scale, zero, zero_s32);
+}
+#pragma GCC diagnostic pop
 
 // Rows split by positions: a thread's rows are the bytes the swish before (split by
 // elements the same way, to within a vector) left in its core's cache.

@@ -116,6 +116,13 @@ struct StridedCopy {
 // strided views in one pass (attention's QKV bias and head copies). Exact (one add).
 // The views' runs of the last dim are split between the calling thread's OpenMP team.
 void addRowCopy(const float* x, const float* bias, int64_t cols, const StridedCopy* copies, int n);
+// (StepKind::kAddRowCopy with a quantized result) One such copy's DynamicQuantizeLinear
+// instead of the copy: q (uint8, at c.dst_strides; c.dst unused), scale and zero points
+// as dynamicQuantize computes them from the copy's values (attention's context heads
+// back to [seq, heads * dim] for the next int8 MatMul, without the float32 copy). Uses
+// the calling thread's OpenMP team, the runs split into one contiguous share per thread.
+void addRowCopyQuantized(const float* x, const float* bias, int64_t cols, const StridedCopy& c, uint8_t* q,
+                         float* scale, float* zero, int32_t* zero_s32);
 // The dim a copy from `view` to `dst` (same dims, no inner blocks) runs along: the last
 // one of stride 1 on both sides; nullopt without one.
 std::optional<int> copyRunDim(const dnnl::memory::desc& view, const dnnl::memory::desc& dst);

@@ -473,17 +473,17 @@ void DnnlModule::runProfiled(uint32_t fn, const std::vector<ir::Tensor>& inputs,
 
 namespace {
 // The name of argument `key` of a step of `kind` in profile events.
-std::string argName(StepKind kind, int key) {
+std::string argName(StepKind kind, int key, bool quantized) {
   if (kind == StepKind::kDynamicQuantize && key != DNNL_ARG_SRC && key != DNNL_ARG_DST)
     return key == kDynamicScaleArg ? "scale" : key == kDynamicZeroArg ? "zero_point" : "zero_point_s32";
   if (kind == StepKind::kAddRowCopy) {
     if (key == DNNL_ARG_SRC_1) return "bias";
     for (int i = 0; i < kMaxRowCopies; ++i) {
       if (key == DNNL_ARG_MULTIPLE_SRC + i) return "view_" + std::to_string(i);
-      if (key == kRowCopyDst[i]) return "dst_" + std::to_string(i);
+      if (key == kRowCopyDst[i] && !quantized) return "dst_" + std::to_string(i);
     }
   }
-  if (kind == StepKind::kAddLayerNorm || kind == StepKind::kBiasGelu) {
+  if (kind == StepKind::kAddLayerNorm || kind == StepKind::kBiasGelu || kind == StepKind::kAddRowCopy) {
     if (kind == StepKind::kBiasGelu && key == DNNL_ARG_SRC_1) return "bias";
     if (key >= DNNL_ARG_MULTIPLE_SRC && key < DNNL_ARG_MULTIPLE_SRC + kMaxLayerNormAddends)
       return "addend_" + std::to_string(key - DNNL_ARG_MULTIPLE_SRC);
@@ -526,10 +526,12 @@ std::vector<std::pair<std::string, std::string>> describeStep(StepKind kind, con
   std::vector<std::pair<std::string, std::string>> out = {
       {"backend", kModuleKind}, {"kind", stepKindName(kind)}, {"impl", implementation}};
   if (post_ops) out.emplace_back("post_ops", std::to_string(post_ops));
+  bool quantized = false;  // (a step with a quantized result names its scale and zero points so)
+  for (const auto& arg : args) quantized |= arg.first == kQuantizedResultArg;
   for (const auto& [key, md] : args) {
     std::string dims;
     for (int64_t d : dimsOf(md)) dims += (dims.empty() ? "" : ",") + std::to_string(d);
-    out.emplace_back(argName(kind, key), std::string(dataTypeName(md)) + "[" + dims + "] " + formatTag(md));
+    out.emplace_back(argName(kind, key, quantized), std::string(dataTypeName(md)) + "[" + dims + "] " + formatTag(md));
   }
   return out;
 }
@@ -739,10 +741,11 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float eps
     }
     case StepKind::kAddRowCopy: {
       StridedCopy copies[kMaxRowCopies];
+      const bool quantized = hasArg(a, kQuantizedResultArg);  // (then one view: checkOwnKernelStep)
       int n = 0;
       for (; n < kMaxRowCopies && hasArg(a, DNNL_ARG_MULTIPLE_SRC + n); ++n) {
         const dnnl_memory_desc_t* v = argDesc(a, DNNL_ARG_MULTIPLE_SRC + n);
-        const dnnl_memory_desc_t* y = argDesc(a, kRowCopyDst[n]);
+        const dnnl_memory_desc_t* y = argDesc(a, quantized ? kQuantizedResultArg : kRowCopyDst[n]);
         StridedCopy& c = copies[n];
         c.rank = v->ndims;
         for (int d = 0; d < v->ndims; ++d) {
@@ -752,11 +755,17 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float eps
         }
         c.src_offset = v->offset0;
         c.inner = *copyRunDim(dnnl::memory::desc(*v), dnnl::memory::desc(*y));  // (checkOwnKernelStep)
-        c.dst = argData<float>(a, kRowCopyDst[n]);
+        if (!quantized) c.dst = argData<float>(a, kRowCopyDst[n]);
       }
-      addRowCopy(argData<const float>(a, DNNL_ARG_SRC),
-                 hasArg(a, DNNL_ARG_SRC_1) ? argData<const float>(a, DNNL_ARG_SRC_1) : nullptr,
-                 src->dims[src->ndims - 1], copies, n);
+      const float* x = argData<const float>(a, DNNL_ARG_SRC);
+      const float* bias = hasArg(a, DNNL_ARG_SRC_1) ? argData<const float>(a, DNNL_ARG_SRC_1) : nullptr;
+      const int64_t cols = src->dims[src->ndims - 1];
+      if (quantized)
+        addRowCopyQuantized(x, bias, cols, copies[0], argData<uint8_t>(a, kQuantizedResultArg),
+                            argData<float>(a, kDynamicScaleArg), argData<float>(a, kDynamicZeroArg),
+                            argData<int32_t>(a, kDynamicZeroS32Arg));
+      else
+        addRowCopy(x, bias, cols, copies, n);
       return;
     }
     case StepKind::kSoftmaxRows: {

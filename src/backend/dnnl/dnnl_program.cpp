@@ -526,14 +526,19 @@ void validate(const Program& p, size_t blob_size) {
 std::vector<std::byte> writeProgram(const Program& p) {
   BlobWriter w;
   w.raw(kBlobMagic, 4);
-  bool polymorphic = false, views = false, shape_computations = false, scaled_softmax = false;
+  bool polymorphic = false, views = false, shape_computations = false, scaled_softmax = false,
+       quantized_copy = false;
   for (const Function& fn : p.functions) {
     polymorphic |= fn.poly != nullptr;
-    for (const Step& s : fn.steps) scaled_softmax |= s.kind == StepKind::kSoftmaxRows && s.alpha != 0;
+    for (const Step& s : fn.steps) {
+      scaled_softmax |= s.kind == StepKind::kSoftmaxRows && s.alpha != 0;
+      quantized_copy |= s.kind == StepKind::kAddRowCopy && s.find(kQuantizedResultArg);
+    }
     shape_computations |= fn.poly && computesShapes(fn.poly->graph);
     for (const Buffer& b : fn.buffers) views |= b.view;
   }
-  const uint32_t version = scaled_softmax ? 5 : shape_computations ? 4 : views ? 3 : polymorphic ? 2 : 1;
+  const uint32_t version =
+      quantized_copy ? 6 : scaled_softmax ? 5 : shape_computations ? 4 : views ? 3 : polymorphic ? 2 : 1;
   w.u32(version);
   const dnnl_version_t* v = dnnl_version();
   w.u32(uint32_t(v->major));
@@ -610,6 +615,9 @@ Program readProgram(const std::byte* data, size_t size) {
       fn.steps.push_back(readStep(r));
       if (version < 5 && fn.steps.back().kind == StepKind::kSoftmaxRows && fn.steps.back().alpha != 0)
         r.fail("step: a softmax_rows with a scale in a version " + std::to_string(version) + " blob (version 5)");
+      if (version < 6 && fn.steps.back().kind == StepKind::kAddRowCopy && fn.steps.back().find(kQuantizedResultArg))
+        r.fail("step: an add_row_copy with a quantized result in a version " + std::to_string(version) +
+               " blob (version 6)");
     }
     if (version >= 2) {
       uint8_t poly = r.u8();

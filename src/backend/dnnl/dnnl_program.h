@@ -23,9 +23,10 @@ inline constexpr char kBlobMagic[4] = {'P', 'D', 'N', 'L'};
 // Version 2 adds shape-polymorphic functions (PolyFunction), version 3 temporaries
 // that are views into another (Buffer::view), version 4 region graphs with shape
 // computations (Shape, Size and arithmetic on them, computed at each input shape),
-// version 5 softmax_rows steps with a scale (Step::alpha). A blob is written with the
-// lowest version that holds it (without any: version 1), and all five are read.
-inline constexpr uint32_t kBlobVersion = 5;
+// version 5 softmax_rows steps with a scale (Step::alpha), version 6 add_row_copy steps
+// with a quantized result. A blob is written with the lowest version that holds it
+// (without any: version 1), and all six are read.
+inline constexpr uint32_t kBlobVersion = 6;
 using runtime::kEmbeddedAlignment;  // embedded tensors start at multiples of it
 
 // Where the bytes of a primitive argument live.
@@ -116,7 +117,10 @@ enum class StepKind : uint8_t {
                           // strided view of SRC's buffer: f32, no inner blocks) copied into
                           // kRowCopyDst[i] (dense unblocked f32 of the view's dims; a dim
                           // contiguous on both sides): attention's QKV bias Add and its head
-                          // copies in one pass
+                          // copies in one pass. With kQuantizedResultArg (u8, plain row-major
+                          // of the view's dims) and the three as kAddLayerNorm's instead of
+                          // kRowCopyDst[0] (one view only; blob version 6): the view's
+                          // DynamicQuantizeLinear (as kDynamicQuantize), no float32 copy
 };
 // The argument keys of a kDynamicQuantize step's scale and zero points (oneDNN never
 // sees them).
