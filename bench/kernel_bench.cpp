@@ -289,16 +289,30 @@ namespace dk = partita::dnnl_backend;
 
 constexpr int64_t kTokens = 256, kHidden = 256, kHeads = 4, kHeadDim = 64, kFeedForward = 1024;
 
+// A row kernel's float32 result and its dynamic quantization, bound into its arguments.
+struct QuantizedResult {
+  std::vector<float> y;
+  std::vector<uint8_t> q;
+  float scale = 0, zero = 0;
+  int32_t zero_s32 = 0;
+  explicit QuantizedResult(size_t n) : y(n), q(n) {}
+  template <typename Args>
+  void bind(Args& a) {
+    a.y = y.data();
+    a.q = q.data();
+    a.scale = &scale;
+    a.zero = &zero;
+    a.zero_s32 = &zero_s32;
+  }
+};
+
 // Residual + bias + layer norm + the next MatMul's dynamic quantization.
 void encoderLayerNorm(benchmark::State& state, int threads) {
   setThreads(threads);
   const std::vector<float> x = randomFloats(kTokens * kHidden, 11), residual = randomFloats(kTokens * kHidden, 12),
                            bias = randomFloats(kHidden, 13), gamma = randomFloats(kHidden, 14),
                            beta = randomFloats(kHidden, 15);
-  std::vector<float> y(x.size());
-  std::vector<uint8_t> q(x.size());
-  float scale = 0, zero = 0;
-  int32_t zero_s32 = 0;
+  QuantizedResult out(x.size());
   dk::AddLayerNormArgs a;
   a.x = x.data();
   a.adds[0] = bias.data();
@@ -310,14 +324,10 @@ void encoderLayerNorm(benchmark::State& state, int threads) {
   a.epsilon = 1e-5f;
   a.rows = kTokens;
   a.cols = kHidden;
-  a.y = y.data();
-  a.q = q.data();
-  a.scale = &scale;
-  a.zero = &zero;
-  a.zero_s32 = &zero_s32;
+  out.bind(a);
   for (auto _ : state) {
     dk::addLayerNorm(a);
-    benchmark::DoNotOptimize(q.data());
+    benchmark::DoNotOptimize(out.q.data());
   }
 }
 
@@ -336,23 +346,16 @@ void encoderSoftmax(benchmark::State& state, int threads) {
 void encoderBiasGelu(benchmark::State& state, int threads) {
   setThreads(threads);
   const std::vector<float> x = randomFloats(kTokens * kFeedForward, 17), bias = randomFloats(kFeedForward, 18);
-  std::vector<float> y(x.size());
-  std::vector<uint8_t> q(x.size());
-  float scale = 0, zero = 0;
-  int32_t zero_s32 = 0;
+  QuantizedResult out(x.size());
   dk::BiasGeluArgs a;
   a.x = x.data();
   a.bias = bias.data();
   a.rows = kTokens;
   a.cols = kFeedForward;
-  a.y = y.data();
-  a.q = q.data();
-  a.scale = &scale;
-  a.zero = &zero;
-  a.zero_s32 = &zero_s32;
+  out.bind(a);
   for (auto _ : state) {
     dk::biasGelu(a);
-    benchmark::DoNotOptimize(q.data());
+    benchmark::DoNotOptimize(out.q.data());
   }
 }
 
@@ -370,7 +373,7 @@ dk::StridedCopy headsCopy(bool back, int64_t offset, int64_t row) {
   c.src_strides[1] = back ? heads_stride : tokens_stride;
   c.src_strides[2] = 1;
   c.dst_strides[0] = back ? kHeads * kHeadDim : kTokens * kHeadDim;
-  c.dst_strides[1] = back ? kHeadDim : kHeadDim;
+  c.dst_strides[1] = kHeadDim;
   c.dst_strides[2] = 1;
   c.src_offset = offset;
   return c;
@@ -397,13 +400,11 @@ void encoderHeadCopies(benchmark::State& state, int threads) {
 void encoderContextQuantized(benchmark::State& state, int threads) {
   setThreads(threads);
   const std::vector<float> x = randomFloats(kTokens * kHidden, 21);
-  std::vector<uint8_t> q(x.size());
-  float scale = 0, zero = 0;
-  int32_t zero_s32 = 0;
+  QuantizedResult out(x.size());
   const dk::StridedCopy c = headsCopy(true, 0, kHidden);
   for (auto _ : state) {
-    dk::addRowCopyQuantized(x.data(), nullptr, kHeadDim, c, q.data(), &scale, &zero, &zero_s32);
-    benchmark::DoNotOptimize(q.data());
+    dk::addRowCopyQuantized(x.data(), nullptr, kHeadDim, c, out.q.data(), &out.scale, &out.zero, &out.zero_s32);
+    benchmark::DoNotOptimize(out.q.data());
   }
 }
 

@@ -1010,12 +1010,8 @@ void addRowCopyQuantized(const float* x, const float* bias, int64_t cols, const 
           float tmp[kPiece];
           for (int64_t i = b * len, end = e * len; i < end;) {  // pieces within one row
             const int64_t col = i % cols, m = std::min({kPiece, end - i, cols - col});
-            const float* v = x + i;
-            if (bias) {
-              addRowRun(v, bias, cols, col, m, tmp);
-              v = tmp;
-            }
-            widen(v, m, 0);
+            addRowRun(x + i, bias, cols, col, m, tmp);
+            widen(tmp, m, 0);
             i += m;
           }
         } else {
