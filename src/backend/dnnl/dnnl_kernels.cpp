@@ -916,14 +916,17 @@ void forEachRun(const StridedCopy& c, int64_t cols, int64_t b, int64_t e, F&& f)
 // of its dims in some order.
 bool coversSourceOnce(const StridedCopy& c, int64_t cols) {
   if (c.src_offset != 0) return false;
-  std::vector<int> order;
-  for (int d = 0; d < c.rank; ++d)
-    if (c.dims[d] > 1) order.push_back(d);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return c.src_strides[a] < c.src_strides[b]; });
+  int order[kMaxCopyRank], n = 0;  // by stride, smallest first (no allocation: it runs at every call)
+  for (int d = 0; d < c.rank; ++d) {
+    if (c.dims[d] <= 1) continue;
+    int i = n++;
+    for (; i > 0 && c.src_strides[order[i - 1]] > c.src_strides[d]; --i) order[i] = order[i - 1];
+    order[i] = d;
+  }
   int64_t next = 1;
-  for (int d : order) {
-    if (c.src_strides[d] != next) return false;
-    next *= c.dims[d];
+  for (int i = 0; i < n; ++i) {
+    if (c.src_strides[order[i]] != next) return false;
+    next *= c.dims[order[i]];
   }
   return next % cols == 0;  // (whole rows: the source is at least `next` floats, checked when read)
 }
