@@ -173,6 +173,40 @@ def onnx_seeds():
          n("Concat", ["r1", "r3"], ["cat"], axis=1), n("Cast", ["cat"], ["y"], to=F)],
         [vi("x", [1, 16, 6, 6])], [vi("y", [1, 32, 6, 6])],
         [h16("ws", [16, 16, 1, 1], 19), h16("w1", [16, 16, 1, 1], 20), h16("w3", [16, 16, 3, 3], 21)])
+    # A dynamic-int8 attention block (two heads of 16 over 8 tokens), as ONNX Runtime's
+    # dynamic quantizer writes it: the dnnl module's int8 matmuls with run-time source
+    # scales and zero points, its own softmax, bias + head copies (add_row_copy), the
+    # context's copy quantized as it is copied (dnnl blob version 6) and bias + Gelu.
+    i8 = lambda name, shape, seed: numpy_helper.from_array(
+        np.random.default_rng(seed).integers(-60, 60, shape).astype(np.int8), name)
+
+    def dynamic_matmul(x, w, out):
+        return [n("DynamicQuantizeLinear", [x], [x + "_q", x + "_s", x + "_z"]),
+                n("MatMulInteger", [x + "_q", w, x + "_z"], [out + "_i"]),
+                n("Cast", [out + "_i"], [out + "_f"], to=F),
+                n("Mul", [x + "_s", w + "_scale"], [out + "_sc"]),
+                n("Mul", [out + "_f", out + "_sc"], [out])]
+
+    heads = []
+    for part, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+        heads += [n("Slice", ["qkvb", part + "_st", part + "_en", "ax2"], [part + "_s"]),
+                  n("Reshape", [part + "_s", "heads_shape"], [part + "_r"]),
+                  n("Transpose", [part + "_r"], [part + "_h"], perm=perm)]
+    s["int8_attention"] = model(
+        dynamic_matmul("x", "wqkv", "qkv") + [n("Add", ["qkv", "bqkv"], ["qkvb"])] + heads +
+        [n("MatMul", ["q_h", "k_h"], ["scores"]), n("Div", ["scores", "four"], ["scaled"]),
+         n("Softmax", ["scaled"], ["p"], axis=-1), n("MatMul", ["p", "v_h"], ["ctx"]),
+         n("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]), n("Reshape", ["ctx_t", "model_shape"], ["ctx_m"])] +
+        dynamic_matmul("ctx_m", "wo", "o") +
+        [n("Add", ["o", "bo"], ["ob"]), n("Div", ["ob", "sqrt2"], ["od"]), n("Erf", ["od"], ["oe"]),
+         n("Add", ["oe", "one"], ["oe1"]), n("Mul", ["ob", "oe1"], ["om"]), n("Mul", ["om", "half"], ["y"])],
+        [vi("x", [1, 8, 32])], [vi("y", [1, 8, 32])],
+        [i8("wqkv", [32, 96], 22), f32("wqkv_scale", 0.01), weights("bqkv", [96], 23),
+         i8("wo", [32, 32], 24), f32("wo_scale", 0.02), weights("bo", [32], 25),
+         ints("q_st", [0]), ints("q_en", [32]), ints("k_st", [32]), ints("k_en", [64]),
+         ints("v_st", [64]), ints("v_en", [96]), ints("ax2", [2]),
+         ints("heads_shape", [1, 8, 2, 16]), ints("model_shape", [1, 8, 32]),
+         f32("four", 4.0), f32("sqrt2", 1.4142135), f32("one", 1.0), f32("half", 0.5)])
     return s
 
 
