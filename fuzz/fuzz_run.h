@@ -15,15 +15,19 @@
 #include "ir/tensor.h"
 #include "runtime/artifact_reader.h"
 #include "runtime/executor.h"
+#include "runtime/graph_executor.h"
 
 namespace partita::fuzz {
 
 // Inputs beyond this many bytes in total are not run (the run is skipped, not refused).
 inline constexpr uint64_t kMaxRunInputBytes = uint64_t(1) << 20;
-// Nor is a program whose planned activation arena and static outputs together are
-// larger than this: a legitimately large run (a 142 MB output zero-filled and written
-// under ASan on a busy machine) passed libFuzzer's 10 s timeout, which is the
-// harness's budget, not a bug.
+// Nor is a program whose planned activation arena, its modules' own workspaces
+// (a dnnl module's temporaries and scratchpad, up to TensorLimits' 1 TiB a buffer as
+// its blob declares them) and static outputs together are larger than this: a
+// legitimately large run (a 142 MB output zero-filled and written under ASan on a busy
+// machine) passed libFuzzer's 10 s timeout, and a dnnl blob whose temporaries were
+// made gigabytes large took the process past libFuzzer's 2 GB, which are the
+// harness's budgets, not bugs.
 inline constexpr uint64_t kMaxRunArenaBytes = uint64_t(64) << 20;
 
 // Runs `exec` once on zeros when every input is static and they total at most
@@ -43,6 +47,12 @@ inline void runOnceOnZeros(const runtime::Executor& exec) {
     if (total > kMaxRunInputBytes) return note("not run: the inputs are too large");
   }
   uint64_t run_bytes = exec.plannedActivationBytes();
+  if (const auto* graph = dynamic_cast<const runtime::GraphExecutor*>(&exec))
+    for (const auto& m : graph->modules()) {
+      const uint64_t own = m->scratchpadBytes();
+      if (own > kMaxRunArenaBytes) return note("not run: a module's workspace is too large");
+      run_bytes += own;
+    }
   for (const runtime::IoSpec& out : exec.outputs()) {
     if (!out.type.isStatic()) continue;
     std::optional<uint64_t> b = ir::checkedNbytes(out.type.dtype, out.type.staticShape());
