@@ -68,6 +68,15 @@ GraphExecutor::GraphExecutor(std::shared_ptr<const ir::Graph> graph, std::shared
 
   // Every host node checked as the importer checks it, before anything runs.
   const std::vector<bool> dynamic = validateGraph(g, *store_, options.limits);
+  // A module's own workspace (a dnnl module's temporaries and scratchpad, whose sizes
+  // its blob declares) is held to the same limit as any one value: a file cannot make
+  // a session map and zero more than the caller allows.
+  for (size_t m = 0; m < modules_.size(); ++m)
+    if (modules_[m] && modules_[m]->scratchpadBytes() > options.limits.max_bytes)
+      throw Error(ErrorCode::kInvalidModel,
+                  "module " + std::to_string(m) + " (" + std::string(modules_[m]->kind()) + "): its workspace of " +
+                      std::to_string(modules_[m]->scratchpadBytes()) + " bytes is over the limit of " +
+                      std::to_string(options.limits.max_bytes) + " (TensorLimits::max_bytes)");
   steps_.resize(g.nodes.size());
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const ir::Node& node = g.nodes[n];

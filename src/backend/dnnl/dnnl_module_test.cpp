@@ -100,6 +100,39 @@ TEST(DnnlModule, ConstantsAreTheStoresBytes) {
     }
 }
 
+// A module's own workspace (the dnnl module's temporaries, sized as its blob says) is
+// held to the session's TensorLimits::max_bytes as any value is: an executor whose
+// limit lies between the graph's values and the module's workspace is refused, naming
+// the module; at the default limit the same modules run.
+TEST(DnnlModule, AWorkspaceOverTheLimitIsRefused) {
+  Compiled c = testing::compile(smallNet().g, {"dnnl", "host"});
+  ASSERT_EQ(c.modules.size(), 1u);
+  const size_t workspace = c.modules[0]->scratchpadBytes();
+  uint64_t largest_value = 0;  // of the values the executor holds: inputs and what its nodes make
+  auto widen = [&](ir::ValueId v) {
+    const ir::TensorType& t = c.graph->typeOf(v);
+    largest_value = std::max<uint64_t>(largest_value, uint64_t(t.numel()) * ir::dtypeSize(t.dtype));
+  };
+  for (ir::ValueId v : c.graph->inputs) widen(v);
+  for (const ir::Node& n : c.graph->nodes)
+    for (ir::ValueId v : n.outputs) widen(v);
+  ASSERT_LT(largest_value, workspace) << "the test needs a workspace larger than every value";
+  runtime::RunOptions small;
+  small.limits.max_bytes = workspace - 1;
+  try {
+    runtime::GraphExecutor exec(c.graph, c.store, c.modules, small);
+    FAIL() << "a workspace over the limit was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidModel);
+    EXPECT_NE(std::string(e.what()).find("module 0 (dnnl): its workspace of " + std::to_string(workspace) +
+                                         " bytes is over the limit"),
+              std::string::npos)
+        << e.what();
+  }
+  small.limits.max_bytes = workspace;
+  EXPECT_NO_THROW(runtime::GraphExecutor(c.graph, c.store, c.modules, small));
+}
+
 // Weights behind a read-only mapping (as in a mapped artifact): load and run must
 // neither write nor copy them.
 TEST(DnnlModule, RunsOverReadOnlyMappedConstants) {
