@@ -1289,6 +1289,36 @@ TEST(DnnlKernels, AColumnAsLongAsARowIsNoRowBias) {
   EXPECT_LE(testing::relativeError(got[1], want[1]), 1e-5);
 }
 
+// A strided view copied in the add_row_copy tests: its dims, source and destination
+// element strides, source offset and contiguous dim.
+struct CopyView {
+  std::vector<int64_t> dims, src, dst;
+  int64_t offset;
+  int inner;
+};
+
+// `v` as a StridedCopy into `dst`.
+StridedCopy stridedCopyOf(const CopyView& v, float* dst) {
+  StridedCopy c;
+  c.rank = int(v.dims.size());
+  c.inner = v.inner;
+  for (int d = 0; d < c.rank; ++d) {
+    c.dims[d] = v.dims[size_t(d)];
+    c.src_strides[d] = v.src[size_t(d)];
+    c.dst_strides[d] = v.dst[size_t(d)];
+  }
+  c.src_offset = v.offset;
+  c.dst = dst;
+  return c;
+}
+
+// The number of elements `v` copies.
+int64_t elementsOf(const CopyView& v) {
+  int64_t n = 1;
+  for (int64_t d : v.dims) n *= d;
+  return n;
+}
+
 // addRowCopy against element-by-element copies: a row-major view, a transposed one
 // copied along its middle dim (as attention's keys), a run that crosses from one row of
 // the source into the next, with and without a bias, on one and two threads.
@@ -1296,12 +1326,7 @@ TEST(DnnlKernels, AddRowCopyFollowsItsDefinition) {
   const int64_t rows = 6, cols = 48;
   const std::vector<float> x = testing::randomFloats(size_t(rows * cols), 11, -4.0f, 4.0f);
   const std::vector<float> bias = testing::randomFloats(size_t(cols), 12, -1.0f, 1.0f);
-  struct View {
-    std::vector<int64_t> dims, src, dst;
-    int64_t offset;
-    int inner;
-  };
-  const std::vector<View> views = {
+  const std::vector<CopyView> views = {
       {{2, 6, 8}, {8, 48, 1}, {48, 8, 1}, 0, 2},   // heads of columns 0-15, row-major
       {{2, 8, 6}, {8, 1, 48}, {48, 1, 8}, 16, 1},  // K^T of columns 16-31, copied along dim 1
       {{3, 10}, {60, 1}, {10, 1}, 40, 1},          // runs crossing a row's end
@@ -1312,23 +1337,12 @@ TEST(DnnlKernels, AddRowCopyFollowsItsDefinition) {
       std::vector<std::vector<float>> out(views.size());
       StridedCopy copies[3];
       for (size_t i = 0; i < views.size(); ++i) {
-        int64_t n = 1;
-        for (int64_t d : views[i].dims) n *= d;
-        out[i].assign(size_t(n), NAN);
-        StridedCopy& c = copies[i];
-        c.rank = int(views[i].dims.size());
-        c.inner = views[i].inner;
-        for (int d = 0; d < c.rank; ++d) {
-          c.dims[d] = views[i].dims[size_t(d)];
-          c.src_strides[d] = views[i].src[size_t(d)];
-          c.dst_strides[d] = views[i].dst[size_t(d)];
-        }
-        c.src_offset = views[i].offset;
-        c.dst = out[i].data();
+        out[i].assign(size_t(elementsOf(views[i])), NAN);
+        copies[i] = stridedCopyOf(views[i], out[i].data());
       }
       addRowCopy(x.data(), with_bias ? bias.data() : nullptr, cols, copies, 3);
       for (size_t i = 0; i < views.size(); ++i) {
-        const View& v = views[i];
+        const CopyView& v = views[i];
         const size_t r = v.dims.size();
         std::vector<int64_t> idx(r, 0);
         for (bool more = true; more;) {
@@ -1440,13 +1454,8 @@ TEST(DnnlKernels, TransposingCopiesAreOwnSteps) {
 // of the source with runs of 10 (a vector's tail), a NaN and an infinity among the
 // values; one and two threads.
 TEST(DnnlKernels, AddRowCopyQuantizedFollowsItsDefinition) {
-  struct View {
-    std::vector<int64_t> dims, src, dst;
-    int64_t offset;
-    int inner;
-  };
   const int64_t heads = 4, seq = 24, dim = 32;
-  const std::vector<View> views = {
+  const std::vector<CopyView> views = {
       {{seq, heads, dim}, {dim, seq * dim, 1}, {heads * dim, dim, 1}, 0, 2},  // heads back
       {{3, 10}, {dim, 1}, {10, 1}, 40, 1},                                  // a window, runs of 10
   };
@@ -1461,21 +1470,10 @@ TEST(DnnlKernels, AddRowCopyQuantizedFollowsItsDefinition) {
             x[45] = INFINITY;
           }
           const std::vector<float> bias = testing::randomFloats(size_t(dim), 32, -1.0f, 1.0f);
-          const View& v = views[vi];
-          StridedCopy c;
-          c.rank = int(v.dims.size());
-          c.inner = v.inner;
-          int64_t n = 1;
-          for (int d = 0; d < c.rank; ++d) {
-            c.dims[d] = v.dims[size_t(d)];
-            c.src_strides[d] = v.src[size_t(d)];
-            c.dst_strides[d] = v.dst[size_t(d)];
-            n *= c.dims[d];
-          }
-          c.src_offset = v.offset;
+          const int64_t n = elementsOf(views[vi]);
           const float* b = with_bias ? bias.data() : nullptr;
           std::vector<float> copy(size_t(n), NAN);
-          c.dst = copy.data();
+          StridedCopy c = stridedCopyOf(views[vi], copy.data());
           addRowCopy(x.data(), b, dim, &c, 1);
           std::vector<uint8_t> want(size_t(n), 0), got(size_t(n), 7);
           float want_scale = 0, want_zero = 0, got_scale = -1, got_zero = -1;

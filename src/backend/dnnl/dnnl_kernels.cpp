@@ -610,7 +610,6 @@ void addLayerNorm(const AddLayerNormArgs& a) {
       a.y, a.q, a.scale, a.zero, a.zero_s32);
 }
 
-
 namespace {
 
 // x * sigmoid(x) = x / (1 + e^-x), with e^-|x| (in (0, 1], no overflow) from a degree-5
@@ -989,8 +988,8 @@ void addRowCopyQuantized(const float* x, const float* bias, int64_t cols, const 
   // another order (attention's heads back to [seq, heads * dim]) is read in the
   // source's order, a share of as many floats as the share's runs hold.
   const bool whole = coversSourceOnce(c, cols);
-  // (Runs are short, 64 floats for attention's heads: the vector code is inline, the
-  // range's accumulators kept across runs.)
+  // (Runs are short, 64 floats for attention's heads: the range of strided runs keeps
+  // its accumulators across them instead of reducing each run as minMax would.)
   fillThenQuantize(
       runsOf(c), 1,
       [&](int64_t b, int64_t e, Range& range) {
@@ -1008,7 +1007,7 @@ void addRowCopyQuantized(const float* x, const float* bias, int64_t cols, const 
         auto widen = [&](const float* v, int64_t m, int64_t) { minMax(v, m, range.mn, range.mx); };
 #endif
         if (whole && !bias) {
-          widen(x + b * len, (e - b) * len, 0);
+          minMax(x + b * len, (e - b) * len, range.mn, range.mx);
         } else if (whole) {
           float tmp[kPiece];
           for (int64_t i = b * len, end = e * len; i < end;) {  // pieces within one row
@@ -1026,25 +1025,7 @@ void addRowCopyQuantized(const float* x, const float* bias, int64_t cols, const 
 #endif
       },
       [&](int64_t b, int64_t e, float s, float z) {
-#ifdef __AVX512F__
-        // (The narrowing into a register, then a store: AMD's Zen cores run VPMOVUSDB
-        // with a memory operand slowly. And what the stores could alias, a uint8 store
-        // aliasing any memory, copied into the lambda: otherwise reloaded after each.)
-        const Quantize16 to(s, z);
-        uint8_t* const out = q;
-        eachPiece(b, e, [to, out](const float* v, int64_t m, int64_t at) {
-          uint8_t* const y = out + at;
-          int64_t i = 0;
-          for (; i + 16 <= m; i += 16)
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm512_cvtusepi32_epi8(to(_mm512_loadu_ps(v + i))));
-          if (i < m) {
-            const __mmask16 k = __mmask16((1u << (m - i)) - 1);
-            _mm_mask_storeu_epi8(y + i, k, _mm512_cvtusepi32_epi8(to(_mm512_maskz_loadu_ps(k, v + i))));
-          }
-        });
-#else
         eachPiece(b, e, [&](const float* v, int64_t m, int64_t at) { quantize(v, m, s, z, q + at); });
-#endif
       },
       true, scale, zero, zero_s32);
 }
