@@ -1318,6 +1318,99 @@ int64_t elementsOf(const CopyView& v) {
   for (int64_t d : v.dims) n *= d;
   return n;
 }
+// A concat of dense plain tensors runs as copies of contiguous blocks (the module's
+// kConcat where the layouts allow): equal to the concatenation by index, for
+// channels-last (blocks of 3, 17 and 64 floats: a tail, a mask and whole vectors), for
+// row-major along dims 1 and 2 (blocks past memcpy's threshold), for uint8, on one
+// and two threads; none for a blocked, strided or offset tensor, another type, or
+// sources that do not add up.
+TEST(DnnlKernels, PlainConcatCopiesEachSourcesBlocks) {
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  struct Case {
+    std::vector<int64_t> extents;  // along the axis, one per source
+    std::vector<int64_t> dims;     // the destination's, the axis' extent ignored
+    int axis;
+    tag layout;
+    dt type;
+  };
+  const std::vector<Case> cases = {
+      {{3, 17, 64}, {2, 0, 3, 5}, 1, tag::acdb, dt::f32},
+      {{16, 48}, {2, 0, 9, 9}, 1, tag::abcd, dt::f32},
+      {{5, 1, 40}, {2, 3, 0, 8}, 2, tag::abcd, dt::f32},
+      {{5, 7}, {1, 0, 4, 4}, 1, tag::acdb, dt::u8},
+  };
+  for (const Case& k : cases)
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE("axis " + std::to_string(k.axis) + ", " + std::to_string(k.extents.size()) + " sources, " +
+                   std::to_string(threads) + " threads");
+      omp_set_num_threads(threads);
+      const size_t elem = k.type == dt::f32 ? 4 : 1;
+      std::vector<memory::desc> srcs;
+      std::vector<std::vector<uint8_t>> data;
+      memory::dims all = k.dims;
+      all[size_t(k.axis)] = 0;
+      for (size_t i = 0; i < k.extents.size(); ++i) {
+        memory::dims d = k.dims;
+        d[size_t(k.axis)] = k.extents[i];
+        all[size_t(k.axis)] += k.extents[i];
+        srcs.emplace_back(d, k.type, k.layout);
+        std::vector<uint8_t> bytes(srcs.back().get_size());
+        uint32_t state = uint32_t(20 + i);  // a different byte almost everywhere
+        for (uint8_t& v : bytes) v = uint8_t((state = state * 1664525u + 1013904223u) >> 24);
+        data.push_back(std::move(bytes));
+      }
+      const memory::desc dst(all, k.type, k.layout);
+      const std::optional<PlainConcat> plan = planPlainConcat(srcs, dst, k.axis);
+      ASSERT_TRUE(plan.has_value());
+      std::vector<uint8_t> out(dst.get_size(), 0xEE);
+      std::vector<const std::byte*> ptrs;
+      for (const auto& d : data) ptrs.push_back(reinterpret_cast<const std::byte*>(d.data()));
+      plainConcat(*plan, ptrs.data(), reinterpret_cast<std::byte*>(out.data()));
+      // Every element of the destination, by index, from the source holding it.
+      const int rank = int(all.size());
+      std::vector<int64_t> idx(size_t(rank), 0);
+      auto offsetIn = [&](const memory::desc& md, const std::vector<int64_t>& at) {
+        int64_t o = 0;
+        for (int d = 0; d < rank; ++d) o += at[size_t(d)] * md.data.format_desc.blocking.strides[d];
+        return size_t(o) * elem;
+      };
+      size_t checked = 0;
+      for (bool more = true; more;) {
+        std::vector<int64_t> at = idx;
+        size_t src = 0;
+        while (at[size_t(k.axis)] >= k.extents[src]) at[size_t(k.axis)] -= k.extents[src++];
+        ASSERT_EQ(std::memcmp(out.data() + offsetIn(dst, idx), data[src].data() + offsetIn(srcs[src], at), elem), 0)
+            << "element " << checked << " (source " << src << ")";
+        ++checked;
+        more = false;
+        for (int d = rank; d-- > 0;)
+          if (++idx[size_t(d)] < all[size_t(d)]) {
+            more = true;
+            break;
+          } else {
+            idx[size_t(d)] = 0;
+          }
+      }
+      EXPECT_EQ(checked * elem, dst.get_size());
+    }
+  omp_set_num_threads(2);
+  const memory::desc a({1, 16, 4, 4}, dt::f32, tag::acdb), b({1, 32, 4, 4}, dt::f32, tag::acdb);
+  const memory::desc cat({1, 48, 4, 4}, dt::f32, tag::acdb);
+  EXPECT_TRUE(planPlainConcat({a, b}, cat, 1).has_value());
+  EXPECT_FALSE(planPlainConcat({a, b}, memory::desc({1, 48, 4, 4}, dt::f32, tag::aBcd16b), 1).has_value());
+  EXPECT_FALSE(planPlainConcat({a, memory::desc({1, 32, 4, 4}, dt::f32, tag::abcd)}, cat, 1).has_value());
+  EXPECT_FALSE(planPlainConcat({a, memory::desc({1, 32, 4, 4}, dt::u8, tag::acdb)}, cat, 1).has_value());
+  EXPECT_FALSE(planPlainConcat({a, a}, cat, 1).has_value());
+  EXPECT_FALSE(planPlainConcat({a, b}, cat, 4).has_value());
+  memory::desc strided = b;  // channels-last with a pixel stride of 40 floats: not dense
+  for (int d : {0, 2, 3}) strided.data.format_desc.blocking.strides[d] = strided.data.format_desc.blocking.strides[d] / 32 * 40;
+  EXPECT_FALSE(planPlainConcat({a, strided}, cat, 1).has_value());
+  memory::desc offset = b;
+  offset.data.offset0 = 16;
+  EXPECT_FALSE(planPlainConcat({a, offset}, cat, 1).has_value());
+}
+
 
 // addRowCopy against element-by-element copies: a row-major view, a transposed one
 // copied along its middle dim (as attention's keys), a run that crosses from one row of

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -1238,6 +1239,97 @@ void int8MaxPool(const uint8_t* x, uint8_t* y, bool is_signed, const Int8Pool& p
     int8MaxPoolImpl<true>(x, y, p);
   else
     int8MaxPoolImpl<false>(x, y, p);
+}
+
+namespace {
+
+// n bytes from src to dst (not overlapping): the blocks of a channel concat are a few
+// hundred bytes, where a call to memcpy costs as much as the copy.
+void copyBytes(std::byte* dst, const std::byte* src, int64_t n) {
+  if (n >= 4096) {
+    std::memcpy(dst, src, size_t(n));
+    return;
+  }
+  int64_t i = 0;
+#ifdef __AVX512BW__
+  for (; i + 64 <= n; i += 64) _mm512_storeu_si512(dst + i, _mm512_loadu_si512(src + i));
+  if (i < n) {
+    const __mmask64 m = _bzhi_u64(~uint64_t(0), unsigned(n - i));
+    _mm512_mask_storeu_epi8(dst + i, m, _mm512_maskz_loadu_epi8(m, src + i));
+  }
+#else
+  std::memcpy(dst, src, size_t(n));
+#endif
+}
+
+// Whether md is dense in the order `perm` (outermost first): no blocks, padding or
+// offset, each dim's stride the product of the extents inside it (a dim of extent 1
+// may have any stride).
+bool denseInOrder(const memory::desc& md, const std::vector<int>& perm) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0 || d.offset0 != 0 ||
+      hasPadding(md) || size_t(d.ndims) != perm.size())
+    return false;
+  int64_t expect = 1;
+  for (size_t k = perm.size(); k-- > 0;) {
+    const int dim = perm[k];
+    if (d.dims[dim] != 1 && d.format_desc.blocking.strides[dim] != expect) return false;
+    expect *= d.dims[dim];
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<PlainConcat> planPlainConcat(const std::vector<memory::desc>& srcs, const memory::desc& dst,
+                                           int axis) {
+  const dnnl_memory_desc_t& d = dst.data;
+  if (d.format_kind != dnnl_blocked || axis < 0 || axis >= d.ndims || srcs.empty()) return std::nullopt;
+  const size_t elem = dnnl_data_type_size(d.data_type);
+  if (elem == 0) return std::nullopt;
+  // The destination's order, outermost first (ties: the lower dim first).
+  std::vector<int> perm(size_t(d.ndims));
+  for (int i = 0; i < d.ndims; ++i) perm[size_t(i)] = i;
+  std::stable_sort(perm.begin(), perm.end(), [&](int a, int b) {
+    return d.format_desc.blocking.strides[a] > d.format_desc.blocking.strides[b];
+  });
+  if (!denseInOrder(dst, perm)) return std::nullopt;
+  PlainConcat plan;
+  int64_t inner = 1;
+  bool outside = true;
+  for (int dim : perm) {
+    if (dim == axis)
+      outside = false;
+    else
+      (outside ? plan.outer : inner) *= d.dims[dim];
+  }
+  int64_t along = 0;
+  for (const memory::desc& s : srcs) {
+    if (s.data.data_type != d.data_type || !denseInOrder(s, perm)) return std::nullopt;
+    for (int i = 0; i < d.ndims; ++i)
+      if (i != axis && s.data.dims[i] != d.dims[i]) return std::nullopt;
+    along += s.data.dims[axis];
+    plan.part_bytes.push_back(s.data.dims[axis] * inner * int64_t(elem));
+  }
+  if (along != d.dims[axis]) return std::nullopt;
+  return plan;
+}
+
+void plainConcat(const PlainConcat& p, const std::byte* const* srcs, std::byte* dst) {
+  int64_t row = 0;
+  for (int64_t b : p.part_bytes) row += b;
+  onTeam(
+      p.outer,
+      [&](int64_t b, int64_t e, int) {
+        for (int64_t o = b; o < e; ++o) {
+          std::byte* out = dst + o * row;
+          for (size_t i = 0; i < p.part_bytes.size(); ++i) {
+            copyBytes(out, srcs[i] + o * p.part_bytes[i], p.part_bytes[i]);
+            out += p.part_bytes[i];
+          }
+        }
+      },
+      1);
 }
 
 }  // namespace partita::dnnl_backend

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backend/dnnl/dnnl_program.h"
 
@@ -148,5 +149,23 @@ struct Int8Pool {
 // Max pooling of uint8 (or int8 when is_signed) values: oneDNN 2.6's int8 max pooling
 // takes 3-5x its float32 pooling's time. Exact. Uses the calling thread's OpenMP team.
 void int8MaxPool(const uint8_t* x, uint8_t* y, bool is_signed, const Int8Pool& p);
+
+// A concatenation of dense tensors of one plain (unblocked) layout, as copies of
+// contiguous blocks: for each index of the dims outside the axis (in memory order),
+// each source's block of part_bytes[i] in turn. The module runs a StepKind::kConcat so
+// where its descriptors allow, instead of oneDNN 2.6's concat (simple:any), which
+// copies element by element.
+struct PlainConcat {
+  int64_t outer = 1;                // blocks per source
+  std::vector<int64_t> part_bytes;  // one source's block
+};
+// The plan of dst = concat(srcs) along `axis`, or nullopt when any descriptor is
+// blocked, padded, offset or not dense in the destination's order, the types differ,
+// or the sources do not fit the destination.
+std::optional<PlainConcat> planPlainConcat(const std::vector<dnnl::memory::desc>& srcs,
+                                           const dnnl::memory::desc& dst, int axis);
+// Runs it (srcs[i] as the plan's source i). Uses the calling thread's OpenMP team,
+// the blocks' outer index split between its threads.
+void plainConcat(const PlainConcat& p, const std::byte* const* srcs, std::byte* dst);
 
 }  // namespace partita::dnnl_backend

@@ -381,6 +381,12 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
       }
       ls.args.push_back(std::move(la));
     }
+    if (step.kind == StepKind::kConcat) {  // (its primitive, made above, checked the arguments)
+      std::vector<memory::desc> srcs;
+      for (int i = 0; const Arg* a = step.find(DNNL_ARG_MULTIPLE_SRC + i); ++i) srcs.push_back(a->md);
+      ls.concat = planPlainConcat(srcs, step.find(DNNL_ARG_DST)->md, int(step.axis));
+      if (ls.concat) ls.implementation = "partita:concat";
+    }
     lf.steps.push_back(std::move(ls));
   }
   // Region-local buffers share one arena by lifetime. A buffer whose layout has
@@ -664,6 +670,14 @@ void bindQuantizedResult(const StepArgs& a, KernelArgs& p) {
   p.zero_s32 = argData<int32_t>(a, kDynamicZeroS32Arg);
 }
 
+// A kConcat step's block copies (LoadedStep::concat) over its bound arguments.
+template <typename StepArgs>
+void runPlainConcat(const PlainConcat& plan, const StepArgs& a) {
+  std::vector<const std::byte*> srcs(plan.part_bytes.size());
+  for (size_t i = 0; i < srcs.size(); ++i) srcs[i] = argData<const std::byte>(a, DNNL_ARG_MULTIPLE_SRC + int(i));
+  plainConcat(plan, srcs.data(), argData<std::byte>(a, DNNL_ARG_DST));
+}
+
 // `window`: a kInt8MaxPool's kernel, strides and start pads (LoadedStep::window);
 // `epsilon`: a kAddLayerNorm's; `alpha`: a kSoftmaxRows' scale (0: none).
 template <typename StepArgs>
@@ -817,6 +831,7 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
       // On the CPU engine a primitive has finished when execute returns.
       auto run = [&] {
         if (isOwnKernel(ls.kind)) return runOwnKernel(ls.kind, ls.window, ls.epsilon, ls.alpha, a);
+        if (ls.concat) return runPlainConcat(*ls.concat, a);
         const dnnl_primitive_t primitive = alone ? serial->primitives[s].get() : ls.primitive.get();
         dnnl::error::wrap_c_api(
             dnnl_primitive_execute(primitive, ws.stream.get(), int(a.c_args.size()), a.c_args.data()),

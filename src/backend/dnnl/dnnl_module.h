@@ -31,10 +31,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "backend/dnnl/dnnl_kernels.h"
 #include "backend/dnnl/dnnl_program.h"
 #include "runtime/module.h"
 #include "runtime/shape_cache.h"
@@ -131,6 +133,8 @@ class DnnlModule final : public runtime::RuntimeModule {
     std::array<int64_t, 6> window{};
     float epsilon = 0;  // an own kernel's (kAddLayerNorm)
     float alpha = 0;    // an own kernel's (kSoftmaxRows: its scale, 0 for none)
+    // A kConcat of dense plain tensors: run as block copies, not by its primitive.
+    std::optional<PlainConcat> concat;
     std::vector<LoadedArg> args;
     dnnl::memory::desc scratchpad;
     // Its profile event's details, made at the first profiled run that reports it.

@@ -587,8 +587,8 @@ size_t views(const Program& p) {
 // With Winograd's algorithm for the 3x3 expand (a float16 model computed in float32),
 // the fire module's convolutions work in 16-channel blocks and write their parts of
 // the Concat in place: no concat step, two views into its buffer (blob version 3).
-// In float32 the 3x3 stays on oneDNN's channels-last kernel and the Concat a step, in
-// a version 1 blob as before.
+// In float32 the 3x3 stays on oneDNN's channels-last kernel and the Concat a step (run
+// as block copies: planPlainConcat), in a version 1 blob as before.
 TEST(DnnlModule, ConcatOfConvolutionsIsWrittenInPlace) {
   Compiled host = testing::compile(fireModule().g, {"host"});
   std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 9);
@@ -606,6 +606,11 @@ TEST(DnnlModule, ConcatOfConvolutionsIsWrittenInPlace) {
     size_t concats = 0;
     for (const Step& st : p.functions.at(0).steps) concats += st.kind == StepKind::kConcat;
     EXPECT_EQ(concats, half ? 0u : 1u);
+    // The channels-last Concat left as a step runs as block copies, not oneDNN's.
+    for (const DnnlModule::StepInfo& st : moduleOf(c).steps(0))
+      if (st.kind == StepKind::kConcat) {
+        EXPECT_EQ(st.implementation, "partita:concat");
+      }
     if (half) {
       const Function& fn = p.functions.at(0);
       std::vector<uint64_t> offsets;
