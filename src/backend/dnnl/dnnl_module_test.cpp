@@ -330,6 +330,27 @@ TEST(DnnlModule, RefusesConcatAxisAndSourcesThatDoNotFit) {
             std::string::npos);
 }
 
+// Only a source, destination or weights argument may have a layout oneDNN chooses: a
+// fuzzed blob that marked a post-op's operand so made the load ask oneDNN 2.6 for the
+// layout of a post-op the step does not have, which it read from memory it never wrote
+// (fuzz/findings/artifact/dnnl_chosen_post_op_operand.pta).
+TEST(DnnlModule, RefusesAChosenLayoutForAnotherArgument) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {2, 8});
+  b.output(b.node("Relu", {b.node("Sigmoid", {x})}));
+  Compiled c = testing::compile(b.g, {"dnnl", "host"});
+  ASSERT_EQ(c.parts.modules.size(), 1u);
+  const auto& image = c.parts.modules[0];
+  Program p = readProgram(image.blob.data(), image.blob.size());
+  ASSERT_FALSE(p.functions.at(0).steps.empty());
+  Step& step = p.functions[0].steps[0];
+  step.args.push_back(Arg{DNNL_ARG_ATTR_MULTIPLE_POST_OP(2) | DNNL_ARG_SRC_1, ArgSource::kBuffer, 0,
+                          plainDesc({2, 8}), true});
+  const std::vector<std::byte> blob = writeProgram(p);
+  EXPECT_NE(loadError(c, blob, *c.store).find("argument 49154 cannot have a layout oneDNN chooses"),
+            std::string::npos);
+}
+
 // Module 0 of `c` loaded as compiled, with its assumptions (`edit` applied) and `threads`.
 std::shared_ptr<DnnlModule> reloadAssuming(const Compiled& c, int threads,
                                            const std::pair<std::string, std::string>& edit = {}) {

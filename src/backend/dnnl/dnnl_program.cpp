@@ -149,6 +149,12 @@ Step readStep(BlobReader& r) {
       r.fail("argument source: unknown source " + std::to_string(src));
     a.source = ArgSource(src);
     a.chosen = r.u8() != 0;
+    // Only a primitive's source, destination and weights have layouts oneDNN chooses;
+    // asked for another argument's (a post-op's operand past the step's post-ops),
+    // oneDNN 2.6 reads memory it never wrote.
+    if (a.chosen && a.key != DNNL_ARG_SRC && a.key != DNNL_ARG_DST && a.key != DNNL_ARG_WEIGHTS &&
+        a.key != DNNL_ARG_WEIGHTS_LAYER && a.key != DNNL_ARG_WEIGHTS_ITER)
+      r.fail("argument " + std::to_string(a.key) + " cannot have a layout oneDNN chooses");
     a.index = r.u64();
     a.md = readDesc(r);
     s.args.push_back(std::move(a));
