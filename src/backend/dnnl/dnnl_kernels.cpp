@@ -773,7 +773,13 @@ namespace {
 // erf(u) = u * P(u^2) / Q(u^2) for |u| < kErfOne, P and Q of degree 5 (a rational
 // least-squares fit on [0, kErfOne], reweighted towards the minimax; 1.6e-8 in exact
 // arithmetic, about 6 ulp of 1 evaluated in float32); +-1 from kErfOne on, where
-// float32's erf is 1 (1 - erf(3.92) = 2.9e-8 < 2^-25).
+// float32's erf is 1 (1 - erf(3.92) = 2.9e-8 < 2^-25): u is clamped to +-kErfOne,
+// where the quotient evaluates to 1 or above, and the quotient to +-1. P and Q by
+// Estrin's scheme, (p0 + p1 t) + t^2 ((p2 + p3 t) + t^2 (p4 + p5 t)): three
+// multiply-adds deep where Horner's is five. The vector kernel is bound by the length
+// of that chain more than by its operation count: partita_bench_kernels
+// encoder/bias_gelu ([256, 1024] with its quantization) 75.4 -> 69.5 us at one thread
+// (the clamp of u in place of |u|, the comparison and the blend, and Estrin).
 constexpr float kErfOne = 3.92f;
 constexpr float kErfP[6] = {1.128378987312317f,     0.19274002313613892f,    0.053056810051202774f,
                             0.0038671279326081276f, 0.00028742378344759345f, 2.0345664779597428e-06f};
@@ -785,15 +791,13 @@ constexpr float kErfQ[6] = {1.0f,
                             3.806593667832203e-05f};
 
 float erfScalar(float u) {
-  const float a = std::fabs(u);
-  if (!(a < kErfOne)) return std::isnan(u) ? u : std::copysign(1.0f, u);
-  const float t = a * a;
-  float p = kErfP[5], q = kErfQ[5];
-  for (int i = 4; i >= 0; --i) {
-    p = std::fma(p, t, kErfP[i]);
-    q = std::fma(q, t, kErfQ[i]);
-  }
-  return std::copysign(std::min(a * p / q, 1.0f), u);
+  if (std::isnan(u)) return u;
+  const float uc = std::clamp(u, -kErfOne, kErfOne), t = uc * uc, t2 = t * t;
+  const float p = std::fma(t2, std::fma(t2, std::fma(kErfP[5], t, kErfP[4]), std::fma(kErfP[3], t, kErfP[2])),
+                           std::fma(kErfP[1], t, kErfP[0]));
+  const float q = std::fma(t2, std::fma(t2, std::fma(kErfQ[5], t, kErfQ[4]), std::fma(kErfQ[3], t, kErfQ[2])),
+                           std::fma(kErfQ[1], t, kErfQ[0]));
+  return std::clamp(uc * p / q, -1.0f, 1.0f);
 }
 
 float geluScalar(float v) {
@@ -806,21 +810,19 @@ float geluScalar(float v) {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #ifdef __AVX512F__
 // The same sixteen at a time (the division, not rcp14 and a Newton step: faster here).
-// A NaN's |u| fails the clamp's comparison and gives 1, but h keeps the NaN.
+// A NaN's u becomes kErfOne at the clamp (min and max return their second operand),
+// giving 1, but h keeps the NaN.
 inline __m512 gelu16(__m512 v) {
-  const __m512 sign = _mm512_set1_ps(-0.0f), one = _mm512_set1_ps(1.0f), top = _mm512_set1_ps(kErfOne);
+  const __m512 top = _mm512_set1_ps(kErfOne), one = _mm512_set1_ps(1.0f);
   const __m512 u = _mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f));
-  const __m512 a = _mm512_andnot_ps(sign, u);
-  const __m512 ac = _mm512_min_ps(a, top);
-  const __m512 t = _mm512_mul_ps(ac, ac);
-  __m512 p = _mm512_set1_ps(kErfP[5]), q = _mm512_set1_ps(kErfQ[5]);
-  for (int i = 4; i >= 0; --i) {
-    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kErfP[i]));
-    q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(kErfQ[i]));
-  }
-  __m512 e = _mm512_min_ps(_mm512_div_ps(_mm512_mul_ps(ac, p), q), one);
-  e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, top, _CMP_NLT_UQ), e, one);
-  e = _mm512_or_ps(e, _mm512_and_ps(u, sign));
+  const __m512 uc = _mm512_max_ps(_mm512_min_ps(u, top), _mm512_set1_ps(-kErfOne));
+  const __m512 t = _mm512_mul_ps(uc, uc), t2 = _mm512_mul_ps(t, t);
+  auto estrin = [&](const float* c) {
+    auto pair = [&](int i) { return _mm512_fmadd_ps(_mm512_set1_ps(c[i + 1]), t, _mm512_set1_ps(c[i])); };
+    return _mm512_fmadd_ps(t2, _mm512_fmadd_ps(t2, pair(4), pair(2)), pair(0));
+  };
+  const __m512 e = _mm512_max_ps(_mm512_min_ps(_mm512_div_ps(_mm512_mul_ps(uc, estrin(kErfP)), estrin(kErfQ)), one),
+                                 _mm512_set1_ps(-1.0f));
   const __m512 h = _mm512_mul_ps(v, _mm512_set1_ps(0.5f));
   return _mm512_fmadd_ps(h, e, h);
 }
