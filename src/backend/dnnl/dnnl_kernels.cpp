@@ -950,18 +950,24 @@ inline void addRowRun(const float* src, const float* bias, int64_t cols, int64_t
 }  // namespace
 
 void addRowCopy(const float* x, const float* bias, int64_t cols, const StridedCopy* copies, int n) {
-  for (int i = 0; i < n; ++i) {
-    const StridedCopy& c = copies[i];
-    const int64_t len = c.dims[c.inner];
-    onTeam(
-        runsOf(c),
-        [&](int64_t b, int64_t e, int) {
-          forEachRun(c, cols, b, e, [&](int64_t so, int64_t dof, int64_t col) {
+  // The copies' runs one after another, split between the team in one parallel region
+  // (a region each cost a fork and a join per copy: attention's Q, K and V are three).
+  int64_t first[kMaxRowCopies + 1] = {};
+  for (int i = 0; i < n; ++i) first[i + 1] = first[i] + runsOf(copies[i]);
+  onTeam(
+      first[n],
+      [&](int64_t b, int64_t e, int) {
+        for (int i = 0; i < n; ++i) {
+          const int64_t lo = std::max(b, first[i]), hi = std::min(e, first[i + 1]);
+          if (lo >= hi) continue;
+          const StridedCopy& c = copies[i];
+          const int64_t len = c.dims[c.inner];
+          forEachRun(c, cols, lo - first[i], hi - first[i], [&](int64_t so, int64_t dof, int64_t col) {
             addRowRun(x + so, bias, cols, col, len, c.dst + dof);
           });
-        },
-        1);
-  }
+        }
+      },
+      1);
 }
 
 #pragma GCC diagnostic push

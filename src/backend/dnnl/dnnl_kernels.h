@@ -112,10 +112,11 @@ struct StridedCopy {
   int64_t src_offset = 0;
   float* dst = nullptr;
 };
-// (StepKind::kAddRowCopy) For each of the n copies, dst[j] = x[v] + bias[v % cols] over
-// the view's elements v (bias null: a plain copy): x plus a bias row, copied through
-// strided views in one pass (attention's QKV bias and head copies). Exact (one add).
-// The views' runs of the last dim are split between the calling thread's OpenMP team.
+// (StepKind::kAddRowCopy) For each of the n copies (n <= kMaxRowCopies), dst[j] = x[v] +
+// bias[v % cols] over the view's elements v (bias null: a plain copy): x plus a bias
+// row, copied through strided views in one pass (attention's QKV bias and head
+// copies). Exact (one add). All the views' runs (along their run dims) are split
+// between the calling thread's OpenMP team in one parallel region.
 void addRowCopy(const float* x, const float* bias, int64_t cols, const StridedCopy* copies, int n);
 // (StepKind::kAddRowCopy with a quantized result) One such copy's DynamicQuantizeLinear
 // instead of the copy: q (uint8, at c.dst_strides; c.dst unused), scale and zero points
