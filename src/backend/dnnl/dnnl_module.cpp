@@ -670,12 +670,16 @@ void bindQuantizedResult(const StepArgs& a, KernelArgs& p) {
   p.zero_s32 = argData<int32_t>(a, kDynamicZeroS32Arg);
 }
 
-// A kConcat step's block copies (LoadedStep::concat) over its bound arguments.
+// A kConcat step's block copies (LoadedStep::concat) over its bound arguments (the
+// sources' addresses on the stack up to 16 of them: no allocation in a run).
 template <typename StepArgs>
 void runPlainConcat(const PlainConcat& plan, const StepArgs& a) {
-  std::vector<const std::byte*> srcs(plan.part_bytes.size());
-  for (size_t i = 0; i < srcs.size(); ++i) srcs[i] = argData<const std::byte>(a, DNNL_ARG_MULTIPLE_SRC + int(i));
-  plainConcat(plan, srcs.data(), argData<std::byte>(a, DNNL_ARG_DST));
+  const size_t n = plan.part_bytes.size();
+  std::array<const std::byte*, 16> few;
+  std::vector<const std::byte*> many(n > few.size() ? n : 0);
+  const std::byte** srcs = n > few.size() ? many.data() : few.data();
+  for (size_t i = 0; i < n; ++i) srcs[i] = argData<const std::byte>(a, DNNL_ARG_MULTIPLE_SRC + int(i));
+  plainConcat(plan, srcs, argData<std::byte>(a, DNNL_ARG_DST));
 }
 
 // `window`: a kInt8MaxPool's kernel, strides and start pads (LoadedStep::window);
