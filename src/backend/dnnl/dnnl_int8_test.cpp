@@ -762,6 +762,10 @@ TEST(DnnlKernels, SoftmaxAlongTheLastDimIsAnOwnStep) {
   size_t own = 0;
   for (const Step& st : p.functions.at(0).steps) own += st.kind == StepKind::kSoftmaxRows;
   EXPECT_EQ(own, 1u);
+  for (const Step& st : p.functions.at(0).steps)
+    if (st.kind == StepKind::kSoftmaxRows) {  // in place over the Relu's result, which nothing else reads
+      EXPECT_EQ(st.find(DNNL_ARG_SRC)->index, st.find(DNNL_ARG_DST)->index);
+    }
   Compiled host = testing::compile(b.g, {"host"});
   const std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 4);
   EXPECT_LE(testing::relativeError(c.run(in)[0], host.run(in)[0]), 1e-6);

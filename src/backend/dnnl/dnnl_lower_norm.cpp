@@ -65,6 +65,15 @@ void FunctionLowering::lowerSoftmax(size_t pos, std::optional<std::pair<size_t, 
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, md));
   if (scaled) consume(at);
   consume(pos);
+  // The own kernel reads each row before it writes it: in place over a source nothing
+  // reads afterwards (attention's scores), one [heads, seq, seq] buffer fewer to write.
+  if (step.kind == StepKind::kSoftmaxRows && bufferDead(src.buffer) && sameDesc(src.md, md) &&
+      fn_.buffers[src.buffer].bytes == md.get_size()) {
+    step.args.push_back(bufferArg(DNNL_ARG_DST, src.buffer, md));
+    fn_.steps.push_back(std::move(step));
+    place(out, Loc{src.buffer, md});
+    return;
+  }
   emitToNewBuffer(std::move(step), md, out);
 }
 

@@ -330,6 +330,40 @@ TEST(DnnlModule, RefusesConcatAxisAndSourcesThatDoNotFit) {
             std::string::npos);
 }
 
+// oneDNN 2.6 builds tables per output position when it makes a convolution, ten times
+// larger where padding dominates: a [1, 3, 20, 24] image padded by 5,898,241 on the
+// right made it allocate more than 24 GB (the test below, with other bytes flipped,
+// found it). Such a convolution stays on the host, and a blob whose convolution step
+// pads wider than its kernel is refused by name before oneDNN sees it.
+TEST(DnnlModule, AConvolutionWhoseTablesWouldBeHugeStaysOnTheHost) {
+  auto net = [](std::vector<int64_t> pads) {
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", {1, 3, 20, 24});
+    ir::AttributeMap a;
+    a.setInts("pads", std::move(pads));
+    b.output(b.node("Relu", {b.node("Conv", {x, b.constant("w", {8, 3, 3, 3}, randomFloats(8 * 27, 3))}, a)}));
+    return std::move(b.g);
+  };
+  Compiled huge = testing::compile(net({1, 1, 1, 5898241}), {"dnnl", "host"});
+  for (const auto& m : huge.parts.modules)
+    for (const Function& fn : readProgram(m.blob.data(), m.blob.size()).functions)
+      for (const Step& st : fn.steps) EXPECT_NE(st.kind, StepKind::kConvolution);
+  Compiled c = testing::compile(net({1, 1, 1, 1}), {"dnnl", "host"});
+  ASSERT_EQ(c.parts.modules.size(), 1u);
+  const auto& image = c.parts.modules[0];
+  Program p = readProgram(image.blob.data(), image.blob.size());
+  bool edited = false;
+  for (Step& st : p.functions.at(0).steps)
+    if (st.kind == StepKind::kConvolution) {
+      st.pad_r = {1, 5898241};
+      edited = true;
+    }
+  ASSERT_TRUE(edited);
+  EXPECT_NE(loadError(c, writeProgram(p), *c.store).find("padding 1, 5898241 on spatial dim 1 is wider than the "
+                                                             "kernel's extent 3"),
+            std::string::npos);
+}
+
 // Only a source, destination or weights argument may have a layout oneDNN chooses: a
 // fuzzed blob that marked a post-op's operand so made the load ask oneDNN 2.6 for the
 // layout of a post-op the step does not have, which it read from memory it never wrote

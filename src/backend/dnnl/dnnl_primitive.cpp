@@ -164,6 +164,23 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
       return dnnl::reorder::primitive_desc(eng, required(s, DNNL_ARG_SRC), eng, required(s, DNNL_ARG_DST),
                                            attr);
     case StepKind::kConvolution: {
+      {
+        const memory::desc dst = required(s, DNNL_ARG_DST), w = required(s, DNNL_ARG_WEIGHTS);
+        const int rank = dst.data.ndims, sp = rank - 2;
+        // (Grouped weights have one dim more in front: the kernel is their last sp dims.)
+        if (sp < 1 || w.data.ndims < sp || s.pad_l.size() != size_t(sp) || s.pad_r.size() != size_t(sp) ||
+            s.dilates.size() != size_t(sp))
+          throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label +
+                                                       "' (convolution) has pads or dilations of the wrong rank");
+        const std::vector<int64_t> out(dst.data.dims + 2, dst.data.dims + rank);
+        std::vector<int64_t> extent(static_cast<size_t>(sp), 0);
+        for (int i = 0; i < sp; ++i) {
+          const int64_t k = w.data.dims[w.data.ndims - sp + i], d = s.dilates[size_t(i)];
+          extent[size_t(i)] = k < 1 || d < 0 || d > kMaxConvExtent ? 0 : (k - 1) * (d + 1) + 1;
+        }
+        if (std::string why = convTablesBound(out, extent, s.pad_l, s.pad_r); !why.empty())
+          throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label + "' (convolution): " + why);
+      }
       // Direct (alg 0 in blobs before Winograd steps existed) or Winograd.
       const algorithm conv_alg = s.alg == int32_t(algorithm::convolution_winograd) ? algorithm::convolution_winograd
                                                                                     : algorithm::convolution_direct;
@@ -265,6 +282,21 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
     }
   }
   throw Error(ErrorCode::kInvalidArtifact, "dnnl step '" + s.label + "' has an unknown kind");
+}
+
+std::string convTablesBound(const std::vector<int64_t>& out_spatial, const std::vector<int64_t>& kernel_extent,
+                            const std::vector<int64_t>& pad_l, const std::vector<int64_t>& pad_r) {
+  for (size_t i = 0; i < out_spatial.size(); ++i) {
+    if (out_spatial[i] > kMaxConvExtent)
+      return "output size " + std::to_string(out_spatial[i]) + " on spatial dim " + std::to_string(i) +
+             " is above " + std::to_string(kMaxConvExtent) + ", the bound of oneDNN's convolution tables";
+    const int64_t e = i < kernel_extent.size() ? kernel_extent[i] : 0;
+    const int64_t l = i < pad_l.size() ? pad_l[i] : 0, r = i < pad_r.size() ? pad_r[i] : 0;
+    if (e < 1 || l > e || r > e)
+      return "padding " + std::to_string(l) + ", " + std::to_string(r) + " on spatial dim " + std::to_string(i) +
+             " is wider than the kernel's extent " + std::to_string(e);
+  }
+  return {};
 }
 
 void recordChosenLayouts(Step& s, const dnnl::primitive_desc_base& pd) {

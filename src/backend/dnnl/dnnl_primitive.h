@@ -23,6 +23,18 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& step, const dnnl::engine
 // oneDNN allocate 34 GB at load (fuzz finding resize_huge_output_at_load).
 inline constexpr int64_t kMaxResamplingExtent = int64_t(1) << 24;
 
+// oneDNN 2.6's convolutions also build tables per output position when they are made:
+// about 250 bytes a position of a plain [1, 3, H, W] convolution, ten times that where
+// padding dominates (a [1, 3, 20, 24] source padded by 5,898,241 on the right: more
+// than 24 GB before any run). A convolution stays on the host (claim, and a shape
+// polymorphic function's replay) and is refused in a blob (load) when an output
+// spatial size passes kMaxConvExtent or a padding is wider than the dilated kernel.
+inline constexpr int64_t kMaxConvExtent = int64_t(1) << 22;
+// The reason a convolution of these spatial sizes, kernel (dilated extents) and pads
+// is left to the host; empty when oneDNN may make it.
+std::string convTablesBound(const std::vector<int64_t>& out_spatial, const std::vector<int64_t>& kernel_extent,
+                            const std::vector<int64_t>& pad_l, const std::vector<int64_t>& pad_r);
+
 // Writes the layouts oneDNN chose into the step's `chosen` arguments.
 void recordChosenLayouts(Step& step, const dnnl::primitive_desc_base& pd);
 
