@@ -393,6 +393,20 @@ memory::desc readDesc(BlobReader& r) {
     b.inner_idxs[k] = r.i64();
     if (b.inner_idxs[k] < 0 || b.inner_idxs[k] >= ndims) r.fail(what + "bad inner block dimension");
   }
+  // Padding only as oneDNN's own layouts have it: each dim rounded up to the product of
+  // its inner blocks, no padded offsets. (A fuzzed blob's plain [1, 1, 4, 4] pooling
+  // destination with other padded dims made oneDNN pick its reference pooling, which
+  // ran for minutes over the padding.)
+  for (int i = 0; i < ndims; ++i) {
+    int64_t block = 1;
+    for (int k = 0; k < b.inner_nblks; ++k)
+      if (b.inner_idxs[k] == i && (block *= b.inner_blks[k]) > 65536) r.fail(what + "inner blocks too large");
+    const int64_t padded = (d.dims[i] + block - 1) / block * block;
+    if (d.padded_dims[i] != padded || d.padded_offsets[i] != 0)
+      r.fail(what + "padded dimension " + std::to_string(d.padded_dims[i]) + " (offset " +
+             std::to_string(d.padded_offsets[i]) + ") where dimension " + std::to_string(d.dims[i]) +
+             " in blocks of " + std::to_string(block) + " gives " + std::to_string(padded));
+  }
   if (extra) {  // int8 weights: the compensation oneDNN keeps after them
     d.extra.flags = r.u64();
     const uint64_t known = dnnl_memory_extra_flag_compensation_conv_s8s8 | dnnl_memory_extra_flag_scale_adjust |

@@ -364,6 +364,30 @@ TEST(DnnlModule, AConvolutionWhoseTablesWouldBeHugeStaysOnTheHost) {
             std::string::npos);
 }
 
+// A descriptor's padding is only what oneDNN's layouts have: each dim rounded up to
+// its inner blocks, no padded offsets (a fuzzed blob's plain pooling destination with
+// a padded dim of 2^29 + 1 made oneDNN 2.6 run its reference pooling for minutes;
+// fuzz/findings/artifact/dnnl_padded_plain_pooling_timeout.pta).
+TEST(DnnlModule, RefusesPaddingThatNoLayoutHas) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {2, 8});
+  b.output(b.node("Relu", {b.node("Sigmoid", {x})}));
+  Compiled c = testing::compile(b.g, {"dnnl", "host"});
+  ASSERT_EQ(c.parts.modules.size(), 1u);
+  const auto& image = c.parts.modules[0];
+  for (int64_t padded : {int64_t(9), (int64_t(1) << 29) + 1}) {
+    Program p = readProgram(image.blob.data(), image.blob.size());
+    ASSERT_FALSE(p.functions.at(0).steps.empty());
+    p.functions[0].steps[0].args.at(0).md.data.padded_dims[1] = padded;
+    EXPECT_NE(loadError(c, writeProgram(p), *c.store)
+                  .find("padded dimension " + std::to_string(padded) + " (offset 0) where dimension 8 in blocks of 1 gives 8"),
+              std::string::npos);
+  }
+  Program p = readProgram(image.blob.data(), image.blob.size());
+  p.functions[0].steps[0].args.at(0).md.data.padded_offsets[1] = 1;
+  EXPECT_NE(loadError(c, writeProgram(p), *c.store).find("(offset 1)"), std::string::npos);
+}
+
 // Only a source, destination or weights argument may have a layout oneDNN chooses: a
 // fuzzed blob that marked a post-op's operand so made the load ask oneDNN 2.6 for the
 // layout of a post-op the step does not have, which it read from memory it never wrote
