@@ -364,15 +364,20 @@ TEST(DnnlModule, AConvolutionWhoseTablesWouldBeHugeStaysOnTheHost) {
             std::string::npos);
 }
 
+// Sigmoid then Relu over [2, 8] compiled onto one dnnl module: a blob to edit.
+Compiled sigmoidReluOnDnnl() {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {2, 8});
+  b.output(b.node("Relu", {b.node("Sigmoid", {x})}));
+  return testing::compile(b.g, {"dnnl", "host"});
+}
+
 // A descriptor's padding is only what oneDNN's layouts have: each dim rounded up to
 // its inner blocks, no padded offsets (a fuzzed blob's plain pooling destination with
 // a padded dim of 2^29 + 1 made oneDNN 2.6 run its reference pooling for minutes;
 // fuzz/findings/artifact/dnnl_padded_plain_pooling_timeout.pta).
 TEST(DnnlModule, RefusesPaddingThatNoLayoutHas) {
-  GraphBuilder b;
-  ir::ValueId x = b.input("x", {2, 8});
-  b.output(b.node("Relu", {b.node("Sigmoid", {x})}));
-  Compiled c = testing::compile(b.g, {"dnnl", "host"});
+  Compiled c = sigmoidReluOnDnnl();
   ASSERT_EQ(c.parts.modules.size(), 1u);
   const auto& image = c.parts.modules[0];
   for (int64_t padded : {int64_t(9), (int64_t(1) << 29) + 1}) {
@@ -393,10 +398,7 @@ TEST(DnnlModule, RefusesPaddingThatNoLayoutHas) {
 // layout of a post-op the step does not have, which it read from memory it never wrote
 // (fuzz/findings/artifact/dnnl_chosen_post_op_operand.pta).
 TEST(DnnlModule, RefusesAChosenLayoutForAnotherArgument) {
-  GraphBuilder b;
-  ir::ValueId x = b.input("x", {2, 8});
-  b.output(b.node("Relu", {b.node("Sigmoid", {x})}));
-  Compiled c = testing::compile(b.g, {"dnnl", "host"});
+  Compiled c = sigmoidReluOnDnnl();
   ASSERT_EQ(c.parts.modules.size(), 1u);
   const auto& image = c.parts.modules[0];
   Program p = readProgram(image.blob.data(), image.blob.size());
