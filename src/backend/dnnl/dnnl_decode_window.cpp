@@ -101,9 +101,8 @@ std::optional<ConvSpec> decodeConvWindow(const ir::Graph& g, const ir::Node& n, 
     bool extended = false;  // exact either way: a convolution's padding adds zeros
     s.pad_l = w->pad_begin;
     s.pad_r = oneDnnEndPads(*w, in, out, extended);
-    std::vector<int64_t> extent(sp);
-    for (size_t i = 0; i < sp; ++i) extent[i] = (w->kernel[i] - 1) * (s.dilates[i] + 1) + 1;
-    if (std::string bound = convTablesBound(out, extent, s.pad_l, s.pad_r); !bound.empty()) return no(why, bound);
+    if (std::string bound = convTablesBound(out, w->kernel, s.dilates, s.pad_l, s.pad_r); !bound.empty())
+      return no(why, bound);
     return s;
   }
   auto out_pad = hostOr(why, [&] { return kernels::readOutputPadding(n, sp); });

@@ -1270,23 +1270,6 @@ void copyBytes(std::byte* dst, const std::byte* src, int64_t n) {
 #endif
 }
 
-// Whether md is dense in the order `perm` (outermost first): no blocks, padding or
-// offset, each dim's stride the product of the extents inside it (a dim of extent 1
-// may have any stride).
-bool denseInOrder(const memory::desc& md, const std::vector<int>& perm) {
-  const dnnl_memory_desc_t& d = md.data;
-  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0 || d.offset0 != 0 ||
-      hasPadding(md) || size_t(d.ndims) != perm.size())
-    return false;
-  int64_t expect = 1;
-  for (size_t k = perm.size(); k-- > 0;) {
-    const int dim = perm[k];
-    if (d.dims[dim] != 1 && d.format_desc.blocking.strides[dim] != expect) return false;
-    expect *= d.dims[dim];
-  }
-  return true;
-}
-
 }  // namespace
 
 std::optional<PlainConcat> planPlainConcat(const std::vector<memory::desc>& srcs, const memory::desc& dst,
@@ -1301,7 +1284,7 @@ std::optional<PlainConcat> planPlainConcat(const std::vector<memory::desc>& srcs
   std::stable_sort(perm.begin(), perm.end(), [&](int a, int b) {
     return d.format_desc.blocking.strides[a] > d.format_desc.blocking.strides[b];
   });
-  if (!denseInOrder(dst, perm)) return std::nullopt;
+  if (!isDenseInOrder(dst, perm)) return std::nullopt;
   PlainConcat plan;
   int64_t inner = 1;
   bool outside = true;
@@ -1313,7 +1296,7 @@ std::optional<PlainConcat> planPlainConcat(const std::vector<memory::desc>& srcs
   }
   int64_t along = 0;
   for (const memory::desc& s : srcs) {
-    if (s.data.data_type != d.data_type || !denseInOrder(s, perm)) return std::nullopt;
+    if (s.data.data_type != d.data_type || !isDenseInOrder(s, perm)) return std::nullopt;
     for (int i = 0; i < d.ndims; ++i)
       if (i != axis && s.data.dims[i] != d.dims[i]) return std::nullopt;
     along += s.data.dims[axis];

@@ -131,17 +131,24 @@ bool hasPadding(const memory::desc& md) {
   return false;
 }
 
-bool isPlainDense(const memory::desc& md) {
+bool isDenseInOrder(const memory::desc& md, const std::vector<int>& order) {
   const dnnl_memory_desc_t& d = md.data;
   if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0 || d.offset0 != 0 ||
-      hasPadding(md))
+      hasPadding(md) || order.size() != size_t(d.ndims))
     return false;
   int64_t expect = 1;
-  for (int i = d.ndims; i-- > 0;) {
+  for (size_t k = order.size(); k-- > 0;) {
+    const int i = order[k];
     if (d.dims[i] != 1 && d.format_desc.blocking.strides[i] != expect) return false;
     expect *= d.dims[i];
   }
   return true;
+}
+
+bool isPlainDense(const memory::desc& md) {
+  std::vector<int> order(size_t(std::max(md.data.ndims, 0)));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
+  return isDenseInOrder(md, order);
 }
 
 std::optional<memory::desc> composeViews(const memory::desc& inner, const memory::desc& outer) {
@@ -209,18 +216,12 @@ uint64_t extentBytes(const memory::desc& md) {
 }
 
 bool isChannelsLastDense(const memory::desc& md) {
-  const dnnl_memory_desc_t& d = md.data;
-  if (d.ndims < 3 || d.format_kind != dnnl_blocked ||
-      d.format_desc.blocking.inner_nblks != 0 || d.offset0 != 0 || hasPadding(md))
-    return false;
-  const dnnl_dims_t& st = d.format_desc.blocking.strides;
-  if (d.dims[1] != 1 && st[1] != 1) return false;
-  int64_t expect = d.dims[1];
-  for (int i = d.ndims; i-- > 2;) {
-    if (d.dims[i] != 1 && st[i] != expect) return false;
-    expect *= d.dims[i];
-  }
-  return d.dims[0] == 1 || st[0] == expect;
+  const int n = md.data.ndims;
+  if (n < 3) return false;
+  std::vector<int> order = {0};  // N, the spatial dims, C
+  for (int i = 2; i < n; ++i) order.push_back(i);
+  order.push_back(1);
+  return isDenseInOrder(md, order);
 }
 
 bool sameDesc(const memory::desc& a, const memory::desc& b) {

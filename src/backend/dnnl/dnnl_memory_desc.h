@@ -46,8 +46,12 @@ bool isAny(const memory::desc& md);
 bool isDenseUnblocked(const memory::desc& md);
 // The strides in elements of a blocked descriptor without inner blocks.
 std::vector<int64_t> elementStrides(const memory::desc& md);
-// Blocked without inner blocks or padding, strides decreasing row-major: the bytes
-// of a dense row-major tensor with md's number of elements.
+// Blocked without inner blocks, padding or offset, dense in the order `order` (its
+// dims, outermost first): each dim's stride the product of the extents inside it (a
+// dim of extent 1 may have any stride).
+bool isDenseInOrder(const memory::desc& md, const std::vector<int>& order);
+// isDenseInOrder row-major: the bytes of a dense row-major tensor with md's number of
+// elements.
 bool isPlainDense(const memory::desc& md);
 // [N, C, spatial...] (rank 3 or more, any element type), dense, no inner blocks, no offset, the
 // channels innermost and the rest row-major (acb, acdb, acdeb): each of the N * spatial

@@ -173,12 +173,8 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
           throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label +
                                                        "' (convolution) has pads or dilations of the wrong rank");
         const std::vector<int64_t> out(dst.data.dims + 2, dst.data.dims + rank);
-        std::vector<int64_t> extent(static_cast<size_t>(sp), 0);
-        for (int i = 0; i < sp; ++i) {
-          const int64_t k = w.data.dims[w.data.ndims - sp + i], d = s.dilates[size_t(i)];
-          extent[size_t(i)] = k < 1 || d < 0 || d > kMaxConvExtent ? 0 : (k - 1) * (d + 1) + 1;
-        }
-        if (std::string why = convTablesBound(out, extent, s.pad_l, s.pad_r); !why.empty())
+        const std::vector<int64_t> kernel(w.data.dims + w.data.ndims - sp, w.data.dims + w.data.ndims);
+        if (std::string why = convTablesBound(out, kernel, s.dilates, s.pad_l, s.pad_r); !why.empty())
           throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label + "' (convolution): " + why);
       }
       // Direct (alg 0 in blobs before Winograd steps existed) or Winograd.
@@ -284,13 +280,16 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
   throw Error(ErrorCode::kInvalidArtifact, "dnnl step '" + s.label + "' has an unknown kind");
 }
 
-std::string convTablesBound(const std::vector<int64_t>& out_spatial, const std::vector<int64_t>& kernel_extent,
-                            const std::vector<int64_t>& pad_l, const std::vector<int64_t>& pad_r) {
+std::string convTablesBound(const std::vector<int64_t>& out_spatial, const std::vector<int64_t>& kernel,
+                            const std::vector<int64_t>& dilates, const std::vector<int64_t>& pad_l,
+                            const std::vector<int64_t>& pad_r) {
   for (size_t i = 0; i < out_spatial.size(); ++i) {
     if (out_spatial[i] > kMaxConvExtent)
       return "output size " + std::to_string(out_spatial[i]) + " on spatial dim " + std::to_string(i) +
              " is above " + std::to_string(kMaxConvExtent) + ", the bound of oneDNN's convolution tables";
-    const int64_t e = i < kernel_extent.size() ? kernel_extent[i] : 0;
+    // The dilated kernel's extent (0, refused, for values no layer has: a blob's may be any).
+    const int64_t k = i < kernel.size() ? kernel[i] : 0, d = i < dilates.size() ? dilates[i] : -1;
+    const int64_t e = k < 1 || k > kMaxConvExtent || d < 0 || d > kMaxConvExtent ? 0 : (k - 1) * (d + 1) + 1;
     const int64_t l = i < pad_l.size() ? pad_l[i] : 0, r = i < pad_r.size() ? pad_r[i] : 0;
     if (e < 1 || l > e || r > e)
       return "padding " + std::to_string(l) + ", " + std::to_string(r) + " on spatial dim " + std::to_string(i) +

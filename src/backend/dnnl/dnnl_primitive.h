@@ -30,10 +30,11 @@ inline constexpr int64_t kMaxResamplingExtent = int64_t(1) << 24;
 // polymorphic function's replay) and is refused in a blob (load) when an output
 // spatial size passes kMaxConvExtent or a padding is wider than the dilated kernel.
 inline constexpr int64_t kMaxConvExtent = int64_t(1) << 22;
-// The reason a convolution of these spatial sizes, kernel (dilated extents) and pads
-// is left to the host; empty when oneDNN may make it.
-std::string convTablesBound(const std::vector<int64_t>& out_spatial, const std::vector<int64_t>& kernel_extent,
-                            const std::vector<int64_t>& pad_l, const std::vector<int64_t>& pad_r);
+// The reason a convolution of these output spatial sizes, kernel, dilations (oneDNN's:
+// ONNX's - 1) and pads is left to the host; empty when oneDNN may make it.
+std::string convTablesBound(const std::vector<int64_t>& out_spatial, const std::vector<int64_t>& kernel,
+                            const std::vector<int64_t>& dilates, const std::vector<int64_t>& pad_l,
+                            const std::vector<int64_t>& pad_r);
 
 // Writes the layouts oneDNN chose into the step's `chosen` arguments.
 void recordChosenLayouts(Step& step, const dnnl::primitive_desc_base& pd);
