@@ -1415,6 +1415,56 @@ TEST(DnnlKernels, PlainConcatCopiesEachSourcesBlocks) {
   EXPECT_FALSE(planPlainConcat({a, offset}, cat, 1).has_value());
 }
 
+TEST(DnnlKernels, PlainTransposeMovesEachElement) {
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  struct Case {
+    memory::dims dims;
+    dt type;
+  };
+  // [N, 3, H, W] row-major to channels-last: rows of 16 and a remainder, a remainder
+  // alone, several images (a thread's share spanning two).
+  const std::vector<Case> cases = {{{2, 3, 17, 19}, dt::f32}, {{1, 3, 4, 4}, dt::f32}, {{1, 3, 5, 1}, dt::f32},
+                                   {{3, 3, 6, 7}, dt::s32}};
+  for (const Case& k : cases)
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::to_string(k.dims[0]) + "x3x" + std::to_string(k.dims[2]) + "x" + std::to_string(k.dims[3]) +
+                   ", " + std::to_string(threads) + " threads");
+      omp_set_num_threads(threads);
+      const memory::desc src(k.dims, k.type, tag::abcd), dst(k.dims, k.type, tag::acdb);
+      const std::optional<PlainTranspose> plan = planPlainTranspose(src, dst);
+      ASSERT_TRUE(plan.has_value());
+      EXPECT_EQ(plan->cols, 3);
+      std::vector<uint32_t> in(src.get_size() / 4), out(in.size(), 0xEEEEEEEEu);
+      uint32_t state = 7;  // a different value almost everywhere, NaN bit patterns among them
+      for (uint32_t& v : in) v = (state = state * 1664525u + 1013904223u);
+      plainTranspose(*plan, reinterpret_cast<const std::byte*>(in.data()), reinterpret_cast<std::byte*>(out.data()));
+      const int64_t N = k.dims[0], C = k.dims[1], H = k.dims[2], W = k.dims[3];
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t w = 0; w < W; ++w)
+              ASSERT_EQ(out[size_t(((n * H + h) * W + w) * C + c)], in[size_t(((n * C + c) * H + h) * W + w)])
+                  << "n " << n << " c " << c << " h " << h << " w " << w;
+    }
+  omp_set_num_threads(2);
+  const memory::dims image = {1, 3, 8, 8};
+  const memory::desc rgb(image, dt::f32, tag::abcd), last(image, dt::f32, tag::acdb);
+  EXPECT_TRUE(planPlainTranspose(rgb, last).has_value());
+  EXPECT_FALSE(planPlainTranspose(last, rgb).has_value());  // 64 columns: oneDNN's reorder is faster
+  EXPECT_FALSE(planPlainTranspose(rgb, rgb).has_value());   // no transpose
+  EXPECT_FALSE(planPlainTranspose(memory::desc({1, 4, 8, 8}, dt::f32, tag::abcd), memory::desc({1, 4, 8, 8}, dt::f32, tag::acdb))
+                   .has_value());  // four columns
+  EXPECT_FALSE(planPlainTranspose(rgb, memory::desc(image, dt::f32, tag::aBcd16b)).has_value());  // blocked
+  EXPECT_FALSE(planPlainTranspose(memory::desc(image, dt::u8, tag::abcd), memory::desc(image, dt::u8, tag::acdb))
+                   .has_value());  // one-byte elements
+  EXPECT_FALSE(planPlainTranspose(rgb, memory::desc(image, dt::s32, tag::acdb)).has_value());  // types differ
+  EXPECT_FALSE(planPlainTranspose(rgb, memory::desc({1, 3, 8, 9}, dt::f32, tag::acdb)).has_value());  // dims differ
+  memory::desc strided = last;  // channels-last with a pixel stride of 4 floats: not dense
+  for (int d : {0, 2, 3}) strided.data.format_desc.blocking.strides[d] = strided.data.format_desc.blocking.strides[d] / 3 * 4;
+  EXPECT_FALSE(planPlainTranspose(rgb, strided).has_value());
+}
+
 
 // addRowCopy against element-by-element copies: a row-major view, a transposed one
 // copied along its middle dim (as attention's keys), a run that crosses from one row of

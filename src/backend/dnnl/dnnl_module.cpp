@@ -387,6 +387,12 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
       ls.concat = planPlainConcat(srcs, step.find(DNNL_ARG_DST)->md, int(step.axis));
       if (ls.concat) ls.implementation = "partita:concat";
     }
+    const Arg* from = step.find(DNNL_ARG_SRC);
+    const Arg* to = step.find(DNNL_ARG_DST);
+    if (step.kind == StepKind::kReorder && step.quant.empty() && step.post_ops.empty() && from && to) {
+      ls.transpose = planPlainTranspose(from->md, to->md);
+      if (ls.transpose) ls.implementation = "partita:transpose";
+    }
     lf.steps.push_back(std::move(ls));
   }
   // Region-local buffers share one arena by lifetime. A buffer whose layout has
@@ -836,6 +842,8 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
       auto run = [&] {
         if (isOwnKernel(ls.kind)) return runOwnKernel(ls.kind, ls.window, ls.epsilon, ls.alpha, a);
         if (ls.concat) return runPlainConcat(*ls.concat, a);
+        if (ls.transpose)
+          return plainTranspose(*ls.transpose, argData<const std::byte>(a, DNNL_ARG_SRC), argData<std::byte>(a, DNNL_ARG_DST));
         const dnnl_primitive_t primitive = alone ? serial->primitives[s].get() : ls.primitive.get();
         dnnl::error::wrap_c_api(
             dnnl_primitive_execute(primitive, ws.stream.get(), int(a.c_args.size()), a.c_args.data()),

@@ -135,6 +135,9 @@ class DnnlModule final : public runtime::RuntimeModule {
     float alpha = 0;    // an own kernel's (kSoftmaxRows: its scale, 0 for none)
     // A kConcat of dense plain tensors: run as block copies, not by its primitive.
     std::optional<PlainConcat> concat;
+    // A kReorder between dense plain layouts that is a batch of transposes (NCHW to
+    // NHWC): run as the module's own copy, not by its primitive.
+    std::optional<PlainTranspose> transpose;
     std::vector<LoadedArg> args;
     dnnl::memory::desc scratchpad;
     // Its profile event's details, made at the first profiled run that reports it.
