@@ -845,6 +845,31 @@ TEST(DnnlKernels, ChannelMeanAndScaleFollowTheirDefinitions) {
   omp_set_num_threads(2);
 }
 
+// The swish that also writes the channels' mean: the same bits as the swish and the
+// mean as two steps, on one and two threads, in place or not.
+TEST(DnnlKernels, SwishWithTheChannelMeanIsTheTwoStepsAtOnce) {
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (int64_t c : {int64_t(1), int64_t(16), int64_t(37), int64_t(300)})
+      for (int64_t n : {int64_t(1), int64_t(3)})
+        for (bool in_place : {false, true}) {
+          const int64_t positions = 150;  // three blocks of the mean, the last one partial
+          SCOPED_TRACE(std::to_string(threads) + " threads, c " + std::to_string(c) + ", n " + std::to_string(n) +
+                       (in_place ? ", in place" : ""));
+          const std::vector<float> x =
+              testing::randomFloats(size_t(n * positions * c), uint64_t(7 * c + n), -8.0f, 6.0f);
+          std::vector<float> want_y(x.size()), want_mean(size_t(n * c));
+          swish(x.data(), want_y.data(), int64_t(x.size()));
+          channelMean(want_y.data(), want_mean.data(), n, positions, c);
+          std::vector<float> y = in_place ? x : std::vector<float>(x.size(), -1.0f), mean(want_mean.size(), -1.0f);
+          swishChannelMean(in_place ? y.data() : x.data(), y.data(), mean.data(), n, positions, c);
+          EXPECT_EQ(std::memcmp(y.data(), want_y.data(), y.size() * sizeof(float)), 0);
+          EXPECT_EQ(std::memcmp(mean.data(), want_mean.data(), mean.size() * sizeof(float)), 0);
+        }
+  }
+  omp_set_num_threads(2);
+}
+
 // Their steps with a per-channel operand or result of the wrong shape are refused when
 // the blob is read.
 TEST(DnnlKernels, MalformedSqueezeExcitationStepsAreRefused) {
@@ -865,6 +890,27 @@ TEST(DnnlKernels, MalformedSqueezeExcitationStepsAreRefused) {
   };
   EXPECT_NE(loadEdited(StepKind::kScaleChannels, DNNL_ARG_SRC_1).find("scale is not a dense"), std::string::npos);
   EXPECT_NE(loadEdited(StepKind::kChannelMean, DNNL_ARG_DST).find("destination is not a dense"), std::string::npos);
+  // The same for a swish's mean (a SiLU before the pool writes it).
+  GraphBuilder silu;
+  ir::ValueId sx = silu.input("x", {1, 16, 5, 5});
+  ir::ValueId sc = silu.node("Conv", {sx, silu.constant("w", {32, 16, 1, 1}, testing::randomFloats(512, 1))}, {}, 13);
+  ir::ValueId act = silu.node("Mul", {sc, silu.node("Sigmoid", {sc}, {}, 13)}, {}, 13);
+  silu.g.outputs.push_back(silu.node("GlobalAveragePool", {act}, {}, 13));
+  silu.g.outputs.push_back(act);
+  Compiled with_mean = testing::compile(silu.g, {"dnnl", "host"});
+  EXPECT_NE(loadWithEditedStepsOf(with_mean, StepKind::kSwish,
+                                  [](Step& st) { st.find(DNNL_ARG_DST_1)->md = plainDesc({1, 16, 2, 1}); })
+                .find("swish's mean is not a dense"),
+            std::string::npos);
+  EXPECT_NE(loadWithEditedStepsOf(with_mean, StepKind::kSwish,
+                                  [](Step& st) {
+                                    // row-major, not channels-last
+                                    const memory::desc rows = plainDesc(dimsOf(st.find(DNNL_ARG_SRC)->md));
+                                    st.find(DNNL_ARG_SRC)->md = rows;
+                                    st.find(DNNL_ARG_DST)->md = rows;
+                                  })
+                .find("not a dense channels-last"),
+            std::string::npos);
 }
 
 // An int8 max pool step whose window does not fit its tensors, or whose destination

@@ -104,6 +104,19 @@ size_t quantizedResultArgs(const Step& step, int64_t n, const Bad& bad) {
   return 4;
 }
 
+// A per-channel operand or result of a channels-last source of `dims`: [N (or 1 when
+// batch_of_one), C, 1...], float32, dense.
+bool perChannelDesc(const memory::desc& md, const std::vector<int64_t>& dims, bool batch_of_one) {
+  if (dims.size() < 2) return false;
+  std::vector<int64_t> want(dims.size(), 1);
+  want[1] = dims[1];
+  const std::vector<int64_t> got = dimsOf(md);
+  if (got.size() != dims.size() || md.data.data_type != dnnl_f32) return false;
+  if (!(got[0] == dims[0] || (batch_of_one && got[0] == 1))) return false;
+  want[0] = got[0];
+  return got == want && (isPlainDense(md) || isChannelsLastDense(md));
+}
+
 }  // namespace
 
 void checkOwnKernelStep(const Step& step, const std::string& where) {
@@ -113,10 +126,17 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
   if (step.kind == StepKind::kSwish) {
     const Arg* x = step.find(DNNL_ARG_SRC);
     const Arg* y = step.find(DNNL_ARG_DST);
-    if (!x || !y || x->source != ArgSource::kBuffer || y->source != ArgSource::kBuffer || step.args.size() != 2)
-      bad("a swish needs exactly a source and a destination buffer");
+    const Arg* mean = step.find(DNNL_ARG_DST_1);
+    if (!x || !y || x->source != ArgSource::kBuffer || y->source != ArgSource::kBuffer ||
+        (mean && mean->source != ArgSource::kBuffer) || step.args.size() != (mean ? 3u : 2u))
+      bad("a swish needs exactly a source and a destination buffer (and a mean buffer)");
     if (!sameDesc(x->md, y->md) || x->md.data.data_type != dnnl_f32 || x->md.data.offset0 != 0)
       bad("a swish's source and destination are not one float32 descriptor");
+    if (mean) {
+      if (!isChannelsLastDense(x->md)) bad("a swish with a mean: the source is not a dense channels-last tensor");
+      if (!perChannelDesc(mean->md, dimsOf(x->md), false))
+        bad("a swish's mean is not a dense [N, C, 1...] float32 tensor");
+    }
     if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on a swish");
     return;
   }
@@ -145,20 +165,11 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
     if (!isChannelsLastDense(x->md) || x->md.data.data_type != dnnl_f32)
       bad("the source is not a dense channels-last float32 tensor");
     const std::vector<int64_t> dims = dimsOf(x->md);
-    // The per-channel operand or result: [N (or 1 for a scale), C, 1...], dense.
-    auto perChannel = [&](const memory::desc& md, bool batch_of_one) {
-      std::vector<int64_t> want(dims.size(), 1);
-      want[1] = dims[1];
-      const std::vector<int64_t> got = dimsOf(md);
-      if (got.size() != dims.size() || md.data.data_type != dnnl_f32) return false;
-      if (!(got[0] == dims[0] || (batch_of_one && got[0] == 1))) return false;
-      want[0] = got[0];
-      return got == want && (isPlainDense(md) || isChannelsLastDense(md));
-    };
     if (scale) {
       if (!sameDesc(x->md, y->md)) bad("a scale_channels' source and destination are not one descriptor");
-      if (!perChannel(s->md, true)) bad("a scale_channels' scale is not a dense [N or 1, C, 1...] float32 tensor");
-    } else if (!perChannel(y->md, false)) {
+      if (!perChannelDesc(s->md, dims, true))
+        bad("a scale_channels' scale is not a dense [N or 1, C, 1...] float32 tensor");
+    } else if (!perChannelDesc(y->md, dims, false)) {
       bad("a channel_mean's destination is not a dense [N, C, 1...] float32 tensor");
     }
     if (!step.post_ops.empty() || !step.quant.empty())
@@ -1107,6 +1118,21 @@ void sumRows(const float* x, int64_t rows, int64_t c, float* acc) {
 // one gives the bits a two-thread run gave).
 constexpr int64_t kMeanBlockRows = 64;
 
+namespace {
+
+// y[i, j] = the sum over the blocks k of sums[i, k, j], in block order, over positions.
+void blockSumsToMean(const float* sums, float* y, int64_t n, int64_t blocks, int64_t positions, int64_t c) {
+  const float count = float(positions);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j) {
+      float sum = 0;
+      for (int64_t k = 0; k < blocks; ++k) sum += sums[(i * blocks + k) * c + j];
+      y[i * c + j] = sum / count;
+    }
+}
+
+}  // namespace
+
 void channelMean(const float* x, float* y, int64_t n, int64_t positions, int64_t c) {
   const int64_t blocks = (positions + kMeanBlockRows - 1) / kMeanBlockRows;  // per image
   // Each block's sums (the calling thread's vector, reused across runs).
@@ -1123,13 +1149,27 @@ void channelMean(const float* x, float* y, int64_t n, int64_t positions, int64_t
         }
       },
       1);
-  const float count = float(positions);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < c; ++j) {
-      float sum = 0;
-      for (int64_t k = 0; k < blocks; ++k) sum += sums[(i * blocks + k) * c + j];
-      y[i * c + j] = sum / count;
-    }
+  blockSumsToMean(sums, y, n, blocks, positions, c);
+}
+
+void swishChannelMean(const float* x, float* y, float* mean, int64_t n, int64_t positions, int64_t c) {
+  const int64_t blocks = (positions + kMeanBlockRows - 1) / kMeanBlockRows;
+  thread_local std::vector<float> partial;
+  partial.assign(size_t(n * blocks * c), 0.0f);
+  float* const sums = partial.data();
+  onTeam(
+      n * blocks,
+      [&](int64_t b, int64_t e, int) {
+        for (int64_t k = b; k < e; ++k) {
+          const int64_t i = k / blocks, first = (k % blocks) * kMeanBlockRows;
+          const int64_t rows = std::min(kMeanBlockRows, positions - first);
+          const int64_t at = (i * positions + first) * c;
+          swishRange(x + at, y + at, rows * c);
+          sumRows(y + at, rows, c, sums + k * c);
+        }
+      },
+      1);
+  blockSumsToMean(sums, mean, n, blocks, positions, c);
 }
 
 namespace {

@@ -140,6 +140,11 @@ void scaleChannels(const float* x, const float* s, float* y, int64_t n, int64_t 
 // sums added in order: the same bits on any team size. Uses the calling thread's
 // OpenMP team.
 void channelMean(const float* x, float* y, int64_t n, int64_t positions, int64_t c);
+// swish(x) into y and channelMean(y) into mean at once (a StepKind::kSwish with a mean
+// output: squeeze-excitation's squeeze of a SiLU's output), block by block of
+// channelMean's positions, each block summed right after it is written, while it is
+// in the core's cache: the same bits as the two steps. y may be x.
+void swishChannelMean(const float* x, float* y, float* mean, int64_t n, int64_t positions, int64_t c);
 
 // A max pool's geometry over channels-last [n, in_h, in_w, c] into [n, out_h, out_w,
 // c]: every window holds at least one element of the source (checkOwnKernelStep).

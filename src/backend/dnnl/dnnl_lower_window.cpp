@@ -495,13 +495,26 @@ bool FunctionLowering::emitChannelMean(size_t pos, const PoolSpec& spec) {
   }
   const Loc src = primary(x);
   if (!isChannelsLastDense(src.md)) return false;
+  consume(pos);
+  const memory::desc mean = plainDesc(out);
+  const uint32_t d = newBuffer(mean);
+  // Right after the swish step that wrote x (a SiLU before squeeze-excitation): that
+  // step writes the mean too, each block summed while it is in the core's cache.
+  if (!fn_.steps.empty()) {
+    Step& last = fn_.steps.back();
+    const Arg* wrote = last.find(DNNL_ARG_DST);
+    if (last.kind == StepKind::kSwish && !last.find(DNNL_ARG_DST_1) && wrote && wrote->index == src.buffer &&
+        sameDesc(wrote->md, src.md)) {
+      last.label += "+" + labelOf(pos, {});
+      last.args.push_back(bufferArg(DNNL_ARG_DST_1, d, mean));
+      place(node.outputs[0], Loc{d, mean});
+      return true;
+    }
+  }
   Step step;
   step.kind = StepKind::kChannelMean;
   step.label = labelOf(pos, {});
   step.args.push_back(bufferArg(DNNL_ARG_SRC, src.buffer, src.md));
-  consume(pos);
-  const memory::desc mean = plainDesc(out);
-  const uint32_t d = newBuffer(mean);
   step.args.push_back(bufferArg(DNNL_ARG_DST, d, mean));
   fn_.steps.push_back(std::move(step));
   place(node.outputs[0], Loc{d, mean});

@@ -731,6 +731,11 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float eps
                   src->dims[1]);
       return;
     case StepKind::kSwish:
+      if (hasArg(a, DNNL_ARG_DST_1)) {  // and the channels' mean (channels-last, dense)
+        swishChannelMean(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST),
+                         argData<float>(a, DNNL_ARG_DST_1), src->dims[0], positions(), src->dims[1]);
+        return;
+      }
       // Every float the descriptor spans: padding (zero) stays zero.
       swish(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST),
             int64_t(dnnl_memory_desc_get_size(src) / sizeof(float)));

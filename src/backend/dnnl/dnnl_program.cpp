@@ -533,18 +533,24 @@ std::vector<std::byte> writeProgram(const Program& p) {
   BlobWriter w;
   w.raw(kBlobMagic, 4);
   bool polymorphic = false, views = false, shape_computations = false, scaled_softmax = false,
-       quantized_copy = false;
+       quantized_copy = false, swish_mean = false;
   for (const Function& fn : p.functions) {
     polymorphic |= fn.poly != nullptr;
     for (const Step& s : fn.steps) {
       scaled_softmax |= s.kind == StepKind::kSoftmaxRows && s.alpha != 0;
       quantized_copy |= s.kind == StepKind::kAddRowCopy && s.find(kQuantizedResultArg);
+      swish_mean |= s.kind == StepKind::kSwish && s.find(DNNL_ARG_DST_1);
     }
     shape_computations |= fn.poly && computesShapes(fn.poly->graph);
     for (const Buffer& b : fn.buffers) views |= b.view;
   }
-  const uint32_t version =
-      quantized_copy ? 6 : scaled_softmax ? 5 : shape_computations ? 4 : views ? 3 : polymorphic ? 2 : 1;
+  const uint32_t version = swish_mean           ? 7
+                           : quantized_copy     ? 6
+                           : scaled_softmax     ? 5
+                           : shape_computations ? 4
+                           : views              ? 3
+                           : polymorphic        ? 2
+                                                : 1;
   w.u32(version);
   const dnnl_version_t* v = dnnl_version();
   w.u32(uint32_t(v->major));
@@ -624,6 +630,8 @@ Program readProgram(const std::byte* data, size_t size) {
       if (version < 6 && fn.steps.back().kind == StepKind::kAddRowCopy && fn.steps.back().find(kQuantizedResultArg))
         r.fail("step: an add_row_copy with a quantized result in a version " + std::to_string(version) +
                " blob (version 6)");
+      if (version < 7 && fn.steps.back().kind == StepKind::kSwish && fn.steps.back().find(DNNL_ARG_DST_1))
+        r.fail("step: a swish with a mean in a version " + std::to_string(version) + " blob (version 7)");
     }
     if (version >= 2) {
       uint8_t poly = r.u8();

@@ -26,7 +26,7 @@ inline constexpr char kBlobMagic[4] = {'P', 'D', 'N', 'L'};
 // version 5 softmax_rows steps with a scale (Step::alpha), version 6 add_row_copy steps
 // with a quantized result. A blob is written with the lowest version that holds it
 // (without any: version 1), and all six are read.
-inline constexpr uint32_t kBlobVersion = 6;
+inline constexpr uint32_t kBlobVersion = 7;
 using runtime::kEmbeddedAlignment;  // embedded tensors start at multiples of it
 
 // Where the bytes of a primitive argument live.
@@ -88,7 +88,8 @@ enum class StepKind : uint8_t {
                           // kDynamicZeroArg (f32[1]), kDynamicZeroS32Arg (s32[1]); all
                           // dense row-major buffers
   kSwish = 18,            // SRC -> DST (f32, one descriptor; in place when the same buffer):
-                          // x * sigmoid(x), SiLU
+                          // x * sigmoid(x), SiLU; with DST_1 (blob version 7; SRC channels-
+                          // last dense) also DST's mean over the spatial dims, as kChannelMean
   kScaleChannels = 19,    // SRC_0 (f32 [N, C, spatial...], channels-last dense), SRC_1 (f32
                           // [N or 1, C, 1...], dense) -> DST (SRC_0's descriptor; in place
                           // when the same buffer): x * s, s per channel (squeeze-excitation)
