@@ -357,6 +357,8 @@ void inferDynamicQuantize(InferContext& c) {
 
 void runDynamicQuantize(KernelContext& c) {
   const ir::Tensor& x = c.inputs[0];
+  // (Inference lets an input of undefined type through: a run checks what it got.)
+  if (x.dtype != ir::DType::kFloat32) c.fail("x must be float32, got " + name(x.dtype));
   const float* xf = x.as<const float>();
   const int64_t n = x.numel();
   float lo = 0, hi = 0;

@@ -606,6 +606,14 @@ TEST(ArtifactLoadValidation, NodesAreCheckedAsTheImporterChecksThem) {
     g.nodes[2].inputs.push_back(g.inputs[0]);
     EXPECT_EQ(loadError(g), "the graph does not check: Relu node 'relu': has 2 inputs, opset 13 allows 1");
   }
+  {  // a tensor input without an element type (fuzz finding: a DynamicQuantizeLinear read
+     // a zero-byte-element tensor of 32 elements as floats, past its allocation)
+    ir::Graph g;
+    ir::ValueId x = g.addValue("x", ir::TensorType::of(ir::DType::kUndefined, {4, 8}));
+    g.inputs.push_back(x);
+    g.outputs.push_back(testing::addNode(g, "Relu", "r", {x}, ir::TensorType::of(ir::DType::kUndefined, {4, 8})));
+    EXPECT_EQ(loadError(g), "graph input 'x' has no element type");
+  }
 }
 
 // Sequences and optionals in an artifact: written with their kinds, read back, run;

@@ -32,6 +32,11 @@ bool agrees(const ir::TensorType& recorded, const ir::TensorType& inferred) {
 }  // namespace
 
 std::vector<bool> validateGraph(const ir::Graph& g, const ConstStore& store, const ir::TensorLimits& limits) {
+  // A tensor input without an element type would be bound to whatever a caller passes:
+  // no kernel could tell how many bytes its elements take.
+  for (ir::ValueId in : g.inputs)
+    if (g.typeOf(in).isTensor() && g.typeOf(in).dtype == ir::DType::kUndefined)
+      throw Error(ErrorCode::kInvalidArtifact, "graph input '" + g.value(in).name + "' has no element type");
   const StoreConstants constants(store);
   std::vector<bool> dynamic(g.nodes.size(), false);
   std::vector<ir::TensorType> in_types;
