@@ -654,6 +654,38 @@ TEST(DnnlFusion, SqueezeExcitationRunsOnOwnKernels) {
             std::string::npos);
 }
 
+// With a batch of one, the block's two FCs (1x1 convolutions over one position, a SiLU
+// after the first, a Sigmoid after the second) are the module's own matrix-vector
+// products with their activations (blob version 8); the outputs match the host's.
+TEST(DnnlFusion, SqueezeExcitationFCsAreMatrixVectorProducts) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 48, 6, 5});
+  ir::ValueId c = b.node("Conv", {x, b.constant("w", {96, 48, 1, 1}, randomFloats(96 * 48, 1))});
+  ir::ValueId squeeze = b.node("GlobalAveragePool", {c});
+  ir::ValueId fc1 = b.node("Conv", {squeeze, b.constant("w1", {12, 96, 1, 1}, randomFloats(12 * 96, 2)),
+                                    b.constant("b1", {12}, randomFloats(12, 3))});
+  ir::ValueId silu = b.node("Mul", {fc1, b.node("Sigmoid", {fc1})});
+  ir::ValueId fc2 = b.node("Conv", {silu, b.constant("w2", {96, 12, 1, 1}, randomFloats(96 * 12, 4)),
+                                    b.constant("b2", {96}, randomFloats(96, 5))});
+  ir::ValueId relu = b.node("Relu", {b.node("Conv", {b.node("Sigmoid", {fc2}),
+                                                     b.constant("w3", {7, 96, 1, 1}, randomFloats(7 * 96, 6))})});
+  b.output(b.node("Mul", {c, b.node("Sigmoid", {fc2})}));
+  b.output(relu);
+  Compiled d = expectMatchesHost(b);
+  std::vector<StepKind> kinds = stepKinds(d);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kMatVec), 3);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kConvolution), 1);  // the first, over 30 positions
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kSwish), 0);
+  for (const auto& s : moduleOf(d).steps(0)) {
+    if (s.kind == StepKind::kMatVec) {
+      EXPECT_EQ(s.implementation, "partita:mat_vec");
+    }
+  }
+  EXPECT_EQ(testing::blobVersion(d.parts.modules.at(0).blob), 8u);
+  EXPECT_NE(testing::readAsVersion(d.parts.modules.at(0).blob, 7).find("a mat_vec in a version 7 blob"),
+            std::string::npos);
+}
+
 // Attention's Q / sqrt(d) before Q K^T: no step of its own, the product scaled by a
 // linear post-op. A Div whose output something else reads too stays a step.
 TEST(DnnlFusion, ScaledOperandOfAMatMulScalesItsProduct) {

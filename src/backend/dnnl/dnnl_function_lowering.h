@@ -212,6 +212,7 @@ class FunctionLowering {
   void keepRowOrder(ValueId from, ValueId to);
   bool emitScaleChannels(size_t pos, dnnl::algorithm alg, ir::ValueId a, ir::ValueId b);
   bool emitChannelMean(size_t pos, const PoolSpec& spec);
+  bool emitMatVec(size_t pos, const ConvSpec& spec);
   bool emitInt8MaxPoolStep(size_t pos, const PoolSpec& spec);
   bool channelsLastConv(Step& step, const ConvSpec& spec, bool excluded, const std::vector<ChainItem>& chain,
                         size_t fixed, dnnl::primitive_desc_base& pd, size_t& k);

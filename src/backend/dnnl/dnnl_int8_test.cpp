@@ -870,6 +870,44 @@ TEST(DnnlKernels, SwishWithTheChannelMeanIsTheTwoStepsAtOnce) {
   omp_set_num_threads(2);
 }
 
+// The matrix-vector product against its definition (double sums), with and without a
+// bias, each activation, over output counts with and without a partial vector and odd
+// and even input counts, at 1 and 2 threads.
+TEST(DnnlKernels, MatVecFollowsItsDefinition) {
+  const int32_t acts[] = {0, int32_t(dnnl::algorithm::eltwise_relu), int32_t(dnnl::algorithm::eltwise_logistic),
+                          int32_t(dnnl::algorithm::eltwise_swish)};
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (auto [k, o] : {std::pair<int64_t, int64_t>{1152, 48}, {48, 1152}, {37, 300}, {16, 5}, {1, 17}})
+      for (bool with_bias : {false, true})
+        for (int32_t act : acts) {
+          SCOPED_TRACE(std::to_string(threads) + " threads, k " + std::to_string(k) + ", o " + std::to_string(o) +
+                       ", act " + std::to_string(act) + (with_bias ? ", bias" : ""));
+          const std::vector<float> x = testing::randomFloats(size_t(k), uint64_t(k + o), -2.0f, 2.0f);
+          const std::vector<float> w = testing::randomFloats(size_t(k * o), uint64_t(k * o), -1.0f, 1.0f);
+          const std::vector<float> bias = testing::randomFloats(size_t(o), uint64_t(o), -1.0f, 1.0f);
+          std::vector<float> y(size_t(o), -7.0f);
+          matVec(x.data(), w.data(), with_bias ? bias.data() : nullptr, y.data(), k, o, act);
+          for (int64_t j = 0; j < o; ++j) {
+            double sum = with_bias ? bias[size_t(j)] : 0.0, mag = std::fabs(sum);
+            for (int64_t i = 0; i < k; ++i) {
+              sum += double(x[size_t(i)]) * double(w[size_t(i * o + j)]);
+              mag += std::fabs(double(x[size_t(i)]) * double(w[size_t(i * o + j)]));
+            }
+            double want = sum;
+            if (act == acts[1]) want = std::max(sum, 0.0);
+            if (act == acts[2]) want = 1.0 / (1.0 + std::exp(-sum));
+            if (act == acts[3]) want = sum / (1.0 + std::exp(-sum));
+            // The sum's rounding (relative to the magnitudes summed), through the activation
+            // (slope at most 1.1), plus a few ulp of the activation itself.
+            const double tol = mag * 1e-6 * 1.1 + std::fabs(want) * 1e-6;
+            ASSERT_NEAR(y[size_t(j)], want, tol) << "output " << j;
+          }
+        }
+  }
+  omp_set_num_threads(2);
+}
+
 // Their steps with a per-channel operand or result of the wrong shape are refused when
 // the blob is read.
 TEST(DnnlKernels, MalformedSqueezeExcitationStepsAreRefused) {
@@ -910,6 +948,35 @@ TEST(DnnlKernels, MalformedSqueezeExcitationStepsAreRefused) {
                                     st.find(DNNL_ARG_DST)->md = rows;
                                   })
                 .find("not a dense channels-last"),
+            std::string::npos);
+}
+
+// A mat_vec step whose weights are not stored [K][O], or with another activation, or
+// whose source is not one position, is refused when the blob is read.
+TEST(DnnlKernels, MalformedMatVecStepsAreRefused) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 24, 1, 1});
+  b.g.outputs.push_back(b.node(
+      "Sigmoid", {b.node("Conv", {x, b.constant("w", {40, 24, 1, 1}, testing::randomFloats(960, 1))}, {}, 13)}, {},
+      13));
+  Compiled compiled = testing::compile(b.g, {"dnnl", "host"});
+  auto loadEdited = [&](const std::function<void(Step&)>& edit) {
+    return loadWithEditedStepsOf(compiled, StepKind::kMatVec, edit);
+  };
+  EXPECT_NE(loadEdited([](Step& st) {
+              Arg* w = st.find(DNNL_ARG_WEIGHTS);
+              w->md = plainDesc(dimsOf(w->md));  // [O][K]
+            }).find("weights are not stored [K][O]"),
+            std::string::npos);
+  EXPECT_NE(loadEdited([](Step& st) { st.alg = int32_t(dnnl::algorithm::eltwise_tanh); }).find("activation is not"),
+            std::string::npos);
+  EXPECT_NE(loadEdited([](Step& st) { st.find(DNNL_ARG_SRC)->md = plainDesc({1, 24, 2, 1}); }).find("[1, K, 1...]"),
+            std::string::npos);
+  EXPECT_NE(loadEdited([](Step& st) {
+              Arg* w = st.find(DNNL_ARG_WEIGHTS);
+              w->source = ArgSource::kBuffer;
+              w->index = st.find(DNNL_ARG_SRC)->index;
+            }).find("constant weights"),
             std::string::npos);
 }
 

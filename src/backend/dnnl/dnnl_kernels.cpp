@@ -18,7 +18,8 @@ namespace partita::dnnl_backend {
 bool isOwnKernel(StepKind kind) {
   return kind == StepKind::kDynamicQuantize || kind == StepKind::kSwish || kind == StepKind::kScaleChannels ||
          kind == StepKind::kChannelMean || kind == StepKind::kInt8MaxPool || kind == StepKind::kAddLayerNorm ||
-         kind == StepKind::kSoftmaxRows || kind == StepKind::kBiasGelu || kind == StepKind::kAddRowCopy;
+         kind == StepKind::kSoftmaxRows || kind == StepKind::kBiasGelu || kind == StepKind::kAddRowCopy ||
+         kind == StepKind::kMatVec;
 }
 
 const char* ownKernelName(StepKind kind) {
@@ -41,6 +42,8 @@ const char* ownKernelName(StepKind kind) {
       return "partita:bias_gelu";
     case StepKind::kAddRowCopy:
       return "partita:add_row_copy";
+    case StepKind::kMatVec:
+      return "partita:mat_vec";
     default:
       return "partita:unknown";
   }
@@ -138,6 +141,41 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
         bad("a swish's mean is not a dense [N, C, 1...] float32 tensor");
     }
     if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on a swish");
+    return;
+  }
+  if (step.kind == StepKind::kMatVec) {
+    const Arg* x = step.find(DNNL_ARG_SRC);
+    const Arg* w = step.find(DNNL_ARG_WEIGHTS);
+    const Arg* bias = step.find(DNNL_ARG_BIAS);
+    const Arg* y = step.find(DNNL_ARG_DST);
+    if (!x || !w || !y || x->source != ArgSource::kBuffer || y->source != ArgSource::kBuffer ||
+        w->source == ArgSource::kBuffer || (bias && bias->source == ArgSource::kBuffer) ||
+        step.args.size() != (bias ? 4u : 3u))
+      bad("a mat_vec needs exactly a source buffer, constant weights (and a bias) and a destination buffer");
+    const std::vector<int64_t> xd = dimsOf(x->md), yd = dimsOf(y->md), wd = dimsOf(w->md);
+    const size_t rank = xd.size();
+    bool ok = rank >= 2 && yd.size() == rank && wd.size() == rank && xd[0] == 1 && yd[0] == 1 && wd[0] == yd[1] &&
+              wd[1] == xd[1];
+    for (size_t i = 2; ok && i < rank; ++i) ok = xd[i] == 1 && yd[i] == 1 && wd[i] == 1;
+    if (!ok) bad("a mat_vec's source, weights and destination are not [1, K, 1...], [O, K, 1...], [1, O, 1...]");
+    for (const Arg* a : {x, w, y})
+      if (a->md.data.data_type != dnnl_f32) bad("a mat_vec's tensors are not float32");
+    if (!isPlainDense(x->md) || !isPlainDense(y->md)) bad("a mat_vec's source or destination is not dense");
+    // The weights [K][O]: each input's weights for all outputs side by side.
+    const int64_t o = wd[0], k = wd[1];
+    std::vector<int64_t> want(rank, o * k);
+    want[0] = 1;
+    want[1] = o;
+    if (w->md.data.format_kind != dnnl_blocked || w->md.data.format_desc.blocking.inner_nblks != 0 ||
+        w->md.data.offset0 != 0 || hasPadding(w->md) || elementStrides(w->md) != want)
+      bad("a mat_vec's weights are not stored [K][O]");
+    if (bias && (bias->md.data.data_type != dnnl_f32 || !isPlainDense(bias->md) || dimsOf(bias->md) != std::vector<int64_t>{o}))
+      bad("a mat_vec's bias is not a dense float32 [O]");
+    const int32_t alg = step.alg;
+    if (alg != 0 && alg != int32_t(dnnl::algorithm::eltwise_relu) && alg != int32_t(dnnl::algorithm::eltwise_logistic) &&
+        alg != int32_t(dnnl::algorithm::eltwise_swish))
+      bad("a mat_vec's activation is not none, relu, logistic or swish");
+    if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on a mat_vec");
     return;
   }
   if (step.kind == StepKind::kSoftmaxRows) {
@@ -763,6 +801,98 @@ void softmaxRow(const float* x, float* y, int64_t n, float scale) {
 
 void swish(const float* x, float* y, int64_t n) {
   onTeam(n, [&](int64_t b, int64_t e, int) { swishRange(x + b, y + b, e - b); });
+}
+
+namespace {
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// y = sigmoid(x) over n floats (in place allowed): swishRange's sigmoid, not
+// multiplied by x.
+void sigmoidRange(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+#ifdef __AVX512F__
+  const __m512 one = _mm512_set1_ps(1.0f), sign = _mm512_set1_ps(-0.0f);
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __m512 e = expNonPositive(_mm512_or_ps(v, sign));  // e^-|v|
+    const __m512 d = _mm512_add_ps(one, e);
+    __m512 q = _mm512_rcp14_ps(d);
+    q = _mm512_fmadd_ps(q, _mm512_fnmadd_ps(d, q, one), q);  // 1 / (1 + e)
+    const __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mask_mul_ps(q, neg, q, e));
+  }
+#endif
+  for (; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+}
+
+#ifdef __AVX512F__
+// Outputs [o0, o0 + width) of matVec, width <= 16 * NV: NV vectors of sums in
+// registers down the k inputs, even and odd inputs in two sets (two chains a vector).
+template <int NV>
+void matVecBlock(const float* x, const float* w, const float* bias, float* y, int64_t k, int64_t o, int64_t o0,
+                 int64_t width) {
+  const __mmask16 tail = __mmask16(width - 16 * (NV - 1) >= 16 ? 0xffff : (1u << (width - 16 * (NV - 1))) - 1);
+  auto mask = [&](int v) { return v == NV - 1 ? tail : __mmask16(0xffff); };
+  __m512 a[NV], b[NV];
+  for (int v = 0; v < NV; ++v) {
+    a[v] = bias ? _mm512_maskz_loadu_ps(mask(v), bias + o0 + 16 * v) : _mm512_setzero_ps();
+    b[v] = _mm512_setzero_ps();
+  }
+  int64_t i = 0;
+  for (; i + 2 <= k; i += 2) {
+    const __m512 x0 = _mm512_set1_ps(x[i]), x1 = _mm512_set1_ps(x[i + 1]);
+    const float* w0 = w + i * o + o0;
+    const float* w1 = w0 + o;
+    for (int v = 0; v < NV; ++v) {
+      a[v] = _mm512_fmadd_ps(x0, _mm512_maskz_loadu_ps(mask(v), w0 + 16 * v), a[v]);
+      b[v] = _mm512_fmadd_ps(x1, _mm512_maskz_loadu_ps(mask(v), w1 + 16 * v), b[v]);
+    }
+  }
+  if (i < k) {
+    const __m512 x0 = _mm512_set1_ps(x[i]);
+    for (int v = 0; v < NV; ++v)
+      a[v] = _mm512_fmadd_ps(x0, _mm512_maskz_loadu_ps(mask(v), w + i * o + o0 + 16 * v), a[v]);
+  }
+  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(y + o0 + 16 * v, mask(v), _mm512_add_ps(a[v], b[v]));
+}
+#endif
+#pragma GCC diagnostic pop
+
+}  // namespace
+
+void matVec(const float* x, const float* w, const float* bias, float* y, int64_t k, int64_t o, int32_t act) {
+  onTeam(o, [&](int64_t b, int64_t e, int) {
+#ifdef __AVX512F__
+    for (int64_t o0 = b; o0 < e; o0 += 128) {
+      const int64_t width = std::min<int64_t>(128, e - o0);
+      switch ((width + 15) / 16) {
+        case 1: matVecBlock<1>(x, w, bias, y, k, o, o0, width); break;
+        case 2: matVecBlock<2>(x, w, bias, y, k, o, o0, width); break;
+        case 3: matVecBlock<3>(x, w, bias, y, k, o, o0, width); break;
+        case 4: matVecBlock<4>(x, w, bias, y, k, o, o0, width); break;
+        case 5: matVecBlock<5>(x, w, bias, y, k, o, o0, width); break;
+        case 6: matVecBlock<6>(x, w, bias, y, k, o, o0, width); break;
+        case 7: matVecBlock<7>(x, w, bias, y, k, o, o0, width); break;
+        default: matVecBlock<8>(x, w, bias, y, k, o, o0, width); break;
+      }
+    }
+#else
+    for (int64_t j = b; j < e; ++j) {
+      float sum = bias ? bias[j] : 0.0f;
+      for (int64_t i = 0; i < k; ++i) sum += x[i] * w[i * o + j];
+      y[j] = sum;
+    }
+#endif
+    if (act == int32_t(dnnl::algorithm::eltwise_relu))
+      for (int64_t j = b; j < e; ++j) y[j] = y[j] < 0.0f ? 0.0f : y[j];  // (a NaN stays NaN)
+    else if (act == int32_t(dnnl::algorithm::eltwise_logistic))
+      sigmoidRange(y + b, y + b, e - b);
+    else if (act == int32_t(dnnl::algorithm::eltwise_swish))
+      swishRange(y + b, y + b, e - b);
+  });
 }
 
 void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols, float scale) {

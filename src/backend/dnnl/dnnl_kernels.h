@@ -71,6 +71,13 @@ void addLayerNorm(const AddLayerNormArgs& a);
 // Uses the calling thread's OpenMP team.
 void swish(const float* x, float* y, int64_t n);
 
+// y = act(W x + bias) for one vector x of k floats (StepKind::kMatVec: a 1x1
+// convolution over one position, squeeze-excitation's FCs), W stored [k][o] (each
+// input's weights for all o outputs side by side; bias may be null). act: 0 (none),
+// or oneDNN's eltwise_relu, eltwise_logistic or eltwise_swish (SiLU). Uses the
+// calling thread's OpenMP team, the outputs split between its threads.
+void matVec(const float* x, const float* w, const float* bias, float* y, int64_t k, int64_t o, int32_t act);
+
 // Softmax along rows of `cols` floats (StepKind::kSoftmaxRows) of z = x * scale (one
 // rounding, as a matmul's eltwise_linear post-op computes it), y = e^(z - max) / sum
 // per row (x == y allowed); a row with a NaN or +inf, or all -inf, is all NaN, as the

@@ -356,6 +356,7 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
       ls.window = {step.kernel[0], step.kernel[1], step.strides[0], step.strides[1], step.pad_l[0], step.pad_l[1]};
     ls.epsilon = step.epsilon;
     ls.alpha = step.alpha;
+    ls.alg = step.alg;
     lf.scratch_bytes = std::max(lf.scratch_bytes, ls.scratchpad.get_size());
     for (const Arg& a : step.args) {
       LoadedArg la;
@@ -689,9 +690,10 @@ void runPlainConcat(const PlainConcat& plan, const StepArgs& a) {
 }
 
 // `window`: a kInt8MaxPool's kernel, strides and start pads (LoadedStep::window);
-// `epsilon`: a kAddLayerNorm's; `alpha`: a kSoftmaxRows' scale (0: none).
+// `epsilon`: a kAddLayerNorm's; `alpha`: a kSoftmaxRows' scale (0: none); `alg`: a
+// kMatVec's activation (0: none).
 template <typename StepArgs>
-void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float epsilon, float alpha,
+void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float epsilon, float alpha, int32_t alg,
                   const StepArgs& a) {
   const dnnl_memory_desc_t* src = argDesc(a, DNNL_ARG_SRC);  // DNNL_ARG_SRC_0 too
   // A channels-last [N, C, spatial...] source (checkOwnKernelStep): N rows of
@@ -726,6 +728,11 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float eps
                   src->data_type == dnnl_s8, p);
       return;
     }
+    case StepKind::kMatVec:  // [1, K, 1...] -> [1, O, 1...] (checkOwnKernelStep)
+      matVec(argData<const float>(a, DNNL_ARG_SRC), argData<const float>(a, DNNL_ARG_WEIGHTS),
+             hasArg(a, DNNL_ARG_BIAS) ? argData<const float>(a, DNNL_ARG_BIAS) : nullptr,
+             argData<float>(a, DNNL_ARG_DST), src->dims[1], argDesc(a, DNNL_ARG_DST)->dims[1], alg);
+      return;
     case StepKind::kChannelMean:
       channelMean(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST), src->dims[0], positions(),
                   src->dims[1]);
@@ -845,7 +852,7 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
       const LoadedStep& ls = lf.steps[s];
       // On the CPU engine a primitive has finished when execute returns.
       auto run = [&] {
-        if (isOwnKernel(ls.kind)) return runOwnKernel(ls.kind, ls.window, ls.epsilon, ls.alpha, a);
+        if (isOwnKernel(ls.kind)) return runOwnKernel(ls.kind, ls.window, ls.epsilon, ls.alpha, ls.alg, a);
         if (ls.concat) return runPlainConcat(*ls.concat, a);
         if (ls.transpose)
           return plainTranspose(*ls.transpose, argData<const std::byte>(a, DNNL_ARG_SRC), argData<std::byte>(a, DNNL_ARG_DST));

@@ -133,6 +133,7 @@ class DnnlModule final : public runtime::RuntimeModule {
     std::array<int64_t, 6> window{};
     float epsilon = 0;  // an own kernel's (kAddLayerNorm)
     float alpha = 0;    // an own kernel's (kSoftmaxRows: its scale, 0 for none)
+    int32_t alg = 0;    // an own kernel's (kMatVec: its activation, 0 for none)
     // A kConcat of dense plain tensors: run as block copies, not by its primitive.
     std::optional<PlainConcat> concat;
     // A kReorder between dense plain layouts that is a batch of transposes (NCHW to

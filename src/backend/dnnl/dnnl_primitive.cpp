@@ -270,6 +270,7 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
     case StepKind::kSoftmaxRows:
     case StepKind::kBiasGelu:
     case StepKind::kAddRowCopy:
+    case StepKind::kMatVec:
       throw dnnl::error(dnnl_unimplemented, "not a oneDNN primitive");
     case StepKind::kPrelu: {
       dnnl::prelu_forward::desc d(prop_kind::forward_inference, required(s, DNNL_ARG_SRC),

@@ -66,6 +66,8 @@ const char* stepKindName(StepKind k) {
       return "bias_gelu";
     case StepKind::kAddRowCopy:
       return "add_row_copy";
+    case StepKind::kMatVec:
+      return "mat_vec";
   }
   return "?";
 }
@@ -125,7 +127,7 @@ void writeStep(BlobWriter& w, const Step& s) {
 Step readStep(BlobReader& r) {
   Step s;
   uint8_t kind = r.u8();
-  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kAddRowCopy))
+  if (kind < uint8_t(StepKind::kReorder) || kind > uint8_t(StepKind::kMatVec))
     r.fail("step kind: unknown step kind " + std::to_string(kind));
   s.kind = StepKind(kind);
   s.label = r.str();
@@ -533,18 +535,20 @@ std::vector<std::byte> writeProgram(const Program& p) {
   BlobWriter w;
   w.raw(kBlobMagic, 4);
   bool polymorphic = false, views = false, shape_computations = false, scaled_softmax = false,
-       quantized_copy = false, swish_mean = false;
+       quantized_copy = false, swish_mean = false, mat_vec = false;
   for (const Function& fn : p.functions) {
     polymorphic |= fn.poly != nullptr;
     for (const Step& s : fn.steps) {
       scaled_softmax |= s.kind == StepKind::kSoftmaxRows && s.alpha != 0;
       quantized_copy |= s.kind == StepKind::kAddRowCopy && s.find(kQuantizedResultArg);
       swish_mean |= s.kind == StepKind::kSwish && s.find(DNNL_ARG_DST_1);
+      mat_vec |= s.kind == StepKind::kMatVec;
     }
     shape_computations |= fn.poly && computesShapes(fn.poly->graph);
     for (const Buffer& b : fn.buffers) views |= b.view;
   }
-  const uint32_t version = swish_mean           ? 7
+  const uint32_t version = mat_vec              ? 8
+                           : swish_mean         ? 7
                            : quantized_copy     ? 6
                            : scaled_softmax     ? 5
                            : shape_computations ? 4
@@ -632,6 +636,8 @@ Program readProgram(const std::byte* data, size_t size) {
                " blob (version 6)");
       if (version < 7 && fn.steps.back().kind == StepKind::kSwish && fn.steps.back().find(DNNL_ARG_DST_1))
         r.fail("step: a swish with a mean in a version " + std::to_string(version) + " blob (version 7)");
+      if (version < 8 && fn.steps.back().kind == StepKind::kMatVec)
+        r.fail("step: a mat_vec in a version " + std::to_string(version) + " blob (version 8)");
     }
     if (version >= 2) {
       uint8_t poly = r.u8();

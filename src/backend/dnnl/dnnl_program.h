@@ -26,7 +26,7 @@ inline constexpr char kBlobMagic[4] = {'P', 'D', 'N', 'L'};
 // version 5 softmax_rows steps with a scale (Step::alpha), version 6 add_row_copy steps
 // with a quantized result. A blob is written with the lowest version that holds it
 // (without any: version 1), and all six are read.
-inline constexpr uint32_t kBlobVersion = 7;
+inline constexpr uint32_t kBlobVersion = 8;
 using runtime::kEmbeddedAlignment;  // embedded tensors start at multiples of it
 
 // Where the bytes of a primitive argument live.
@@ -122,6 +122,11 @@ enum class StepKind : uint8_t {
                           // of the view's dims) and the three as kAddLayerNorm's instead of
                           // kRowCopyDst[0] (one view only; blob version 6): the view's
                           // DynamicQuantizeLinear (as kDynamicQuantize), no float32 copy
+  kMatVec = 26,           // SRC (f32 [1, K, 1...], dense), WEIGHTS (f32 [O, K, 1...] stored
+                          // [K][O]: strides 1, O, O * K...; a constant), [BIAS (f32 [O], a
+                          // constant)] -> DST (f32 [1, O, 1...], dense): a 1x1 convolution over
+                          // one position, then `alg` (0, eltwise_relu, eltwise_logistic or
+                          // eltwise_swish); blob version 8
 };
 // The argument keys of a kDynamicQuantize step's scale and zero points (oneDNN never
 // sees them).
