@@ -91,7 +91,12 @@ def test_fp32_policy_makes_a_float32_graph(tmp, target):
     dnnl_ops = [op for r in info["partition"] if r["backend"] == "dnnl" for op in r["ops"]]
     assert dnnl_ops.count("Conv") == 2, info["partition"]
     dtypes = {c["dtype"] for c in info["constants"]}
-    assert "float16" not in dtypes and "bfloat16" not in dtypes, info["constants"]
+    assert "bfloat16" not in dtypes, info["constants"]
+    # float16 only as the classifier's mat_vec weights, derived from the float32 ones
+    # (float16 holds every converted value exactly; docs/precision.md).
+    for c in info["constants"]:
+        if c["dtype"] == "float16":
+            assert c["derived_from"] is not None and c["name"].startswith("wf:"), c
     src = "float16" if target == F16 else "bfloat16"
     names = [c["name"] for c in info["constants"]]
     assert any(n == "wf:%s->float32" % src for n in names), names

@@ -14,6 +14,7 @@
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "backend/dnnl/dnnl_program.h"
 #include "backend/dnnl/dnnl_testing.h"
+#include "ir/dtype.h"
 #include "partita/error.h"
 
 namespace partita::dnnl_backend {
@@ -684,6 +685,41 @@ TEST(DnnlFusion, SqueezeExcitationFCsAreMatrixVectorProducts) {
   EXPECT_EQ(testing::blobVersion(d.parts.modules.at(0).blob), 8u);
   EXPECT_NE(testing::readAsVersion(d.parts.modules.at(0).blob, 7).find("a mat_vec in a version 7 blob"),
             std::string::npos);
+}
+
+// A product of one row by weights float16 holds exactly (a float16 model's classifier,
+// Gemm with transB as PyTorch exports Linear, or MatMul) is a mat_vec reading them in
+// float16; with weights float16 does not hold, oneDNN's matmul (as fast in float32).
+TEST(DnnlFusion, AClassifierOverFloat16WeightsIsAMatrixVectorProduct) {
+  auto halfExact = [](std::vector<float> v) {
+    for (float& x : v) x = ir::halfToFloat(ir::floatToHalf(x));
+    return v;
+  };
+  for (bool gemm : {true, false})
+    for (bool exact : {true, false}) {
+      SCOPED_TRACE(std::string(gemm ? "Gemm" : "MatMul") + (exact ? ", float16 weights" : ", float32 weights"));
+      GraphBuilder b;
+      ir::ValueId x = b.input("x", {1, 200});
+      std::vector<float> w = randomFloats(200 * 130, 8);
+      if (exact) w = halfExact(w);
+      ir::ValueId y = gemm ? b.node("Gemm",
+                                    {x, b.constant("w", {130, 200}, w), b.constant("b", {130}, randomFloats(130, 9))},
+                                    Attrs().i("transB", 1))
+                           : b.node("MatMul", {x, b.constant("w", {200, 130}, w)});
+      b.output(b.node("Relu", {y}));
+      Compiled d = expectMatchesHost(b);
+      std::vector<StepKind> kinds = stepKinds(d);
+      EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kMatVec), exact ? 1 : 0);
+      EXPECT_EQ(std::count(kinds.begin(), kinds.end(), StepKind::kMatMul), exact ? 0 : 1);
+      // The stored weights: float16, 2 bytes each (130 outputs padded to two blocks of 128).
+      size_t half_constants = 0;
+      for (const ir::Constant& c : d.graph->constants.all())
+        if (c.dtype == ir::DType::kFloat16) {
+          ++half_constants;
+          EXPECT_EQ(c.nbytes(), size_t(256 * 200 * 2));
+        }
+      EXPECT_EQ(half_constants, exact ? 1u : 0u);
+    }
 }
 
 // Attention's Q / sqrt(d) before Q K^T: no step of its own, the product scaled by a

@@ -169,6 +169,7 @@ std::optional<PoolSpec> decodePool(const ir::Graph& g, const ir::Node& n, std::s
   s.pad_r = oneDnnEndPads(*w, in, out, extended);
   // The extra end padding is exact only where padding is not counted.
   if (extended && include_pad) return no(why, "ceil_mode average pooling that counts pads");
+  if (std::string bound = poolWorkBound(y, s.kernel); !bound.empty()) return no(why, bound);
   return s;
 }
 }  // namespace partita::dnnl_backend

@@ -109,6 +109,10 @@ bool qconvImplemented(const QConvSpec& q, std::string* why);
 Step qmatmulStep(const QMatMulSpec& q);
 bool qmatmulImplemented(const QMatMulSpec& q, std::string* why);
 
+// Whether each of the n floats is a float16 value (there and back unchanged; a NaN is
+// not): such weights of a mat_vec are stored in float16.
+bool exactInHalf(const float* w, int64_t n);
+
 class FunctionLowering {
  public:
   // Lowers region `r` of `g` (whose region values must have static shapes).
@@ -213,6 +217,15 @@ class FunctionLowering {
   bool emitScaleChannels(size_t pos, dnnl::algorithm alg, ir::ValueId a, ir::ValueId b);
   bool emitChannelMean(size_t pos, const PoolSpec& spec);
   bool emitMatVec(size_t pos, const ConvSpec& spec);
+  bool emitMatVecProduct(size_t pos, const MatMulSpec& spec);
+  // The activation after `out` a mat_vec takes (Relu, Sigmoid, SiLU; 0: none), its
+  // nodes into `fused`; nullopt when a BatchNormalization follows.
+  std::optional<int32_t> matVecActivation(ValueId out, std::vector<ChainItem>& fused) const;
+  // A mat_vec step of [1, K, 1...] `x` by constant `w` (as `w_from` describes its bytes,
+  // dims [O, K, 1...]) plus `bias`, `act` after it, placing the result at `result`.
+  void emitMatVecStep(size_t pos, ValueId x, const std::vector<int64_t>& in_dims, ir::ConstId w,
+                      const memory::desc& w_from, ValueId bias, const std::vector<int64_t>& out_dims, int32_t act,
+                      const std::vector<ChainItem>& fused);
   bool emitInt8MaxPoolStep(size_t pos, const PoolSpec& spec);
   bool channelsLastConv(Step& step, const ConvSpec& spec, bool excluded, const std::vector<ChainItem>& chain,
                         size_t fixed, dnnl::primitive_desc_base& pd, size_t& k);

@@ -20,6 +20,7 @@
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_testing.h"
 #include "api/module_kinds.h"
+#include "ir/dtype.h"
 #include "partita/error.h"
 #include "passes/passes.h"
 #include "runtime/profile.h"
@@ -871,39 +872,61 @@ TEST(DnnlKernels, SwishWithTheChannelMeanIsTheTwoStepsAtOnce) {
 }
 
 // The matrix-vector product against its definition (double sums), with and without a
-// bias, each activation, over output counts with and without a partial vector and odd
-// and even input counts, at 1 and 2 threads.
+// bias, each activation, float32 and float16 weights, over output counts with and
+// without a partial vector and a partial block (B = 128) and odd and even input
+// counts, at 1 and 2 threads (a thread's outputs crossing a block). The weights are
+// laid out by the documented index, (j / B * k + i) * B + j % B, from the descriptor's
+// padded size (matVecWeightsDesc).
 TEST(DnnlKernels, MatVecFollowsItsDefinition) {
+  using dt = memory::data_type;
   const int32_t acts[] = {0, int32_t(dnnl::algorithm::eltwise_relu), int32_t(dnnl::algorithm::eltwise_logistic),
                           int32_t(dnnl::algorithm::eltwise_swish)};
   for (int threads : {1, 2}) {
     omp_set_num_threads(threads);
-    for (auto [k, o] : {std::pair<int64_t, int64_t>{1152, 48}, {48, 1152}, {37, 300}, {16, 5}, {1, 17}})
-      for (bool with_bias : {false, true})
-        for (int32_t act : acts) {
-          SCOPED_TRACE(std::to_string(threads) + " threads, k " + std::to_string(k) + ", o " + std::to_string(o) +
-                       ", act " + std::to_string(act) + (with_bias ? ", bias" : ""));
-          const std::vector<float> x = testing::randomFloats(size_t(k), uint64_t(k + o), -2.0f, 2.0f);
-          const std::vector<float> w = testing::randomFloats(size_t(k * o), uint64_t(k * o), -1.0f, 1.0f);
-          const std::vector<float> bias = testing::randomFloats(size_t(o), uint64_t(o), -1.0f, 1.0f);
-          std::vector<float> y(size_t(o), -7.0f);
-          matVec(x.data(), w.data(), with_bias ? bias.data() : nullptr, y.data(), k, o, act);
-          for (int64_t j = 0; j < o; ++j) {
-            double sum = with_bias ? bias[size_t(j)] : 0.0, mag = std::fabs(sum);
-            for (int64_t i = 0; i < k; ++i) {
-              sum += double(x[size_t(i)]) * double(w[size_t(i * o + j)]);
-              mag += std::fabs(double(x[size_t(i)]) * double(w[size_t(i * o + j)]));
+    for (auto [k, o] :
+         {std::pair<int64_t, int64_t>{1152, 48}, {48, 1152}, {37, 300}, {16, 5}, {1, 17}, {64, 1000}, {5, 130}})
+      for (bool half : {false, true})
+        for (bool with_bias : {false, true})
+          for (int32_t act : acts) {
+            SCOPED_TRACE(std::to_string(threads) + " threads, k " + std::to_string(k) + ", o " + std::to_string(o) +
+                         ", act " + std::to_string(act) + (with_bias ? ", bias" : "") + (half ? ", float16" : ""));
+            const std::vector<float> x = testing::randomFloats(size_t(k), uint64_t(k + o), -2.0f, 2.0f);
+            std::vector<float> w = testing::randomFloats(size_t(k * o), uint64_t(k * o), -1.0f, 1.0f);  // w[i * o + j]
+            if (half)
+              for (float& v : w) v = ir::halfToFloat(ir::floatToHalf(v));
+            const std::vector<float> bias = testing::randomFloats(size_t(o), uint64_t(o), -1.0f, 1.0f);
+            const memory::desc md = matVecWeightsDesc({o, k, 1, 1}, half ? dt::f16 : dt::f32);
+            const int64_t block = matVecBlock(o);
+            std::vector<uint8_t> stored(md.get_size(), 0xCD);  // padding garbage: must not be read into y
+            for (int64_t i = 0; i < k; ++i)
+              for (int64_t j = 0; j < o; ++j) {
+                const size_t at = size_t(((j / block) * k + i) * block + j % block);
+                ASSERT_LT((at + 1) * (half ? 2 : 4), stored.size() + 1);
+                if (half) {
+                  const uint16_t h = ir::floatToHalf(w[size_t(i * o + j)]);
+                  std::memcpy(stored.data() + at * 2, &h, 2);
+                } else {
+                  std::memcpy(stored.data() + at * 4, &w[size_t(i * o + j)], 4);
+                }
+              }
+            std::vector<float> y(size_t(o), -7.0f);
+            matVec(x.data(), stored.data(), half, with_bias ? bias.data() : nullptr, y.data(), k, o, act);
+            for (int64_t j = 0; j < o; ++j) {
+              double sum = with_bias ? bias[size_t(j)] : 0.0, mag = std::fabs(sum);
+              for (int64_t i = 0; i < k; ++i) {
+                sum += double(x[size_t(i)]) * double(w[size_t(i * o + j)]);
+                mag += std::fabs(double(x[size_t(i)]) * double(w[size_t(i * o + j)]));
+              }
+              double want = sum;
+              if (act == acts[1]) want = std::max(sum, 0.0);
+              if (act == acts[2]) want = 1.0 / (1.0 + std::exp(-sum));
+              if (act == acts[3]) want = sum / (1.0 + std::exp(-sum));
+              // The sum's rounding (relative to the magnitudes summed), through the
+              // activation (slope at most 1.1), plus a few ulp of the activation itself.
+              const double tol = mag * 1e-6 * 1.1 + std::fabs(want) * 1e-6;
+              ASSERT_NEAR(y[size_t(j)], want, tol) << "output " << j;
             }
-            double want = sum;
-            if (act == acts[1]) want = std::max(sum, 0.0);
-            if (act == acts[2]) want = 1.0 / (1.0 + std::exp(-sum));
-            if (act == acts[3]) want = sum / (1.0 + std::exp(-sum));
-            // The sum's rounding (relative to the magnitudes summed), through the activation
-            // (slope at most 1.1), plus a few ulp of the activation itself.
-            const double tol = mag * 1e-6 * 1.1 + std::fabs(want) * 1e-6;
-            ASSERT_NEAR(y[size_t(j)], want, tol) << "output " << j;
           }
-        }
   }
   omp_set_num_threads(2);
 }
@@ -966,7 +989,7 @@ TEST(DnnlKernels, MalformedMatVecStepsAreRefused) {
   EXPECT_NE(loadEdited([](Step& st) {
               Arg* w = st.find(DNNL_ARG_WEIGHTS);
               w->md = plainDesc(dimsOf(w->md));  // [O][K]
-            }).find("weights are not stored [K][O]"),
+            }).find("weights are not stored in blocks of outputs"),
             std::string::npos);
   EXPECT_NE(loadEdited([](Step& st) { st.alg = int32_t(dnnl::algorithm::eltwise_tanh); }).find("activation is not"),
             std::string::npos);
@@ -977,6 +1000,37 @@ TEST(DnnlKernels, MalformedMatVecStepsAreRefused) {
               w->source = ArgSource::kBuffer;
               w->index = st.find(DNNL_ARG_SRC)->index;
             }).find("constant weights"),
+            std::string::npos);
+}
+
+// A pooling whose windows hold more than kMaxPoolWindowElements elements in all stays on
+// the host, whose kernels clip windows to the source; a blob with such a pooling step is
+// refused at load (fuzz finding: oneDNN's reference pooling walked a kernel height of
+// 2^38 + 2 without end).
+TEST(DnnlKernels, APoolingOfHugeWindowsStaysOnTheHost) {
+  auto poolGraph = [](int64_t kernel, int64_t pad) {
+    GraphBuilder b;
+    ir::ValueId x = b.input("x", {1, 4, 8, 8});
+    ir::AttributeMap a;
+    a.setInts("kernel_shape", {kernel, kernel});
+    a.setInts("pads", {pad, pad, pad, pad});
+    b.g.outputs.push_back(b.node("AveragePool", {b.node("Relu", {x}, {}, 13)}, a, 13));
+    return b;
+  };
+  GraphBuilder huge = poolGraph(100000, 49996);  // one output of 10^10 window elements a channel
+  Compiled host_side = testing::compile(huge.g, {"dnnl", "host"});
+  for (const DnnlModule::StepInfo& st : allSteps(host_side)) EXPECT_NE(st.kind, StepKind::kPooling);
+  Compiled host = testing::compile(huge.g, {"host"});
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 3);
+  EXPECT_LE(testing::closeness(host_side.run(in)[0], host.run(in)[0], 1e-5, 1e-7), 1.0);
+
+  Compiled small = testing::compile(poolGraph(3, 1).g, {"dnnl", "host"});
+  EXPECT_NE(loadWithEditedStepsOf(small, StepKind::kPooling,
+                                  [](Step& st) {
+                                    st.kernel = {(int64_t(1) << 38) + 2, 3};
+                                    st.pad_r[0] = (int64_t(1) << 38) - 1;
+                                  })
+                .find("windows hold more than"),
             std::string::npos);
 }
 

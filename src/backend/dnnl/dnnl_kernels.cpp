@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/dnnl/dnnl_memory_desc.h"
+#include "ir/dtype.h"
 #include "partita/error.h"
 
 namespace partita::dnnl_backend {
@@ -158,17 +159,15 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
               wd[1] == xd[1];
     for (size_t i = 2; ok && i < rank; ++i) ok = xd[i] == 1 && yd[i] == 1 && wd[i] == 1;
     if (!ok) bad("a mat_vec's source, weights and destination are not [1, K, 1...], [O, K, 1...], [1, O, 1...]");
-    for (const Arg* a : {x, w, y})
-      if (a->md.data.data_type != dnnl_f32) bad("a mat_vec's tensors are not float32");
+    for (const Arg* a : {x, y})
+      if (a->md.data.data_type != dnnl_f32) bad("a mat_vec's source or destination is not float32");
+    if (w->md.data.data_type != dnnl_f32 && w->md.data.data_type != dnnl_f16)
+      bad("a mat_vec's weights are not float32 or float16");
     if (!isPlainDense(x->md) || !isPlainDense(y->md)) bad("a mat_vec's source or destination is not dense");
-    // The weights [K][O]: each input's weights for all outputs side by side.
-    const int64_t o = wd[0], k = wd[1];
-    std::vector<int64_t> want(rank, o * k);
-    want[0] = 1;
-    want[1] = o;
-    if (w->md.data.format_kind != dnnl_blocked || w->md.data.format_desc.blocking.inner_nblks != 0 ||
-        w->md.data.offset0 != 0 || hasPadding(w->md) || elementStrides(w->md) != want)
-      bad("a mat_vec's weights are not stored [K][O]");
+    // The weights in blocks of outputs, each [K][B] (matVecWeightsDesc).
+    const int64_t o = wd[0];
+    if (!sameDesc(w->md, matVecWeightsDesc(wd, memory::data_type(w->md.data.data_type))))
+      bad("a mat_vec's weights are not stored in blocks of outputs, [O / B][K][B]");
     if (bias && (bias->md.data.data_type != dnnl_f32 || !isPlainDense(bias->md) || dimsOf(bias->md) != std::vector<int64_t>{o}))
       bad("a mat_vec's bias is not a dense float32 [O]");
     const int32_t alg = step.alg;
@@ -829,60 +828,108 @@ void sigmoidRange(const float* x, float* y, int64_t n) {
 }
 
 #ifdef __AVX512F__
-// Outputs [o0, o0 + width) of matVec, width <= 16 * NV: NV vectors of sums in
-// registers down the k inputs, even and odd inputs in two sets (two chains a vector).
-template <int NV>
-void matVecBlock(const float* x, const float* w, const float* bias, float* y, int64_t k, int64_t o, int64_t o0,
-                 int64_t width) {
+// Sixteen weights (those of mask) as floats: float32, or float16 converted exactly.
+template <typename W>
+inline __m512 loadWeights(__mmask16 mask, const W* w) {
+  if constexpr (std::is_same_v<W, uint16_t>)
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, w));
+  else
+    return _mm512_maskz_loadu_ps(mask, w);
+}
+
+// `width` <= 16 * NV outputs of matVec whose weights for input i start at w + i *
+// stride (bias and y at those outputs): NV vectors of sums in registers down the k
+// inputs, even and odd inputs in two sets (two chains a vector).
+template <int NV, typename W>
+void matVecOutputs(const float* x, const W* w, int64_t stride, const float* bias, float* y, int64_t k,
+                   int64_t width) {
   const __mmask16 tail = __mmask16(width - 16 * (NV - 1) >= 16 ? 0xffff : (1u << (width - 16 * (NV - 1))) - 1);
   auto mask = [&](int v) { return v == NV - 1 ? tail : __mmask16(0xffff); };
   __m512 a[NV], b[NV];
   for (int v = 0; v < NV; ++v) {
-    a[v] = bias ? _mm512_maskz_loadu_ps(mask(v), bias + o0 + 16 * v) : _mm512_setzero_ps();
+    a[v] = bias ? _mm512_maskz_loadu_ps(mask(v), bias + 16 * v) : _mm512_setzero_ps();
     b[v] = _mm512_setzero_ps();
   }
   int64_t i = 0;
   for (; i + 2 <= k; i += 2) {
     const __m512 x0 = _mm512_set1_ps(x[i]), x1 = _mm512_set1_ps(x[i + 1]);
-    const float* w0 = w + i * o + o0;
-    const float* w1 = w0 + o;
+    const W* w0 = w + i * stride;
+    const W* w1 = w0 + stride;
     for (int v = 0; v < NV; ++v) {
-      a[v] = _mm512_fmadd_ps(x0, _mm512_maskz_loadu_ps(mask(v), w0 + 16 * v), a[v]);
-      b[v] = _mm512_fmadd_ps(x1, _mm512_maskz_loadu_ps(mask(v), w1 + 16 * v), b[v]);
+      a[v] = _mm512_fmadd_ps(x0, loadWeights(mask(v), w0 + 16 * v), a[v]);
+      b[v] = _mm512_fmadd_ps(x1, loadWeights(mask(v), w1 + 16 * v), b[v]);
     }
   }
   if (i < k) {
     const __m512 x0 = _mm512_set1_ps(x[i]);
-    for (int v = 0; v < NV; ++v)
-      a[v] = _mm512_fmadd_ps(x0, _mm512_maskz_loadu_ps(mask(v), w + i * o + o0 + 16 * v), a[v]);
+    for (int v = 0; v < NV; ++v) a[v] = _mm512_fmadd_ps(x0, loadWeights(mask(v), w + i * stride + 16 * v), a[v]);
   }
-  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(y + o0 + 16 * v, mask(v), _mm512_add_ps(a[v], b[v]));
+  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(y + 16 * v, mask(v), _mm512_add_ps(a[v], b[v]));
 }
 #endif
 #pragma GCC diagnostic pop
 
+#ifdef __AVX512F__
+// Outputs [b, e) in pieces inside one block of B.
+template <typename W>
+void matVecRange(const float* x, const W* w, const float* bias, float* y, int64_t k, int64_t o, int64_t b,
+                 int64_t e) {
+  const int64_t block = matVecBlock(o);
+  for (int64_t o0 = b; o0 < e;) {
+    const int64_t width = std::min({int64_t(128), e - o0, block - o0 % block});
+    const W* wb = w + (o0 / block) * k * block + o0 % block;
+    const float* bb = bias ? bias + o0 : nullptr;
+    switch ((width + 15) / 16) {
+      case 1: matVecOutputs<1>(x, wb, block, bb, y + o0, k, width); break;
+      case 2: matVecOutputs<2>(x, wb, block, bb, y + o0, k, width); break;
+      case 3: matVecOutputs<3>(x, wb, block, bb, y + o0, k, width); break;
+      case 4: matVecOutputs<4>(x, wb, block, bb, y + o0, k, width); break;
+      case 5: matVecOutputs<5>(x, wb, block, bb, y + o0, k, width); break;
+      case 6: matVecOutputs<6>(x, wb, block, bb, y + o0, k, width); break;
+      case 7: matVecOutputs<7>(x, wb, block, bb, y + o0, k, width); break;
+      default: matVecOutputs<8>(x, wb, block, bb, y + o0, k, width); break;
+    }
+    o0 += width;
+  }
+}
+#endif
+
 }  // namespace
 
-void matVec(const float* x, const float* w, const float* bias, float* y, int64_t k, int64_t o, int32_t act) {
+int64_t matVecBlock(int64_t o) { return std::min<int64_t>(128, (o + 15) / 16 * 16); }
+
+memory::desc matVecWeightsDesc(const std::vector<int64_t>& dims, memory::data_type t) {
+  memory::desc md(dims, t, memory::format_tag::any);
+  dnnl_memory_desc_t& d = md.data;
+  const int64_t o = dims[0], k = dims[1], block = matVecBlock(o), padded = (o + block - 1) / block * block;
+  d.format_kind = dnnl_blocked;
+  d.padded_dims[0] = padded;
+  dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  b.inner_nblks = 1;
+  b.inner_blks[0] = block;
+  b.inner_idxs[0] = 0;
+  b.strides[0] = k * block;
+  b.strides[1] = block;
+  for (int i = 2; i < d.ndims; ++i) b.strides[i] = padded * k;
+  return md;
+}
+
+void matVec(const float* x, const void* w, bool half, const float* bias, float* y, int64_t k, int64_t o,
+            int32_t act) {
   onTeam(o, [&](int64_t b, int64_t e, int) {
 #ifdef __AVX512F__
-    for (int64_t o0 = b; o0 < e; o0 += 128) {
-      const int64_t width = std::min<int64_t>(128, e - o0);
-      switch ((width + 15) / 16) {
-        case 1: matVecBlock<1>(x, w, bias, y, k, o, o0, width); break;
-        case 2: matVecBlock<2>(x, w, bias, y, k, o, o0, width); break;
-        case 3: matVecBlock<3>(x, w, bias, y, k, o, o0, width); break;
-        case 4: matVecBlock<4>(x, w, bias, y, k, o, o0, width); break;
-        case 5: matVecBlock<5>(x, w, bias, y, k, o, o0, width); break;
-        case 6: matVecBlock<6>(x, w, bias, y, k, o, o0, width); break;
-        case 7: matVecBlock<7>(x, w, bias, y, k, o, o0, width); break;
-        default: matVecBlock<8>(x, w, bias, y, k, o, o0, width); break;
-      }
-    }
+    if (half)
+      matVecRange(x, static_cast<const uint16_t*>(w), bias, y, k, o, b, e);
+    else
+      matVecRange(x, static_cast<const float*>(w), bias, y, k, o, b, e);
 #else
+    const int64_t block = matVecBlock(o);
     for (int64_t j = b; j < e; ++j) {
       float sum = bias ? bias[j] : 0.0f;
-      for (int64_t i = 0; i < k; ++i) sum += x[i] * w[i * o + j];
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t at = ((j / block) * k + i) * block + j % block;
+        sum += x[i] * (half ? ir::halfToFloat(static_cast<const uint16_t*>(w)[at]) : static_cast<const float*>(w)[at]);
+      }
       y[j] = sum;
     }
 #endif

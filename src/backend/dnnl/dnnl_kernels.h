@@ -72,11 +72,21 @@ void addLayerNorm(const AddLayerNormArgs& a);
 void swish(const float* x, float* y, int64_t n);
 
 // y = act(W x + bias) for one vector x of k floats (StepKind::kMatVec: a 1x1
-// convolution over one position, squeeze-excitation's FCs), W stored [k][o] (each
-// input's weights for all o outputs side by side; bias may be null). act: 0 (none),
-// or oneDNN's eltwise_relu, eltwise_logistic or eltwise_swish (SiLU). Uses the
-// calling thread's OpenMP team, the outputs split between its threads.
-void matVec(const float* x, const float* w, const float* bias, float* y, int64_t k, int64_t o, int32_t act);
+// convolution over one position, squeeze-excitation's FCs, or a matrix product of one
+// row, a classifier). W is stored in blocks of B = matVecBlock(o) outputs, each block
+// [k][B] (each input's weights for the block's outputs side by side; the last block
+// padded with zeros): weight (input i, output j) at ((j / B) * k + i) * B + j % B, so
+// that a block's weights are read as one stream. In float32, or in float16 (`half`:
+// IEEE binary16 bits, converted exactly as they are read; half the bytes). bias may be
+// null. act: 0 (none), or oneDNN's eltwise_relu, eltwise_logistic or eltwise_swish
+// (SiLU). Uses the calling thread's OpenMP team, the outputs split between its threads.
+void matVec(const float* x, const void* w, bool half, const float* bias, float* y, int64_t k, int64_t o,
+            int32_t act);
+// B: o rounded up to 16, at most 128.
+int64_t matVecBlock(int64_t o);
+// The descriptor of such weights of dims [o, k, 1...] (a oneDNN blocked layout with
+// o's inner block B, outermost the blocks of o, then k).
+dnnl::memory::desc matVecWeightsDesc(const std::vector<int64_t>& dims, dnnl::memory::data_type t);
 
 // Softmax along rows of `cols` floats (StepKind::kSoftmaxRows) of z = x * scale (one
 // rounding, as a matmul's eltwise_linear post-op computes it), y = e^(z - max) / sum

@@ -26,9 +26,45 @@ bool rowOf(const memory::desc& md, const std::vector<int64_t>& dst) {
 
 }  // namespace
 
+// A product of one row by constant float32 weights that float16 holds exactly (a
+// float16 model's classifier: Gemm over [1, K]), with a bias row and a Relu, Sigmoid or
+// SiLU after it: the module's own matrix-vector product (StepKind::kMatVec), reading
+// the weights in float16, half the bytes oneDNN's matmul reads (MobileNetV2's and
+// EfficientNet-B0's 1280 x 1000: 5 MB a run). Static regions only.
+bool FunctionLowering::emitMatVecProduct(size_t pos, const MatMulSpec& spec) {
+  const ir::Node& node = nodeAt(pos);
+  const ValueId a = node.inputs[0], b = node.inputs[1];
+  if (mb_.polymorphic() || bf16_ || spec.trans_a || spec.alpha != 1.0f || spec.a_dims.size() != 2 ||
+      spec.b_dims.size() != 2 || spec.a_dims[0] != 1 || !isConstant(b) || elementType(a) != memory::data_type::f32 ||
+      elementType(b) != memory::data_type::f32 || prescaled_.count(a) || dynamic_.count(a))
+    return false;
+  // A Flatten of a channels-last tensor (flattenIntoWeights): its rows are in (h, w, c)
+  // order, which is the ONNX order only over one position (a global pool's output).
+  if (auto rows = channels_last_rows_.find(a); rows != channels_last_rows_.end() && rows->second[1] * rows->second[2] != 1)
+    return false;
+  const int64_t k = spec.a_dims[1], o = spec.dst_dims[1];
+  ValueId bias = ir::kNoValue;
+  if (spec.is_gemm && node.hasInput(2)) {
+    bias = node.inputs[2];
+    if (!isConstant(bias) || spec.beta != 1.0f || elementType(bias) != memory::data_type::f32 ||
+        ir::shapeNumel(shapeOf(bias)) != o || padLeft(shapeOf(bias), 2)[0] != 1)
+      return false;
+  }
+  if (!exactInHalf(constData(b), k * o)) return false;  // float32 weights: oneDNN's matmul is as fast
+  std::vector<ChainItem> fused;
+  const std::optional<int32_t> act = matVecActivation(node.outputs[0], fused);
+  if (!act) return false;
+  // The weights' bytes as [O, K]: stored [K, N] (each input's row of outputs), or
+  // [N, K] under transB.
+  const memory::desc w_from = spec.trans_b ? plainDesc({o, k}) : withStrides({o, k}, {1, o});
+  emitMatVecStep(pos, a, {1, k}, constOf(b), w_from, bias, {1, o}, *act, fused);
+  return true;
+}
+
 void FunctionLowering::lowerMatMul(size_t pos) {
   const ir::Node& node = nodeAt(pos);
   MatMulSpec spec = decoded(decodeMatMul(g_, node, nullptr), pos);
+  if (emitMatVecProduct(pos, spec)) return;
   ValueId a = node.inputs[0], b = node.inputs[1];
   const ValueId out = node.outputs[0];
   // An operand scaled by a constant (prescaleIntoMatMul): the product scaled instead,

@@ -10,6 +10,7 @@
 #include "backend/dnnl/dnnl_claims.h"
 #include "backend/dnnl/dnnl_module.h"
 #include "backend/dnnl/dnnl_primitive.h"
+#include "ir/dtype.h"
 #include "kernels/op_util.h"
 
 namespace partita::dnnl_backend {
@@ -497,49 +498,68 @@ bool FunctionLowering::emitMatVec(size_t pos, const ConvSpec& spec) {
       elementType(node.inputs[1]) != memory::data_type::f32 ||
       (spec.has_bias && (!isConstant(node.inputs[2]) || elementType(node.inputs[2]) != memory::data_type::f32)))
     return false;
-  // The activation after it, if any.
-  int32_t act = 0;
   std::vector<ChainItem> fused;
+  const std::optional<int32_t> act = matVecActivation(out, fused);
+  if (!act) return false;
+  emitMatVecStep(pos, x, spec.in_shape, constOf(node.inputs[1]), convWeights(spec).onnx,
+                 spec.has_bias ? node.inputs[2] : ir::kNoValue, spec.out_shape, *act, fused);
+  return true;
+}
+
+std::optional<int32_t> FunctionLowering::matVecActivation(ValueId out, std::vector<ChainItem>& fused) const {
   if (auto gated = gatedAfter(out); gated && gated->alg == dnnl::algorithm::eltwise_swish) {
-    act = int32_t(dnnl::algorithm::eltwise_swish);
     ChainItem item;
     item.pos = gated->mul;
     item.extra = {gated->gate};
     fused.push_back(item);
-  } else if (std::optional<size_t> next = soleConsumer(out)) {
+    return int32_t(dnnl::algorithm::eltwise_swish);
+  }
+  if (std::optional<size_t> next = soleConsumer(out)) {
     const ir::Node& n = nodeAt(*next);
-    if (classify(n) == OpClass::kBatchNorm) return false;
+    if (classify(n) == OpClass::kBatchNorm) return std::nullopt;
     if (n.domain.empty() && n.inputs.size() == 1 && n.outputs.size() == 1 &&
         (n.op_type == "Relu" || n.op_type == "Sigmoid")) {
-      act = int32_t(n.op_type == "Relu" ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_logistic);
       ChainItem item;
       item.pos = *next;
       fused.push_back(item);
+      return int32_t(n.op_type == "Relu" ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_logistic);
     }
   }
-  const int64_t k = spec.in_shape[1], o = spec.out_shape[1];
-  const ConvWeights weights = convWeights(spec);
-  memory::dims strides(weights.dims.size(), o * k);
-  strides[0] = 1;
-  strides[1] = o;
-  const memory::desc stored(weights.dims, memory::data_type::f32, strides);
+  return 0;
+}
+
+bool exactInHalf(const float* w, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (ir::halfToFloat(ir::floatToHalf(w[i])) != w[i]) return false;
+  return true;
+}
+
+// The weights are derived into [K][O]; in float16 when float16 holds every value (a
+// float16 model's, converted to float32 at compile time): the same products from half
+// the bytes, which is what a matrix-vector product is bound by.
+void FunctionLowering::emitMatVecStep(size_t pos, ValueId x, const std::vector<int64_t>& in_dims, ir::ConstId w,
+                                      const memory::desc& w_from, ValueId bias, const std::vector<int64_t>& out_dims,
+                                      int32_t act, const std::vector<ChainItem>& fused) {
+  const int64_t k = in_dims[1], o = out_dims[1];
+  const float* data = reinterpret_cast<const float*>(g_.constants.get(w).bytes.data);
+  const bool half = exactInHalf(data, o * k);
+  const memory::desc stored =
+      matVecWeightsDesc(w_from.dims(), half ? memory::data_type::f16 : memory::data_type::f32);
   Step step;
   step.kind = StepKind::kMatVec;
   step.alg = act;
   step.label = labelOf(pos, fused);
-  const memory::desc in = plainDesc(spec.in_shape), result = plainDesc(spec.out_shape);
+  const memory::desc in = plainDesc(in_dims), result = plainDesc(out_dims);
   step.args.push_back(bufferArg(DNNL_ARG_SRC, get(x, in).buffer, in));
-  const ir::ConstId w_id = constOf(node.inputs[1]);
-  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant,
-                          mb_.derive(w_id, weights.onnx, constData(node.inputs[1]), stored, true), stored, false});
-  if (spec.has_bias) step.args.push_back(mb_.borrow(DNNL_ARG_BIAS, constOf(node.inputs[2]), plainDesc({o})));
+  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, mb_.derive(w, w_from, data, stored, true), stored,
+                          false});
+  if (bias != ir::kNoValue) step.args.push_back(mb_.borrow(DNNL_ARG_BIAS, constOf(bias), plainDesc({o})));
   consume(pos);
   for (const ChainItem& c : fused) consumeItem(c);
   const uint32_t d = newBuffer(result);
   step.args.push_back(bufferArg(DNNL_ARG_DST, d, result));
   fn_.steps.push_back(std::move(step));
-  place(fused.empty() ? out : nodeAt(fused.back().pos).outputs[0], Loc{d, result});
-  return true;
+  place(fused.empty() ? nodeAt(pos).outputs[0] : nodeAt(fused.back().pos).outputs[0], Loc{d, result});
 }
 
 // A global average pool (a squeeze-excitation block's squeeze) over a channels-last

@@ -347,7 +347,7 @@ memory::desc readDesc(BlobReader& r) {
   int32_t ndims = r.i32();
   if (ndims < 1 || ndims > DNNL_MAX_NDIMS) r.fail(what + "rank " + std::to_string(ndims) + " out of range");
   int32_t dt = r.i32();
-  if (dt != dnnl_f32 && dt != dnnl_s32 && dt != dnnl_bf16 && dt != dnnl_s8 && dt != dnnl_u8)
+  if (dt != dnnl_f32 && dt != dnnl_s32 && dt != dnnl_bf16 && dt != dnnl_f16 && dt != dnnl_s8 && dt != dnnl_u8)
     r.fail(what + "unsupported data type " + std::to_string(dt));
   int32_t kind = r.i32();
   const bool extra = (kind & kExtraFollows) != 0;

@@ -102,9 +102,10 @@ void checkConstant(const runtime::ConstStore& store,
   const std::string& layout = store.layout(id);
   size_t bytes = store.bytes(id).size;
   // float32 (bfloat16 layouts in a float32 container); int8 weights (derived s8 layouts,
-  // in an int8 container) and their int32 bias
+  // in an int8 container) and their int32 bias; a mat_vec's float16 weights
   const ir::DType want = md.data.data_type == dnnl_s8 || md.data.data_type == dnnl_u8 ? ir::DType::kInt8
                          : md.data.data_type == dnnl_s32                             ? ir::DType::kInt32
+                         : md.data.data_type == dnnl_f16                             ? ir::DType::kFloat16
                                                                                      : ir::DType::kFloat32;
   if (t.dtype != want)
     invalid(where + ": constant " + std::to_string(id) + " is " + std::string(ir::dtypeName(t.dtype)) + ", not " +
@@ -729,7 +730,8 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float eps
       return;
     }
     case StepKind::kMatVec:  // [1, K, 1...] -> [1, O, 1...] (checkOwnKernelStep)
-      matVec(argData<const float>(a, DNNL_ARG_SRC), argData<const float>(a, DNNL_ARG_WEIGHTS),
+      matVec(argData<const float>(a, DNNL_ARG_SRC), argData<const void>(a, DNNL_ARG_WEIGHTS),
+             argDesc(a, DNNL_ARG_WEIGHTS)->data_type == dnnl_f16,
              hasArg(a, DNNL_ARG_BIAS) ? argData<const float>(a, DNNL_ARG_BIAS) : nullptr,
              argData<float>(a, DNNL_ARG_DST), src->dims[1], argDesc(a, DNNL_ARG_DST)->dims[1], alg);
       return;

@@ -56,9 +56,10 @@ ir::ConstId ModuleBuilder::derive(ir::ConstId local_source, const memory::desc& 
     stream.wait();
     // The shape of a derived constant is the padded shape of its layout: numel * 4 == bytes
     // (int8 weights: numel == bytes, with oneDNN's compensation after them).
-    const ir::DType container = (to.data.data_type == dnnl_s8 || to.data.data_type == dnnl_u8)
-                                    ? ir::DType::kInt8 : ir::DType::kFloat32;
-    const size_t element = container == ir::DType::kInt8 ? 1 : sizeof(float);
+    const ir::DType container = (to.data.data_type == dnnl_s8 || to.data.data_type == dnnl_u8) ? ir::DType::kInt8
+                                : to.data.data_type == dnnl_f16                                 ? ir::DType::kFloat16
+                                                                                                : ir::DType::kFloat32;
+    const size_t element = ir::dtypeSize(container);
     std::vector<int64_t> shape(to.data.padded_dims, to.data.padded_dims + to.data.ndims);
     if (size_t(ir::shapeNumel(shape)) * element != bytes.size()) shape = {int64_t(bytes.size() / element)};
     // The source's name: the manifest's string table then stores it once, and the

@@ -202,6 +202,8 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
       return dnnl::matmul::primitive_desc(d, attr, eng);
     }
     case StepKind::kPooling: {
+      if (std::string why = poolWorkBound(dimsOf(required(s, DNNL_ARG_DST)), s.kernel); !why.empty())
+        throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label + "' (pooling): " + why);
       dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, algorithm(s.alg),
                                        required(s, DNNL_ARG_SRC), required(s, DNNL_ARG_DST), dims(s.strides),
                                        dims(s.kernel), dims(s.dilates), dims(s.pad_l), dims(s.pad_r));
@@ -297,6 +299,21 @@ std::string convTablesBound(const std::vector<int64_t>& out_spatial, const std::
              " is wider than the kernel's extent " + std::to_string(e);
   }
   return {};
+}
+
+std::string poolWorkBound(const std::vector<int64_t>& dst_dims, const std::vector<int64_t>& kernel) {
+  uint64_t work = 1;
+  auto times = [&](int64_t v) {
+    if (v < 0 || (v > 0 && work > uint64_t(kMaxPoolWindowElements) / uint64_t(v))) return false;
+    work *= uint64_t(v);
+    return work <= uint64_t(kMaxPoolWindowElements);
+  };
+  bool ok = true;
+  for (int64_t d : dst_dims) ok = ok && times(d);
+  for (int64_t k : kernel) ok = ok && times(k);
+  if (ok) return {};
+  return "its windows hold more than " + std::to_string(kMaxPoolWindowElements) +
+         " elements in all (outputs times kernel), which oneDNN's reference pooling visits one by one";
 }
 
 void recordChosenLayouts(Step& s, const dnnl::primitive_desc_base& pd) {

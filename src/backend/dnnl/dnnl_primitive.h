@@ -36,6 +36,17 @@ std::string convTablesBound(const std::vector<int64_t>& out_spatial, const std::
                             const std::vector<int64_t>& dilates, const std::vector<int64_t>& pad_l,
                             const std::vector<int64_t>& pad_r);
 
+// oneDNN 2.6's reference pooling (taken for layouts its jit kernels do not cover)
+// visits every element of every window, padding included: a pooling of more window
+// elements in all (N x C x outputs x kernel) stays on the host (claim), whose kernels
+// clip windows to the source, and is refused in a blob (load). Fuzz finding: a blob
+// pooling of a [1, 1, 5, 5] source with a kernel height of 2^38 + 2 (and as much end
+// padding) ran without end.
+inline constexpr int64_t kMaxPoolWindowElements = int64_t(1) << 34;
+// The reason a pooling into `dst_dims` ([N, C, spatial...]) with `kernel` is left to the
+// host; empty when oneDNN may make it.
+std::string poolWorkBound(const std::vector<int64_t>& dst_dims, const std::vector<int64_t>& kernel);
+
 // Writes the layouts oneDNN chose into the step's `chosen` arguments.
 void recordChosenLayouts(Step& step, const dnnl::primitive_desc_base& pd);
 

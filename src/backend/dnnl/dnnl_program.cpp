@@ -440,6 +440,7 @@ std::shared_ptr<PolyFunction> readPoly(BlobReader& r, uint32_t num_inputs, uint3
     x.source = r.u32();
     x.folded = r.u8() != 0;
     x.md = readDesc(r);
+    if (x.md.data.data_type == dnnl_f16) r.fail("shape-polymorphic record: float16 (only a mat_vec's weights are)");
     p->weights.push_back(std::move(x));
   }
   uint32_t nderived = r.count(10, "derived record count");
@@ -448,6 +449,7 @@ std::shared_ptr<PolyFunction> readPoly(BlobReader& r, uint32_t num_inputs, uint3
     x.source = r.u32();
     x.same_values = r.u8() != 0;
     x.md = readDesc(r);
+    if (x.md.data.data_type == dnnl_f16) r.fail("shape-polymorphic record: float16 (only a mat_vec's weights are)");
     x.id = r.u32();
     p->derived.push_back(std::move(x));
   }
@@ -457,6 +459,7 @@ std::shared_ptr<PolyFunction> readPoly(BlobReader& r, uint32_t num_inputs, uint3
     uint32_t nabsorbed = r.count(4, "absorbed count");
     for (uint32_t k = 0; k < nabsorbed; ++k) x.absorbed.push_back(r.u32());
     x.md = readDesc(r);
+    if (x.md.data.data_type == dnnl_f16) r.fail("shape-polymorphic record: float16 (only a mat_vec's weights are)");
     x.offset = r.u64();
     p->embedded.push_back(std::move(x));
   }
@@ -638,6 +641,11 @@ Program readProgram(const std::byte* data, size_t size) {
         r.fail("step: a swish with a mean in a version " + std::to_string(version) + " blob (version 7)");
       if (version < 8 && fn.steps.back().kind == StepKind::kMatVec)
         r.fail("step: a mat_vec in a version " + std::to_string(version) + " blob (version 8)");
+      // float16 is a mat_vec's weights' type only: no oneDNN primitive computes it here.
+      for (const Arg& a : fn.steps.back().args)
+        if (a.md.data.data_type == dnnl_f16 &&
+            (fn.steps.back().kind != StepKind::kMatVec || a.key != DNNL_ARG_WEIGHTS))
+          r.fail("step: float16 argument " + std::to_string(a.key) + " (only a mat_vec's weights are float16)");
     }
     if (version >= 2) {
       uint8_t poly = r.u8();
