@@ -1297,20 +1297,11 @@ constexpr int64_t kMeanBlockRows = 64;
 
 namespace {
 
-// y[i, j] = the sum over the blocks k of sums[i, k, j], in block order, over positions.
-void blockSumsToMean(const float* sums, float* y, int64_t n, int64_t blocks, int64_t positions, int64_t c) {
-  const float count = float(positions);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < c; ++j) {
-      float sum = 0;
-      for (int64_t k = 0; k < blocks; ++k) sum += sums[(i * blocks + k) * c + j];
-      y[i * c + j] = sum / count;
-    }
-}
-
-}  // namespace
-
-void channelMean(const float* x, float* y, int64_t n, int64_t positions, int64_t c) {
+// channelMean over the blocks of positions: `rowsOf(at, rows)` readies a block's rows
+// (starting at float `at` of the source) and gives where to sum them from; each
+// block's sums are added into mean[i, :] in block order.
+template <typename RowsOf>
+void meanOverBlocks(float* mean, int64_t n, int64_t positions, int64_t c, RowsOf&& rowsOf) {
   const int64_t blocks = (positions + kMeanBlockRows - 1) / kMeanBlockRows;  // per image
   // Each block's sums (the calling thread's vector, reused across runs).
   thread_local std::vector<float> partial;
@@ -1322,31 +1313,30 @@ void channelMean(const float* x, float* y, int64_t n, int64_t positions, int64_t
         for (int64_t k = b; k < e; ++k) {
           const int64_t i = k / blocks, first = (k % blocks) * kMeanBlockRows;
           const int64_t rows = std::min(kMeanBlockRows, positions - first);
-          sumRows(x + (i * positions + first) * c, rows, c, sums + k * c);
+          sumRows(rowsOf((i * positions + first) * c, rows), rows, c, sums + k * c);
         }
       },
       1);
-  blockSumsToMean(sums, y, n, blocks, positions, c);
+  const float count = float(positions);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j) {
+      float sum = 0;
+      for (int64_t k = 0; k < blocks; ++k) sum += sums[(i * blocks + k) * c + j];
+      mean[i * c + j] = sum / count;
+    }
+}
+
+}  // namespace
+
+void channelMean(const float* x, float* y, int64_t n, int64_t positions, int64_t c) {
+  meanOverBlocks(y, n, positions, c, [&](int64_t at, int64_t) { return x + at; });
 }
 
 void swishChannelMean(const float* x, float* y, float* mean, int64_t n, int64_t positions, int64_t c) {
-  const int64_t blocks = (positions + kMeanBlockRows - 1) / kMeanBlockRows;
-  thread_local std::vector<float> partial;
-  partial.assign(size_t(n * blocks * c), 0.0f);
-  float* const sums = partial.data();
-  onTeam(
-      n * blocks,
-      [&](int64_t b, int64_t e, int) {
-        for (int64_t k = b; k < e; ++k) {
-          const int64_t i = k / blocks, first = (k % blocks) * kMeanBlockRows;
-          const int64_t rows = std::min(kMeanBlockRows, positions - first);
-          const int64_t at = (i * positions + first) * c;
-          swishRange(x + at, y + at, rows * c);
-          sumRows(y + at, rows, c, sums + k * c);
-        }
-      },
-      1);
-  blockSumsToMean(sums, mean, n, blocks, positions, c);
+  meanOverBlocks(mean, n, positions, c, [&](int64_t at, int64_t rows) {
+    swishRange(x + at, y + at, rows * c);
+    return static_cast<const float*>(y + at);
+  });
 }
 
 namespace {
