@@ -1034,6 +1034,29 @@ TEST(DnnlKernels, APoolingOfHugeWindowsStaysOnTheHost) {
             std::string::npos);
 }
 
+// A sum post-op (a residual Add) whose zero point is no int32 is refused when the blob
+// is read (fuzz finding: 3.97e34 converted to int, undefined behaviour, at load).
+TEST(DnnlKernels, ASumPostOpsZeroPointMustBeAnInt32) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 16, 6, 6});
+  ir::ValueId c1 = b.node("Conv", {x, b.constant("w1", {16, 16, 1, 1}, testing::randomFloats(256, 1))}, {}, 13);
+  ir::ValueId c2 = b.node("Conv", {c1, b.constant("w2", {16, 16, 1, 1}, testing::randomFloats(256, 2))}, {}, 13);
+  b.g.outputs.push_back(b.node("Add", {c2, c1}, {}, 13));
+  Compiled compiled = testing::compile(b.g, {"dnnl", "host"});
+  for (float zero : {3.97e34f, NAN, 0.5f, -3e9f}) {
+    SCOPED_TRACE("zero point " + std::to_string(zero));
+    std::string error = loadWithEditedSteps(compiled, [&](Step& st) {
+      for (PostOp& p : st.post_ops)
+        if (p.kind == PostOp::Kind::kSum) {
+          p.beta = zero;
+          return true;
+        }
+      return false;
+    });
+    EXPECT_NE(error.find("not an int32"), std::string::npos) << error;
+  }
+}
+
 // An int8 max pool step whose window does not fit its tensors, or whose destination
 // has another element type, is refused when the blob is read.
 TEST(DnnlKernels, MalformedInt8MaxPoolStepIsRefused) {

@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <cmath>
+
 #include "backend/dnnl/dnnl_memory_desc.h"
 #include "partita/error.h"
 
@@ -56,6 +58,11 @@ dnnl::primitive_attr attributes(const Step& s) {
         ops.append_eltwise(p.scale, algorithm(p.alg), p.alpha, p.beta);
         break;
       case PostOp::Kind::kSum:
+        // beta: the sum's zero point, an int32 (a blob's may be any float).
+        if (!(p.beta >= -2147483648.0f && p.beta < 2147483648.0f) || p.beta != std::nearbyint(p.beta))
+          throw Error(ErrorCode::kInvalidArtifact, "dnnl step '" + s.label + "': sum post-op " + std::to_string(i) +
+                                                       " has zero point " + std::to_string(p.beta) +
+                                                       ", not an int32");
         if (p.beta != 0)
           ops.append_sum(p.scale, int32_t(p.beta), memory::data_type::undef);
         else
