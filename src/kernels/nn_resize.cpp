@@ -222,9 +222,9 @@ void inferResize(InferContext& c) {
     for (size_t i = 0; i < rank; ++i) {
       if (o[i] >= 0) {
         out.dims[i] = ir::Dim::known(o[i]);
-      } else if (((!t.scales.empty() && t.scales[i] == 1.0) || (!t.sizes.empty() && t.sizes[i] < 0)) &&
+      } else if (x.has_rank && ((!t.scales.empty() && t.scales[i] == 1.0) || (!t.sizes.empty() && t.sizes[i] < 0)) &&
                  t.roi.empty()) {
-        out.dims[i] = x.dims[i];  // unit scale keeps a symbolic dim
+        out.dims[i] = x.dims[i];  // unit scale keeps a symbolic dim (an unranked input's: unknown)
       }
     }
   }
