@@ -495,23 +495,6 @@ TEST(ResizeOp, LinearAlignCornersWithScales) {
       {1, 1.6f, 2.2f, 2.8f, 3.4f, 4, 7, 7.6f, 8.2f, 8.8f, 9.4f, 10, 13, 13.6f, 14.2f, 14.8f, 15.4f, 16});
 }
 
-// An input of unknown rank with constant scales: the output takes the scales' rank,
-// its dims unknown where a unit scale would have kept the input's (fuzz finding: the
-// input's dims were read, an empty vector).
-TEST(ResizeOp, InferenceOfAnUnrankedInputKeepsUnitScaledDimsUnknown) {
-  ir::Node node;
-  node.op_type = "Resize";
-  node.name = "r";
-  node.opset = 13;
-  node.inputs = {0, ir::kNoValue, 2};
-  node.outputs = {3};
-  OwnedTensor scales = floats({4}, {1, 1, 2, 2});
-  const ir::TensorType x = ir::TensorType::unranked(DType::kFloat32);
-  auto out = inferNode(node, {x, ir::TensorType{}, ir::typeOf(scales.view())}, {nullptr, nullptr, &scales.view()},
-                       nullptr);
-  EXPECT_EQ(out[0].str(), "float32[?,?,?,?]");
-}
-
 TEST(ResizeOp, CubicExcludeOutsideWithSizes) {
   OwnedTensor x = floats({1, 1, 4, 4}, iota16());
   OwnedTensor sizes = int64s({4}, {1, 1, 3, 5});
@@ -556,6 +539,18 @@ ir::Node resizeWithScales() {
   node.inputs = {0, ir::kNoValue, 2};
   node.outputs = {3};
   return node;
+}
+
+// An input of unknown rank with constant scales: the output takes the scales' rank,
+// its dims unknown where a unit scale would have kept the input's (fuzz finding: the
+// input's dims were read, an empty vector).
+TEST(ResizeOp, InferenceOfAnUnrankedInputKeepsUnitScaledDimsUnknown) {
+  const ir::Node node = resizeWithScales();
+  OwnedTensor scales = floats({4}, {1, 1, 2, 2});
+  const ir::TensorType x = ir::TensorType::unranked(DType::kFloat32);
+  auto out = inferNode(node, {x, ir::TensorType{}, ir::typeOf(scales.view())}, {nullptr, nullptr, &scales.view()},
+                       nullptr);
+  EXPECT_EQ(out[0].str(), "float32[?,?,?,?]");
 }
 
 TEST(ResizeOp, InferenceNeedsTheScalesValue) {
