@@ -222,10 +222,11 @@ class FunctionLowering {
   // nodes into `fused`; nullopt when a BatchNormalization follows.
   std::optional<int32_t> matVecActivation(ValueId out, std::vector<ChainItem>& fused) const;
   // A mat_vec step of [1, K, 1...] `x` by constant `w` (as `w_from` describes its bytes,
-  // dims [O, K, 1...]) plus `bias`, `act` after it, placing the result at `result`.
+  // dims [O, K, 1...]; stored in float16 when `half`: exactInHalf) plus `bias`, `act`
+  // after it, placing the result at `result`.
   void emitMatVecStep(size_t pos, ValueId x, const std::vector<int64_t>& in_dims, ir::ConstId w,
-                      const memory::desc& w_from, ValueId bias, const std::vector<int64_t>& out_dims, int32_t act,
-                      const std::vector<ChainItem>& fused);
+                      const memory::desc& w_from, bool half, ValueId bias, const std::vector<int64_t>& out_dims,
+                      int32_t act, const std::vector<ChainItem>& fused);
   bool emitInt8MaxPoolStep(size_t pos, const PoolSpec& spec);
   bool channelsLastConv(Step& step, const ConvSpec& spec, bool excluded, const std::vector<ChainItem>& chain,
                         size_t fixed, dnnl::primitive_desc_base& pd, size_t& k);

@@ -974,7 +974,7 @@ TEST(DnnlKernels, MalformedSqueezeExcitationStepsAreRefused) {
             std::string::npos);
 }
 
-// A mat_vec step whose weights are not stored [K][O], or with another activation, or
+// A mat_vec step whose weights are not stored in blocks of outputs, or with another activation, or
 // whose source is not one position, is refused when the blob is read.
 TEST(DnnlKernels, MalformedMatVecStepsAreRefused) {
   GraphBuilder b;

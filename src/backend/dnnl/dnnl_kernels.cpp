@@ -690,18 +690,23 @@ inline __m512 expNonPositive(__m512 a) {
 }
 #endif
 
+#ifdef __AVX512F__
+// sigmoid(v) = 1 / (1 + e) for v >= 0, e / (1 + e) below, e = e^-|v| (swishRange).
+inline __m512 sigmoid16(__m512 v) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 e = expNonPositive(_mm512_or_ps(v, _mm512_set1_ps(-0.0f)));  // e^-|v|
+  const __m512 d = _mm512_add_ps(one, e);
+  __m512 q = _mm512_rcp14_ps(d);
+  q = _mm512_fmadd_ps(q, _mm512_fnmadd_ps(d, q, one), q);  // 1 / (1 + e)
+  const __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+  return _mm512_mask_mul_ps(q, neg, q, e);
+}
+#endif
+
 void swishRange(const float* x, float* y, int64_t n) {
   int64_t i = 0;
 #ifdef __AVX512F__
-  const __m512 one = _mm512_set1_ps(1.0f), sign = _mm512_set1_ps(-0.0f);
-  auto f = [&](__m512 v) {
-    const __m512 e = expNonPositive(_mm512_or_ps(v, sign));  // e^-|v|
-    const __m512 d = _mm512_add_ps(one, e);
-    __m512 q = _mm512_rcp14_ps(d);
-    q = _mm512_fmadd_ps(q, _mm512_fnmadd_ps(d, q, one), q);  // 1 / (1 + e)
-    const __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
-    return _mm512_mul_ps(v, _mm512_mask_mul_ps(q, neg, q, e));  // sigmoid(v) = q or e * q
-  };
+  auto f = [](__m512 v) { return _mm512_mul_ps(v, sigmoid16(v)); };
   for (; i + 64 <= n; i += 64) {  // all four loaded before any is stored: in place works
     const __m512 a = f(_mm512_loadu_ps(x + i)), b = f(_mm512_loadu_ps(x + i + 16)),
                  c = f(_mm512_loadu_ps(x + i + 32)), d = f(_mm512_loadu_ps(x + i + 48));
@@ -812,16 +817,9 @@ namespace {
 void sigmoidRange(const float* x, float* y, int64_t n) {
   int64_t i = 0;
 #ifdef __AVX512F__
-  const __m512 one = _mm512_set1_ps(1.0f), sign = _mm512_set1_ps(-0.0f);
   for (; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-    const __m512 e = expNonPositive(_mm512_or_ps(v, sign));  // e^-|v|
-    const __m512 d = _mm512_add_ps(one, e);
-    __m512 q = _mm512_rcp14_ps(d);
-    q = _mm512_fmadd_ps(q, _mm512_fnmadd_ps(d, q, one), q);  // 1 / (1 + e)
-    const __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
-    _mm512_mask_storeu_ps(y + i, m, _mm512_mask_mul_ps(q, neg, q, e));
+    _mm512_mask_storeu_ps(y + i, m, sigmoid16(_mm512_maskz_loadu_ps(m, x + i)));
   }
 #endif
   for (; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
@@ -1561,31 +1559,12 @@ std::vector<DimGroup> mergedDims(const dnnl_memory_desc_t& d, const dnnl_memory_
   return groups;
 }
 
-bool plainUnpadded(const dnnl_memory_desc_t& d) {
-  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0 || d.offset0 != 0) return false;
-  for (int i = 0; i < d.ndims; ++i)
-    if (d.padded_dims[i] != d.dims[i] || d.padded_offsets[i] != 0 || d.dims[i] < 1) return false;
-  return true;
-}
-
-// Rows [r0, r1) of one transpose: dst[r][c] = src[c][r], in tiles of 16 x 16 elements.
-template <typename T>
-void transposeRows(const T* src, T* dst, int64_t rows, int64_t cols, int64_t r0, int64_t r1) {
-  constexpr int64_t kTile = 16;
-  for (int64_t rb = r0; rb < r1; rb += kTile) {
-    const int64_t re = std::min(r1, rb + kTile);
-    for (int64_t cb = 0; cb < cols; cb += kTile) {
-      const int64_t ce = std::min(cols, cb + kTile);
-      for (int64_t r = rb; r < re; ++r)
-        for (int64_t c = cb; c < ce; ++c) dst[r * cols + c] = src[c * rows + r];
-    }
-  }
-}
-
-#ifdef __AVX512F__
-// The same for three columns of 4-byte elements (an RGB image to channels-last):
-// sixteen rows at a time, three loads interleaved into three stores by permutations.
+// Rows [r0, r1) of one transpose of three columns of 4-byte elements (an RGB image to
+// channels-last): dst[r][c] = src[c][r]; with AVX-512 sixteen rows at a time, three
+// loads interleaved into three stores by permutations, the rest one by one.
 void transposeRowsThreeColumns(const float* src, float* dst, int64_t rows, int64_t r0, int64_t r1) {
+  int64_t r = r0;
+#ifdef __AVX512F__
   // Output element e of a block of 48 is column e % 3 of row e / 3: from the first
   // two columns' vectors (index row or 16 + row), or the third's.
   alignas(64) static const int32_t kIdx[3][16] = {
@@ -1597,7 +1576,6 @@ void transposeRowsThreeColumns(const float* src, float* dst, int64_t rows, int64
   const float* c0 = src;
   const float* c1 = src + rows;
   const float* c2 = src + 2 * rows;
-  int64_t r = r0;
   const __m512i i0 = _mm512_load_si512(kIdx[0]), i1 = _mm512_load_si512(kIdx[1]), i2 = _mm512_load_si512(kIdx[2]);
   for (; r + 16 <= r1; r += 16) {
     const __m512 a = _mm512_loadu_ps(c0 + r), b = _mm512_loadu_ps(c1 + r), c = _mm512_loadu_ps(c2 + r);
@@ -1606,9 +1584,10 @@ void transposeRowsThreeColumns(const float* src, float* dst, int64_t rows, int64
     _mm512_storeu_ps(out + 16, _mm512_mask_permutexvar_ps(_mm512_permutex2var_ps(a, i1, b), kThird[1], i1, c));
     _mm512_storeu_ps(out + 32, _mm512_mask_permutexvar_ps(_mm512_permutex2var_ps(a, i2, b), kThird[2], i2, c));
   }
-  transposeRows(src, dst, rows, 3, r, r1);
-}
 #endif
+  for (; r < r1; ++r)
+    for (int64_t c = 0; c < 3; ++c) dst[r * 3 + c] = src[c * rows + r];
+}
 
 }  // namespace
 
@@ -1617,16 +1596,8 @@ void plainTranspose(const PlainTranspose& p, const std::byte* src, std::byte* ds
   onTeam(p.batch * p.rows, [&](int64_t b, int64_t e, int) {
     while (b < e) {  // a share may span matrices
       const int64_t n = b / p.rows, r0 = b % p.rows, r1 = std::min(p.rows, r0 + (e - b));
-      const float* s = reinterpret_cast<const float*>(src) + n * matrix;
-      float* d = reinterpret_cast<float*>(dst) + n * matrix;
-#ifdef __AVX512F__
-      if (p.cols == 3) {
-        transposeRowsThreeColumns(s, d, p.rows, r0, r1);
-        b += r1 - r0;
-        continue;
-      }
-#endif
-      transposeRows(s, d, p.rows, p.cols, r0, r1);
+      transposeRowsThreeColumns(reinterpret_cast<const float*>(src) + n * matrix,
+                                reinterpret_cast<float*>(dst) + n * matrix, p.rows, r0, r1);
       b += r1 - r0;
     }
   });
@@ -1634,16 +1605,17 @@ void plainTranspose(const PlainTranspose& p, const std::byte* src, std::byte* ds
 
 std::optional<PlainTranspose> planPlainTranspose(const memory::desc& src, const memory::desc& dst) {
   const dnnl_memory_desc_t &s = src.data, &d = dst.data;
-  if (!plainUnpadded(s) || !plainUnpadded(d) || s.ndims != d.ndims || s.data_type != d.data_type) return std::nullopt;
+  if (!isDenseUnblocked(src) || !isDenseUnblocked(dst) || s.ndims != d.ndims || s.data_type != d.data_type ||
+      dnnl_data_type_size(d.data_type) != 4)
+    return std::nullopt;
   for (int i = 0; i < d.ndims; ++i)
     if (s.dims[i] != d.dims[i]) return std::nullopt;
-  const size_t elem = dnnl_data_type_size(d.data_type);
-  if (elem != 4) return std::nullopt;
-  // dst [batch][rows][cols] dense, src [batch][cols][rows] dense.
+  // dst [batch][rows][cols] dense, src [batch][cols][rows] dense: each group of dims
+  // kept side by side in both (mergedDims) checked by its innermost strides, which
+  // with the extents inside it fix every dim's stride.
   const std::vector<DimGroup> g = mergedDims(d, s);
   if (g.size() < 2 || g.size() > 3) return std::nullopt;
   PlainTranspose p;
-  p.elem = int64_t(elem);
   const size_t k = g.size() - 2;
   if (k == 1) p.batch = g[0].extent;
   p.rows = g[k].extent;
@@ -1657,18 +1629,6 @@ std::optional<PlainTranspose> planPlainTranspose(const memory::desc& src, const 
   if (g[k + 1].dst_stride != 1 || g[k].dst_stride != p.cols || g[k].src_stride != 1 ||
       g[k + 1].src_stride != p.rows || (k == 1 && (g[0].dst_stride != matrix || g[0].src_stride != matrix)))
     return std::nullopt;
-  // Every dim where the plan puts it: one of the batch's (the same stride in both),
-  // the rows' (dst stride cols * x, src stride x) or the columns' (dst stride x, src
-  // stride rows * x).
-  for (int i = 0; i < d.ndims; ++i) {
-    if (d.dims[i] == 1) continue;
-    const int64_t ds = d.format_desc.blocking.strides[i], ss = s.format_desc.blocking.strides[i];
-    int64_t col = 0;
-    const bool ok = ds >= matrix  ? ss == ds
-                    : ds >= p.cols ? ds % p.cols == 0 && ss == ds / p.cols
-                                   : !__builtin_mul_overflow(ds, p.rows, &col) && ss == col;
-    if (!ok) return std::nullopt;
-  }
   return p;
 }
 

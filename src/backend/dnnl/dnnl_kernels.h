@@ -198,8 +198,7 @@ void plainConcat(const PlainConcat& p, const std::byte* const* srcs, std::byte* 
 // 2.6's reorder (jit:uni), which takes 45-120 us for a [1, 3, 224, 224] image at one
 // thread and 160 us at two.
 struct PlainTranspose {
-  int64_t batch = 1, rows = 1, cols = 1;
-  int64_t elem = 4;  // bytes an element (4: float32 or int32)
+  int64_t batch = 1, rows = 1, cols = 3;  // 4-byte elements (float32 or int32)
 };
 // The plan of dst = src in dst's layout, or nullopt when either is blocked, padded,
 // offset or not dense, the types or dims differ, the elements are not 4 bytes, the two

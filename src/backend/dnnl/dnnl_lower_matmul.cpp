@@ -57,7 +57,7 @@ bool FunctionLowering::emitMatVecProduct(size_t pos, const MatMulSpec& spec) {
   // The weights' bytes as [O, K]: stored [K, N] (each input's row of outputs), or
   // [N, K] under transB.
   const memory::desc w_from = spec.trans_b ? plainDesc({o, k}) : withStrides({o, k}, {1, o});
-  emitMatVecStep(pos, a, {1, k}, constOf(b), w_from, bias, {1, o}, *act, fused);
+  emitMatVecStep(pos, a, {1, k}, constOf(b), w_from, true, bias, {1, o}, *act, fused);
   return true;
 }
 

@@ -481,8 +481,7 @@ void FunctionLowering::lowerPool(size_t pos) {
 // A float32 1x1 convolution over one position of a batch of one, with constant weights
 // (squeeze-excitation's FCs, [1, C, 1, 1] -> [1, C', 1, 1]), and a Relu, Sigmoid or
 // SiLU after it: the module's own matrix-vector product (StepKind::kMatVec), its
-// weights derived once into [K][O] (each input's weights for all outputs side by
-// side). oneDNN 2.6 took about 9 us a call for EfficientNet-B0's, mostly outside its
+// weights derived once (emitMatVecStep). oneDNN 2.6 took about 9 us a call for EfficientNet-B0's, mostly outside its
 // arithmetic (32 calls, 0.29 ms of a 7.5 ms run at one thread). Static regions only (a
 // replay would need oneDNN's layout of the same weights at another batch size); not
 // before a BatchNormalization (folded on the oneDNN path).
@@ -502,6 +501,7 @@ bool FunctionLowering::emitMatVec(size_t pos, const ConvSpec& spec) {
   const std::optional<int32_t> act = matVecActivation(out, fused);
   if (!act) return false;
   emitMatVecStep(pos, x, spec.in_shape, constOf(node.inputs[1]), convWeights(spec).onnx,
+                 exactInHalf(constData(node.inputs[1]), spec.in_shape[1] * spec.out_shape[1]),
                  spec.has_bias ? node.inputs[2] : ir::kNoValue, spec.out_shape, *act, fused);
   return true;
 }
@@ -534,15 +534,16 @@ bool exactInHalf(const float* w, int64_t n) {
   return true;
 }
 
-// The weights are derived into [K][O]; in float16 when float16 holds every value (a
-// float16 model's, converted to float32 at compile time): the same products from half
-// the bytes, which is what a matrix-vector product is bound by.
+// The weights are derived into blocks of outputs, each [K][B] (matVecWeightsDesc); in
+// float16 when float16 holds every value (a float16 model's, converted to float32 at
+// compile time): the same products from half the bytes, which is what a
+// matrix-vector product is bound by.
 void FunctionLowering::emitMatVecStep(size_t pos, ValueId x, const std::vector<int64_t>& in_dims, ir::ConstId w,
-                                      const memory::desc& w_from, ValueId bias, const std::vector<int64_t>& out_dims,
-                                      int32_t act, const std::vector<ChainItem>& fused) {
-  const int64_t k = in_dims[1], o = out_dims[1];
+                                      const memory::desc& w_from, bool half, ValueId bias,
+                                      const std::vector<int64_t>& out_dims, int32_t act,
+                                      const std::vector<ChainItem>& fused) {
+  const int64_t o = out_dims[1];
   const float* data = reinterpret_cast<const float*>(g_.constants.get(w).bytes.data);
-  const bool half = exactInHalf(data, o * k);
   const memory::desc stored =
       matVecWeightsDesc(w_from.dims(), half ? memory::data_type::f16 : memory::data_type::f32);
   Step step;

@@ -122,8 +122,9 @@ enum class StepKind : uint8_t {
                           // of the view's dims) and the three as kAddLayerNorm's instead of
                           // kRowCopyDst[0] (one view only; blob version 6): the view's
                           // DynamicQuantizeLinear (as kDynamicQuantize), no float32 copy
-  kMatVec = 26,           // SRC (f32 [1, K, 1...], dense), WEIGHTS (f32 [O, K, 1...] stored
-                          // [K][O]: strides 1, O, O * K...; a constant), [BIAS (f32 [O], a
+  kMatVec = 26,           // SRC (f32 [1, K, 1...], dense), WEIGHTS (f32 or f16 [O, K, 1...]
+                          // in blocks of outputs, each [K][B]: matVecWeightsDesc; a
+                          // constant), [BIAS (f32 [O], a
                           // constant)] -> DST (f32 [1, O, 1...], dense): a 1x1 convolution over
                           // one position, then `alg` (0, eltwise_relu, eltwise_logistic or
                           // eltwise_swish); blob version 8
