@@ -226,7 +226,7 @@ TEST(DnnlKernels, Int8MaxPoolFollowsItsDefinition) {
     for (bool is_signed : {false, true})
       for (int64_t c : {int64_t(3), int64_t(16), int64_t(32), int64_t(64), int64_t(80)})
         for (const Geometry& g : geometries) {
-          Int8Pool p;
+          MaxPoolWindow p;
           p.n = 2;
           p.c = c;
           p.in_h = g.in_h;
@@ -1603,6 +1603,93 @@ TEST(DnnlKernels, PlainConcatCopiesEachSourcesBlocks) {
   memory::desc offset = b;
   offset.data.offset0 = 16;
   EXPECT_FALSE(planPlainConcat({a, offset}, cat, 1).has_value());
+}
+
+// The own float32 max pool against oneDNN's pooling primitive on the same step, bit for
+// bit: 16-channel blocks and channels-last, 2x2, 3x3 and other windows, pads at either
+// end (ONNX's ceil mode writes its extra end pad so), batches, and one and two threads.
+TEST(DnnlKernels, FloatMaxPoolMatchesOneDnnPooling) {
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  struct Geometry {
+    int64_t n, c, in_h, in_w, kernel_h, kernel_w, stride, pad_l, pad_r;
+  };
+  const Geometry geometries[] = {{1, 64, 111, 111, 3, 3, 2, 0, 0}, {1, 32, 9, 7, 3, 3, 2, 1, 1},
+                                 {2, 16, 6, 6, 2, 2, 2, 0, 0},     {1, 48, 7, 7, 2, 2, 2, 0, 1},
+                                 {3, 32, 5, 9, 4, 3, 3, 2, 0},     {1, 16, 1, 1, 1, 1, 1, 0, 0}};
+  const dnnl::engine& eng = cpuEngine();
+  dnnl::stream strm(eng);
+  for (tag layout : {tag::aBcd16b, tag::acdb})
+    for (const Geometry& g : geometries)
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(std::string(layout == tag::acdb ? "channels-last " : "blocked ") + std::to_string(g.n) + "x" +
+                     std::to_string(g.c) + "x" + std::to_string(g.in_h) + "x" + std::to_string(g.in_w) + " kernel " +
+                     std::to_string(g.kernel_h) + "x" + std::to_string(g.kernel_w) + ", " + std::to_string(threads) +
+                     " threads");
+        omp_set_num_threads(threads);
+        const int64_t out_h = (g.in_h + g.pad_l + g.pad_r - g.kernel_h) / g.stride + 1;
+        const int64_t out_w = (g.in_w + g.pad_l + g.pad_r - g.kernel_w) / g.stride + 1;
+        Step step;
+        step.kind = StepKind::kPooling;
+        step.alg = int32_t(dnnl::algorithm::pooling_max);
+        step.kernel = {g.kernel_h, g.kernel_w};
+        step.strides = {g.stride, g.stride};
+        step.pad_l = {g.pad_l, g.pad_l};
+        step.pad_r = {g.pad_r, g.pad_r};
+        step.dilates = {0, 0};
+        const memory::desc src({g.n, g.c, g.in_h, g.in_w}, dt::f32, layout), dst({g.n, g.c, out_h, out_w}, dt::f32, layout);
+        step.args = {Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, src, false}, Arg{DNNL_ARG_DST, ArgSource::kBuffer, 1, dst, false}};
+        const std::optional<MaxPoolWindow> plan = planFloatMaxPool(step);
+        ASSERT_TRUE(plan.has_value());
+        std::vector<float> x(src.get_size() / 4), want(dst.get_size() / 4, 7.f), got(want.size(), 7.f);
+        uint32_t state = 11;  // distinct values of both signs, infinities among them
+        for (float& v : x) v = float(int32_t(state = state * 1664525u + 1013904223u)) * 1e-9f;
+        x[x.size() / 3] = -INFINITY;
+        x[x.size() / 2] = INFINITY;
+        dnnl::pooling_v2_forward pool(dnnl::pooling_v2_forward::primitive_desc(
+            dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, src, dst,
+                                           {g.stride, g.stride}, {g.kernel_h, g.kernel_w}, {0, 0}, {g.pad_l, g.pad_l},
+                                           {g.pad_r, g.pad_r}),
+            eng));
+        dnnl::memory ms(src, eng, x.data()), md(dst, eng, want.data());
+        pool.execute(strm, {{DNNL_ARG_SRC, ms}, {DNNL_ARG_DST, md}});
+        strm.wait();
+        floatMaxPool(x.data(), got.data(), *plan);
+        // A window of -inf alone: -inf, as ONNX's MaxPool says (oneDNN 2.6 gives the
+        // lowest finite float, its maximum's start).
+        const bool lone = g.kernel_h * g.kernel_w == 1;
+        for (size_t i = 0; i < got.size(); ++i)
+          if (lone && x[i] == -INFINITY)
+            ASSERT_EQ(got[i], -INFINITY);
+          else
+            ASSERT_EQ(got[i], want[i]) << "element " << i;
+      }
+  omp_set_num_threads(2);
+  // What it leaves to oneDNN's.
+  Step step;
+  step.kind = StepKind::kPooling;
+  step.alg = int32_t(dnnl::algorithm::pooling_max);
+  step.kernel = {3, 3};
+  step.strides = {2, 2};
+  step.pad_l = step.pad_r = {0, 0};
+  step.dilates = {0, 0};
+  auto with = [&](const memory::desc& src, const memory::desc& dst, const std::function<void(Step&)>& edit = {}) {
+    Step s = step;
+    s.args = {Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, src, false}, Arg{DNNL_ARG_DST, ArgSource::kBuffer, 1, dst, false}};
+    if (edit) edit(s);
+    return planFloatMaxPool(s).has_value();
+  };
+  const memory::desc in({1, 32, 9, 9}, dt::f32, tag::acdb), out({1, 32, 4, 4}, dt::f32, tag::acdb);
+  EXPECT_TRUE(with(in, out));
+  EXPECT_FALSE(with(memory::desc({1, 32, 9, 9}, dt::f32, tag::abcd), memory::desc({1, 32, 4, 4}, dt::f32, tag::abcd)));
+  EXPECT_FALSE(with(memory::desc({1, 24, 9, 9}, dt::f32, tag::acdb), memory::desc({1, 24, 4, 4}, dt::f32, tag::acdb)));
+  EXPECT_FALSE(with(in, memory::desc({1, 32, 4, 4}, dt::f32, tag::aBcd16b)));  // layouts differ
+  EXPECT_FALSE(with(memory::desc({1, 32, 9, 9}, dt::u8, tag::acdb), memory::desc({1, 32, 4, 4}, dt::u8, tag::acdb)));
+  EXPECT_FALSE(with(in, out, [](Step& s) { s.alg = int32_t(dnnl::algorithm::pooling_avg_include_padding); }));
+  EXPECT_FALSE(with(in, out, [](Step& s) { s.dilates = {1, 1}; }));
+  EXPECT_FALSE(with(in, out, [](Step& s) { s.post_ops.push_back(PostOp{}); }));
+  EXPECT_FALSE(with(in, memory::desc({1, 32, 5, 4}, dt::f32, tag::acdb)));  // a window beyond the source
+  EXPECT_FALSE(with(in, out, [](Step& s) { s.pad_l = {3, 3}; }));           // a window in the pads alone
 }
 
 TEST(DnnlKernels, PlainTransposeMovesEachElement) {

@@ -121,6 +121,31 @@ bool perChannelDesc(const memory::desc& md, const std::vector<int64_t>& dims, bo
   return got == want && (isPlainDense(md) || isChannelsLastDense(md));
 }
 
+// Why a max pool step's window does not suit the own max pool kernels over a source
+// of dims `in` into `out` ([N, C, H, W]), or "" when it does: two kernel, stride and pad
+// extents without dilation, and every window holding at least one element of the
+// source.
+std::string maxPoolWindowMisfit(const Step& step, const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  if (in.size() != 4 || out.size() != 4 || in[0] != out[0] || in[1] != out[1])
+    return "destination changes the batch or the channels";
+  auto two = [](const std::vector<int64_t>& v) { return v.size() == 2; };
+  if (!two(step.kernel) || !two(step.strides) || !two(step.pad_l) || !two(step.pad_r) ||
+      !(step.dilates.empty() || (two(step.dilates) && step.dilates[0] == 0 && step.dilates[1] == 0)))
+    return "window is not two kernel, stride and pad extents without dilation";
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t k = step.kernel[i], s = step.strides[i], pl = step.pad_l[i], pr = step.pad_r[i];
+    const int64_t extent = in[2 + i], o = out[2 + i];
+    // Every window holds at least one element of the source: it starts before the end
+    // and ends after the start. (Bounds first: the sums below stay far from overflow.)
+    constexpr int64_t kFar = int64_t(1) << 40;
+    if (k > kFar || s > kFar || pr > kFar || extent > kFar || o > kFar) return "window extents are out of range";
+    if (k < 1 || s < 1 || pl < 0 || pr < 0 || pl >= k || extent < 1 || k > extent + pl + pr ||
+        o != (extent + pl + pr - k) / s + 1 || (o - 1) * s - pl >= extent)
+      return "window does not fit its source and destination";
+  }
+  return "";
+}
+
 }  // namespace
 
 void checkOwnKernelStep(const Step& step, const std::string& where) {
@@ -223,21 +248,8 @@ void checkOwnKernelStep(const Step& step, const std::string& where) {
         !isChannelsLastDense(x->md) || !isChannelsLastDense(y->md))
       bad("an int8 max pool's source and destination are not dense channels-last int8 tensors of one type");
     if (!step.post_ops.empty() || !step.quant.empty()) bad("post-ops or int8 attributes on an int8 max pool");
-    const std::vector<int64_t> in = dimsOf(x->md), out = dimsOf(y->md);
-    if (in[0] != out[0] || in[1] != out[1]) bad("an int8 max pool changes the batch or the channels");
-    auto two = [](const std::vector<int64_t>& v) { return v.size() == 2; };
-    if (!two(step.kernel) || !two(step.strides) || !two(step.pad_l) || !two(step.pad_r) ||
-        !(step.dilates.empty() || (two(step.dilates) && step.dilates[0] == 0 && step.dilates[1] == 0)))
-      bad("an int8 max pool's window is not two kernel, stride and pad extents without dilation");
-    for (size_t i = 0; i < 2; ++i) {
-      const int64_t k = step.kernel[i], s = step.strides[i], pl = step.pad_l[i], pr = step.pad_r[i];
-      const int64_t extent = in[2 + i], o = out[2 + i];
-      // Every window holds at least one element of the source: it starts before the
-      // end and ends after the start.
-      if (k < 1 || s < 1 || pl < 0 || pr < 0 || pl >= k || k > extent + pl + pr ||
-          o != (extent + pl + pr - k) / s + 1 || (o - 1) * s - pl >= extent)
-        bad("an int8 max pool's window does not fit its source and destination");
-    }
+    if (const std::string why = maxPoolWindowMisfit(step, dimsOf(x->md), dimsOf(y->md)); !why.empty())
+      bad("an int8 max pool's " + why);
     return;
   }
   if (step.kind == StepKind::kAddLayerNorm) {
@@ -1340,7 +1352,7 @@ void swishChannelMean(const float* x, float* y, float* mean, int64_t n, int64_t 
 namespace {
 
 // One output position: the max over window rows [h0, h1) and columns [w0, w1) of
-// `image` (rows of `width` positions of c channels), V-byte vectors of channels. KH
+// `image` (rows of `width` positions of c bytes of channels), V-byte vectors of them. KH
 // and KW > 0: the whole kernel_h x kernel_w window, unrolled (no branch per element:
 // the loops with a run-time count of one or two mispredicted often enough to take 6x
 // the time of the unrolled form).
@@ -1369,7 +1381,7 @@ inline void maxWindow(const uint8_t* image, int64_t width, int64_t c, int64_t h0
 // the columns whose windows lie inside too run as one tight loop of the unrolled
 // KH x KW form; the others (clipped by pads) take the general one.
 template <int KH, int KW, typename V, typename Load, typename Max, typename Store>
-void poolRows(const uint8_t* x, uint8_t* y, const Int8Pool& p, int64_t b, int64_t e, Load load, Max max,
+void poolRows(const uint8_t* x, uint8_t* y, const MaxPoolWindow& p, int64_t b, int64_t e, Load load, Max max,
               Store store) {
   // Locals: a store through uint8_t* may alias any object, `p` included, and would
   // make the compiler read its fields again after every store.
@@ -1406,7 +1418,7 @@ void poolRows(const uint8_t* x, uint8_t* y, const Int8Pool& p, int64_t b, int64_
 
 // poolRows with the kernel's extents fixed when they are 2x2 or 3x3.
 template <typename V, typename Load, typename Max, typename Store>
-void poolRowsFor(const uint8_t* x, uint8_t* y, const Int8Pool& p, int64_t b, int64_t e, Load load, Max max,
+void poolRowsFor(const uint8_t* x, uint8_t* y, const MaxPoolWindow& p, int64_t b, int64_t e, Load load, Max max,
                  Store store) {
   if (p.kernel_h == 2 && p.kernel_w == 2) return poolRows<2, 2, V>(x, y, p, b, e, load, max, store);
   if (p.kernel_h == 3 && p.kernel_w == 3) return poolRows<3, 3, V>(x, y, p, b, e, load, max, store);
@@ -1414,7 +1426,7 @@ void poolRowsFor(const uint8_t* x, uint8_t* y, const Int8Pool& p, int64_t b, int
 }
 
 template <bool Signed>
-void int8MaxPoolImpl(const uint8_t* x, uint8_t* y, const Int8Pool& p) {
+void int8MaxPoolImpl(const uint8_t* x, uint8_t* y, const MaxPoolWindow& p) {
   onTeam(
       p.n * p.out_h,
       [&](int64_t b, int64_t e, int) {
@@ -1447,11 +1459,89 @@ void int8MaxPoolImpl(const uint8_t* x, uint8_t* y, const Int8Pool& p) {
 
 }  // namespace
 
-void int8MaxPool(const uint8_t* x, uint8_t* y, bool is_signed, const Int8Pool& p) {
+void int8MaxPool(const uint8_t* x, uint8_t* y, bool is_signed, const MaxPoolWindow& p) {
   if (is_signed)
     int8MaxPoolImpl<true>(x, y, p);
   else
     int8MaxPoolImpl<false>(x, y, p);
+}
+
+namespace {
+
+// Whether md is a dense [N, C, H, W] float32 tensor in 16-channel blocks (aBcd16b) with
+// C a multiple of 16: blocks of H * W * 16 floats, one after the other.
+bool isDenseChannelBlocks16(const memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.ndims != 4 || d.offset0 != 0 || hasPadding(md) || d.dims[1] % 16 != 0)
+    return false;
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  if (b.inner_nblks != 1 || b.inner_blks[0] != 16 || b.inner_idxs[0] != 1) return false;
+  const int64_t H = d.dims[2], W = d.dims[3];
+  return b.strides[3] == 16 && (H == 1 || b.strides[2] == W * 16) && (d.dims[1] == 16 || b.strides[1] == H * W * 16) &&
+         (d.dims[0] == 1 || b.strides[0] == d.dims[1] * H * W) &&
+         uint64_t(md.get_size()) == uint64_t(numElements(md)) * sizeof(float);
+}
+
+}  // namespace
+
+std::optional<MaxPoolWindow> planFloatMaxPool(const Step& step) {
+#ifdef __AVX512F__
+  if (step.kind != StepKind::kPooling || step.alg != int32_t(dnnl::algorithm::pooling_max) ||
+      !step.post_ops.empty() || !step.quant.empty())
+    return std::nullopt;
+  const Arg* x = step.find(DNNL_ARG_SRC);
+  const Arg* y = step.find(DNNL_ARG_DST);
+  if (!x || !y || x->md.data.data_type != dnnl_f32 || y->md.data.data_type != dnnl_f32 || x->md.data.ndims != 4)
+    return std::nullopt;
+  const std::vector<int64_t> in = dimsOf(x->md), out = dimsOf(y->md);
+  if (!maxPoolWindowMisfit(step, in, out).empty()) return std::nullopt;
+  MaxPoolWindow p;
+  if (isChannelsLastDense(x->md) && isChannelsLastDense(y->md) && in[1] % 16 == 0) {
+    p.n = in[0];
+    p.c = in[1];
+  } else if (isDenseChannelBlocks16(x->md) && isDenseChannelBlocks16(y->md)) {
+    p.n = in[0] * (in[1] / 16);
+    p.c = 16;
+  } else {
+    return std::nullopt;
+  }
+  p.in_h = in[2];
+  p.in_w = in[3];
+  p.out_h = out[2];
+  p.out_w = out[3];
+  p.kernel_h = step.kernel[0];
+  p.kernel_w = step.kernel[1];
+  p.stride_h = step.strides[0];
+  p.stride_w = step.strides[1];
+  p.pad_h = step.pad_l[0];
+  p.pad_w = step.pad_l[1];
+  return p;
+#else
+  (void)step;
+  return std::nullopt;
+#endif
+}
+
+void floatMaxPool(const float* x, float* y, const MaxPoolWindow& p) {
+#ifdef __AVX512F__
+  MaxPoolWindow bytes = p;  // the row loops count a position's channels in bytes
+  bytes.c = p.c * int64_t(sizeof(float));
+  onTeam(
+      p.n * p.out_h,
+      [&](int64_t b, int64_t e, int) {
+        poolRowsFor<__m512>(
+            reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y), bytes, b, e,
+            [](const uint8_t* q) { return _mm512_loadu_ps(q); }, [](__m512 u, __m512 v) {
+              // (maskz: GCC 12 takes _mm512_max_ps's undefined pass-through for an uninitialized read)
+              return _mm512_maskz_max_ps(__mmask16(0xFFFF), u, v);
+            },
+            [](uint8_t* q, __m512 v) { _mm512_storeu_ps(q, v); });
+      },
+      1);
+#else
+  (void)x, (void)y, (void)p;
+  throw Error(ErrorCode::kInternal, "floatMaxPool: built without AVX-512");
+#endif
 }
 
 namespace {

@@ -395,6 +395,10 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
       ls.transpose = planPlainTranspose(from->md, to->md);
       if (ls.transpose) ls.implementation = "partita:transpose";
     }
+    if (step.kind == StepKind::kPooling) {  // (its primitive, made above, checked the arguments)
+      ls.max_pool = planFloatMaxPool(step);
+      if (ls.max_pool) ls.implementation = "partita:max_pool";
+    }
     lf.steps.push_back(std::move(ls));
   }
   // Region-local buffers share one arena by lifetime. A buffer whose layout has
@@ -712,7 +716,7 @@ void runOwnKernel(StepKind kind, const std::array<int64_t, 6>& window, float eps
       return;
     case StepKind::kInt8MaxPool: {
       const dnnl_memory_desc_t* dst = argDesc(a, DNNL_ARG_DST);
-      Int8Pool p;
+      MaxPoolWindow p;
       p.n = src->dims[0];
       p.c = src->dims[1];
       p.in_h = src->dims[2];
@@ -858,6 +862,8 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
         if (ls.concat) return runPlainConcat(*ls.concat, a);
         if (ls.transpose)
           return plainTranspose(*ls.transpose, argData<const std::byte>(a, DNNL_ARG_SRC), argData<std::byte>(a, DNNL_ARG_DST));
+        if (ls.max_pool)
+          return floatMaxPool(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST), *ls.max_pool);
         const dnnl_primitive_t primitive = alone ? serial->primitives[s].get() : ls.primitive.get();
         dnnl::error::wrap_c_api(
             dnnl_primitive_execute(primitive, ws.stream.get(), int(a.c_args.size()), a.c_args.data()),

@@ -139,6 +139,9 @@ class DnnlModule final : public runtime::RuntimeModule {
     // A kReorder between dense plain layouts that is a batch of transposes (NCHW to
     // NHWC): run as the module's own copy, not by its primitive.
     std::optional<PlainTranspose> transpose;
+    // A float32 max pooling in a layout the module's own loop takes (planFloatMaxPool):
+    // run so, not by its primitive.
+    std::optional<MaxPoolWindow> max_pool;
     std::vector<LoadedArg> args;
     dnnl::memory::desc scratchpad;
     // Its profile event's details, made at the first profiled run that reports it.
