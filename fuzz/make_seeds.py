@@ -173,6 +173,18 @@ def onnx_seeds():
          n("Concat", ["r1", "r3"], ["cat"], axis=1), n("Cast", ["cat"], ["y"], to=F)],
         [vi("x", [1, 16, 6, 6])], [vi("y", [1, 32, 6, 6])],
         [h16("ws", [16, 16, 1, 1], 19), h16("w1", [16, 16, 1, 1], 20), h16("w3", [16, 16, 3, 3], 21)])
+    # The same fire module pooled (3x3, stride 2, ceil mode) in its channel blocks: the
+    # dnnl module runs that float32 max pool as its own loop (planFloatMaxPool).
+    s["fire_float16_pool"] = model(
+        [n("Cast", ["x"], ["xh"], to=TensorProto.FLOAT16),
+         n("Conv", ["xh", "ws"], ["sq"]), n("Relu", ["sq"], ["sr"]),
+         n("Conv", ["sr", "w1"], ["e1"]), n("Relu", ["e1"], ["r1"]),
+         n("Conv", ["sr", "w3"], ["e3"], pads=[1, 1, 1, 1]), n("Relu", ["e3"], ["r3"]),
+         n("Concat", ["r1", "r3"], ["cat"], axis=1),
+         n("MaxPool", ["cat"], ["pool"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+         n("Cast", ["pool"], ["y"], to=F)],
+        [vi("x", [1, 16, 6, 6])], [vi("y", [1, 32, 3, 3])],
+        [h16("ws", [16, 16, 1, 1], 19), h16("w1", [16, 16, 1, 1], 20), h16("w3", [16, 16, 3, 3], 21)])
     # A dynamic-int8 attention block (two heads of 16 over 8 tokens), as ONNX Runtime's
     # dynamic quantizer writes it: the dnnl module's int8 matmuls with run-time source
     # scales and zero points, its own softmax, bias + head copies (add_row_copy), the
