@@ -1690,6 +1690,7 @@ TEST(DnnlKernels, FloatMaxPoolMatchesOneDnnPooling) {
   EXPECT_FALSE(with(in, out, [](Step& s) { s.post_ops.push_back(PostOp{}); }));
   EXPECT_FALSE(with(in, memory::desc({1, 32, 5, 4}, dt::f32, tag::acdb)));  // a window beyond the source
   EXPECT_FALSE(with(in, out, [](Step& s) { s.pad_l = {3, 3}; }));           // a window in the pads alone
+  EXPECT_FALSE(with(in, out, [](Step& s) { s.strides = {int64_t(1) << 40, 2}; }));  // checked before multiplying
 }
 
 TEST(DnnlKernels, PlainTransposeMovesEachElement) {

@@ -136,8 +136,9 @@ std::string maxPoolWindowMisfit(const Step& step, const std::vector<int64_t>& in
     const int64_t k = step.kernel[i], s = step.strides[i], pl = step.pad_l[i], pr = step.pad_r[i];
     const int64_t extent = in[2 + i], o = out[2 + i];
     // Every window holds at least one element of the source: it starts before the end
-    // and ends after the start. (Bounds first: the sums below stay far from overflow.)
-    constexpr int64_t kFar = int64_t(1) << 40;
+    // and ends after the start. (Bounds first: the sums and the product below stay far
+    // from overflow.)
+    constexpr int64_t kFar = int64_t(1) << 31;
     if (k > kFar || s > kFar || pr > kFar || extent > kFar || o > kFar) return "window extents are out of range";
     if (k < 1 || s < 1 || pl < 0 || pr < 0 || pl >= k || extent < 1 || k > extent + pl + pr ||
         o != (extent + pl + pr - k) / s + 1 || (o - 1) * s - pl >= extent)
