@@ -1693,6 +1693,83 @@ TEST(DnnlKernels, FloatMaxPoolMatchesOneDnnPooling) {
   EXPECT_FALSE(with(in, out, [](Step& s) { s.strides = {int64_t(1) << 40, 2}; }));  // checked before multiplying
 }
 
+// The own quantizing copy against oneDNN's reorder with the same output scale and
+// destination zero point, bit for bit: values on rounding ties, past either end of the
+// type, infinities and NaN; u8 and s8; a remainder under 16 elements; one and two
+// threads; row-major and channels-last.
+TEST(DnnlKernels, QuantizeCopyMatchesOneDnnReorder) {
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  const dnnl::engine& eng = cpuEngine();
+  dnnl::stream strm(eng);
+  struct Case {
+    float scale;
+    int32_t zero_point;
+    dt type;
+  };
+  const Case cases[] = {{0.5f, 0, dt::u8}, {2.0f, 3, dt::u8}, {1.0f, 128, dt::u8}, {0.25f, -7, dt::s8}, {8.0f, 0, dt::s8}};
+  for (tag layout : {tag::abcd, tag::acdb})
+    for (const Case& k : cases)
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE("scale " + std::to_string(k.scale) + " zero point " + std::to_string(k.zero_point) +
+                     (k.type == dt::s8 ? " s8 " : " u8 ") + std::to_string(threads) + " threads");
+        omp_set_num_threads(threads);
+        const memory::dims dims = {2, 16, 5, 7};  // 1120 elements: 70 vectors, no remainder
+        const memory::desc src(dims, dt::f32, layout), dst(dims, k.type, layout);
+        Step step;
+        step.kind = StepKind::kReorder;
+        step.quant.output_scales = {k.scale};
+        step.quant.dst_zero_point = k.zero_point;
+        step.args = {Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, src, false}, Arg{DNNL_ARG_DST, ArgSource::kBuffer, 1, dst, false}};
+        const std::optional<QuantizeCopy> plan = planQuantizeCopy(step);
+        ASSERT_TRUE(plan.has_value());
+        std::vector<float> x(src.get_size() / 4);
+        uint32_t state = 5;
+        for (size_t i = 0; i < x.size(); ++i) {
+          state = state * 1664525u + 1013904223u;
+          // Half of them on ties (halves), the rest anywhere in [-600, 600).
+          x[i] = i % 2 ? float(int32_t(state >> 16) % 1200 - 600) * 0.5f / k.scale
+                       : float(int32_t(state >> 8) % 1200000) * 1e-3f - 600.f;
+        }
+        x[3] = NAN, x[10] = INFINITY, x[17] = -INFINITY, x[24] = 1e30f, x[31] = -1e30f;
+        std::vector<uint8_t> want(x.size(), 0xEE), got(x.size(), 0xEE);
+        dnnl::primitive_attr attr;
+        attr.set_output_scales(0, {k.scale});
+        if (k.zero_point) attr.set_zero_points(DNNL_ARG_DST, 0, {k.zero_point});
+        dnnl::memory ms(src, eng, x.data()), md(dst, eng, want.data());
+        dnnl::reorder(dnnl::reorder::primitive_desc(eng, src, eng, dst, attr)).execute(strm, ms, md);
+        strm.wait();
+        quantizeCopy(*plan, x.data(), got.data());
+        for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(int(got[i]), int(want[i])) << "element " << i << ": " << x[i];
+        // A remainder: the first 21 elements alone.
+        std::vector<uint8_t> part(32, 0xEE);
+        QuantizeCopy few = *plan;
+        few.n = 21;
+        quantizeCopy(few, x.data(), part.data());
+        EXPECT_EQ(std::memcmp(part.data(), got.data(), 21), 0);
+        EXPECT_EQ(part[21], 0xEE);
+      }
+  omp_set_num_threads(2);
+  // What it leaves to oneDNN's reorder.
+  const memory::desc f({4, 32}, dt::f32, tag::ab), u({4, 32}, dt::u8, tag::ab);
+  auto plan = [&](const memory::desc& src, const memory::desc& dst, const std::function<void(Step&)>& edit = {}) {
+    Step s;
+    s.kind = StepKind::kReorder;
+    s.quant.output_scales = {0.5f};
+    s.args = {Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, src, false}, Arg{DNNL_ARG_DST, ArgSource::kBuffer, 1, dst, false}};
+    if (edit) edit(s);
+    return planQuantizeCopy(s).has_value();
+  };
+  EXPECT_TRUE(plan(f, u));
+  EXPECT_FALSE(plan(f, memory::desc({4, 32}, dt::u8, tag::ba)));  // layouts differ
+  EXPECT_FALSE(plan(f, memory::desc({4, 32}, dt::s32, tag::ab)));
+  EXPECT_FALSE(plan(u, f));
+  EXPECT_FALSE(plan(memory::desc({1, 32, 2, 2}, dt::f32, tag::aBcd16b), memory::desc({1, 32, 2, 2}, dt::u8, tag::aBcd16b)));
+  EXPECT_FALSE(plan(f, u, [](Step& s) { s.quant.output_scales = {0.5f, 0.25f}; }));  // per channel
+  EXPECT_FALSE(plan(f, u, [](Step& s) { s.quant.src_zero_point = 3; }));
+  EXPECT_FALSE(plan(f, u, [](Step& s) { s.post_ops.push_back(PostOp{}); }));
+}
+
 TEST(DnnlKernels, PlainTransposeMovesEachElement) {
   using dt = memory::data_type;
   using tag = memory::format_tag;

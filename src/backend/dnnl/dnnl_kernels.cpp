@@ -1485,6 +1485,66 @@ bool isDenseChannelBlocks16(const memory::desc& md) {
 
 }  // namespace
 
+std::optional<QuantizeCopy> planQuantizeCopy(const Step& step) {
+#ifdef __AVX512F__
+  if (step.kind != StepKind::kReorder || !step.post_ops.empty() || step.quant.output_scales.size() != 1 ||
+      step.quant.src_zero_point != 0 || step.args.size() != 2)
+    return std::nullopt;
+  const Arg* x = step.find(DNNL_ARG_SRC);
+  const Arg* y = step.find(DNNL_ARG_DST);
+  if (!x || !y || x->md.data.data_type != dnnl_f32 || (y->md.data.data_type != dnnl_u8 && y->md.data.data_type != dnnl_s8) ||
+      !isDenseUnblocked(x->md) || !isDenseUnblocked(y->md) || dimsOf(x->md) != dimsOf(y->md) ||
+      elementStrides(x->md) != elementStrides(y->md))
+    return std::nullopt;
+  QuantizeCopy q;
+  q.n = numElements(x->md);
+  q.scale = step.quant.output_scales[0];
+  q.zero_point = float(step.quant.dst_zero_point);
+  q.is_signed = y->md.data.data_type == dnnl_s8;
+  return q;
+#else
+  (void)step;
+  return std::nullopt;
+#endif
+}
+
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source,
+// which -Wmaybe-uninitialized reports (as for minMax).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+void quantizeCopy(const QuantizeCopy& q, const float* x, uint8_t* y) {
+#ifdef __AVX512F__
+  const float lo = q.is_signed ? -128.f : 0.f, hi = q.is_signed ? 127.f : 255.f;
+  onTeam(q.n, [&](int64_t b, int64_t e, int) {
+    const __m512 scale = _mm512_set1_ps(q.scale), zero = _mm512_set1_ps(q.zero_point);
+    const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+    // A NaN becomes what oneDNN's reorder makes of it: 0 in uint8 (max first: max(NaN,
+    // lo) is its second operand, lo) and 127 in int8 (min first: hi).
+    const bool nan_high = q.is_signed;
+    auto quantize = [&](__m512 v) {
+      v = _mm512_add_ps(_mm512_mul_ps(v, scale), zero);
+      v = nan_high ? _mm512_max_ps(_mm512_min_ps(v, vhi), vlo) : _mm512_min_ps(_mm512_max_ps(v, vlo), vhi);
+      return _mm512_cvtps_epi32(v);  // nearest even
+    };
+    int64_t i = b;
+    for (; i + 16 <= e; i += 16) {
+      const __m512i v = quantize(_mm512_loadu_ps(x + i));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm512_cvtepi32_epi8(v));  // in range: truncation exact
+    }
+    if (i < e) {
+      const __mmask16 m = __mmask16((1u << (e - i)) - 1);
+      const __m512i v = quantize(_mm512_maskz_loadu_ps(m, x + i));
+      _mm_mask_storeu_epi8(y + i, m, _mm512_cvtepi32_epi8(v));
+    }
+  });
+#else
+  (void)q, (void)x, (void)y;
+  throw Error(ErrorCode::kInternal, "quantizeCopy: built without AVX-512");
+#endif
+}
+#pragma GCC diagnostic pop
+
 std::optional<MaxPoolWindow> planFloatMaxPool(const Step& step) {
 #ifdef __AVX512F__
   if (step.kind != StepKind::kPooling || step.alg != int32_t(dnnl::algorithm::pooling_max) ||

@@ -395,6 +395,10 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
       ls.transpose = planPlainTranspose(from->md, to->md);
       if (ls.transpose) ls.implementation = "partita:transpose";
     }
+    if (step.kind == StepKind::kReorder && !step.quant.empty()) {
+      ls.quantize = planQuantizeCopy(step);
+      if (ls.quantize) ls.implementation = "partita:quantize";
+    }
     if (step.kind == StepKind::kPooling) {  // (its primitive, made above, checked the arguments)
       ls.max_pool = planFloatMaxPool(step);
       if (ls.max_pool) ls.implementation = "partita:max_pool";
@@ -862,6 +866,8 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
         if (ls.concat) return runPlainConcat(*ls.concat, a);
         if (ls.transpose)
           return plainTranspose(*ls.transpose, argData<const std::byte>(a, DNNL_ARG_SRC), argData<std::byte>(a, DNNL_ARG_DST));
+        if (ls.quantize)
+          return quantizeCopy(*ls.quantize, argData<const float>(a, DNNL_ARG_SRC), argData<uint8_t>(a, DNNL_ARG_DST));
         if (ls.max_pool)
           return floatMaxPool(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST), *ls.max_pool);
         const dnnl_primitive_t primitive = alone ? serial->primitives[s].get() : ls.primitive.get();

@@ -142,6 +142,9 @@ class DnnlModule final : public runtime::RuntimeModule {
     // A float32 max pooling in a layout the module's own loop takes (planFloatMaxPool):
     // run so, not by its primitive.
     std::optional<MaxPoolWindow> max_pool;
+    // A static quantization of float32 to int8 between dense layouts alike
+    // (planQuantizeCopy): run so, not by its primitive.
+    std::optional<QuantizeCopy> quantize;
     std::vector<LoadedArg> args;
     dnnl::memory::desc scratchpad;
     // Its profile event's details, made at the first profiled run that reports it.
