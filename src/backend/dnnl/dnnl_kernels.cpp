@@ -1470,17 +1470,12 @@ void int8MaxPool(const uint8_t* x, uint8_t* y, bool is_signed, const MaxPoolWind
 namespace {
 
 // Whether md is a dense [N, C, H, W] float32 tensor in 16-channel blocks (aBcd16b) with
-// C a multiple of 16: blocks of H * W * 16 floats, one after the other.
+// C a multiple of 16 (no padded channels): blocks of H * W * 16 floats, one after the
+// other, as oneDNN lays out that tag.
 bool isDenseChannelBlocks16(const memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
-  if (d.format_kind != dnnl_blocked || d.ndims != 4 || d.offset0 != 0 || hasPadding(md) || d.dims[1] % 16 != 0)
-    return false;
-  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
-  if (b.inner_nblks != 1 || b.inner_blks[0] != 16 || b.inner_idxs[0] != 1) return false;
-  const int64_t H = d.dims[2], W = d.dims[3];
-  return b.strides[3] == 16 && (H == 1 || b.strides[2] == W * 16) && (d.dims[1] == 16 || b.strides[1] == H * W * 16) &&
-         (d.dims[0] == 1 || b.strides[0] == d.dims[1] * H * W) &&
-         uint64_t(md.get_size()) == uint64_t(numElements(md)) * sizeof(float);
+  return d.format_kind == dnnl_blocked && d.ndims == 4 && d.data_type == dnnl_f32 && d.dims[1] % 16 == 0 &&
+         sameDesc(md, memory::desc(md.dims(), memory::data_type::f32, memory::format_tag::aBcd16b));
 }
 
 }  // namespace
@@ -1509,7 +1504,7 @@ std::optional<QuantizeCopy> planQuantizeCopy(const Step& step) {
 }
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source,
-// which -Wmaybe-uninitialized reports (as for minMax).
+// which -Wmaybe-uninitialized reports (as for minMax): quantizeCopy to floatMaxPool.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -1543,7 +1538,6 @@ void quantizeCopy(const QuantizeCopy& q, const float* x, uint8_t* y) {
   throw Error(ErrorCode::kInternal, "quantizeCopy: built without AVX-512");
 #endif
 }
-#pragma GCC diagnostic pop
 
 std::optional<MaxPoolWindow> planFloatMaxPool(const Step& step) {
 #ifdef __AVX512F__
@@ -1592,11 +1586,8 @@ void floatMaxPool(const float* x, float* y, const MaxPoolWindow& p) {
       [&](int64_t b, int64_t e, int) {
         poolRowsFor<__m512>(
             reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y), bytes, b, e,
-            [](const uint8_t* q) { return _mm512_loadu_ps(q); }, [](__m512 u, __m512 v) {
-              // (maskz: GCC 12 takes _mm512_max_ps's undefined pass-through for an uninitialized read)
-              return _mm512_maskz_max_ps(__mmask16(0xFFFF), u, v);
-            },
-            [](uint8_t* q, __m512 v) { _mm512_storeu_ps(q, v); });
+            [](const uint8_t* q) { return _mm512_loadu_ps(q); },
+            [](__m512 u, __m512 v) { return _mm512_max_ps(u, v); }, [](uint8_t* q, __m512 v) { _mm512_storeu_ps(q, v); });
       },
       1);
 #else
@@ -1604,6 +1595,7 @@ void floatMaxPool(const float* x, float* y, const MaxPoolWindow& p) {
   throw Error(ErrorCode::kInternal, "floatMaxPool: built without AVX-512");
 #endif
 }
+#pragma GCC diagnostic pop
 
 namespace {
 

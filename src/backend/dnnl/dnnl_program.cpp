@@ -434,13 +434,19 @@ std::shared_ptr<PolyFunction> readPoly(BlobReader& r, uint32_t num_inputs, uint3
   if (g.inputs.size() != num_inputs || g.outputs.size() != num_outputs)
     r.fail("shape-polymorphic function: its region has " + std::to_string(g.inputs.size()) + " inputs and " +
            std::to_string(g.outputs.size()) + " outputs");
+  // A record's layout: float16 is a mat_vec's weights' type only, which a
+  // shape-polymorphic function never has.
+  auto recordDesc = [&r] {
+    memory::desc md = readDesc(r);
+    if (md.data.data_type == dnnl_f16) r.fail("shape-polymorphic record: float16 (only a mat_vec's weights are)");
+    return md;
+  };
   uint32_t nweights = r.count(6, "weights record count");
   for (uint32_t i = 0; i < nweights; ++i) {
     PolyFunction::Weights x;
     x.source = r.u32();
     x.folded = r.u8() != 0;
-    x.md = readDesc(r);
-    if (x.md.data.data_type == dnnl_f16) r.fail("shape-polymorphic record: float16 (only a mat_vec's weights are)");
+    x.md = recordDesc();
     p->weights.push_back(std::move(x));
   }
   uint32_t nderived = r.count(10, "derived record count");
@@ -448,8 +454,7 @@ std::shared_ptr<PolyFunction> readPoly(BlobReader& r, uint32_t num_inputs, uint3
     PolyFunction::Derived x;
     x.source = r.u32();
     x.same_values = r.u8() != 0;
-    x.md = readDesc(r);
-    if (x.md.data.data_type == dnnl_f16) r.fail("shape-polymorphic record: float16 (only a mat_vec's weights are)");
+    x.md = recordDesc();
     x.id = r.u32();
     p->derived.push_back(std::move(x));
   }
@@ -458,8 +463,7 @@ std::shared_ptr<PolyFunction> readPoly(BlobReader& r, uint32_t num_inputs, uint3
     PolyFunction::Embedded x;
     uint32_t nabsorbed = r.count(4, "absorbed count");
     for (uint32_t k = 0; k < nabsorbed; ++k) x.absorbed.push_back(r.u32());
-    x.md = readDesc(r);
-    if (x.md.data.data_type == dnnl_f16) r.fail("shape-polymorphic record: float16 (only a mat_vec's weights are)");
+    x.md = recordDesc();
     x.offset = r.u64();
     p->embedded.push_back(std::move(x));
   }

@@ -24,8 +24,10 @@ inline constexpr char kBlobMagic[4] = {'P', 'D', 'N', 'L'};
 // that are views into another (Buffer::view), version 4 region graphs with shape
 // computations (Shape, Size and arithmetic on them, computed at each input shape),
 // version 5 softmax_rows steps with a scale (Step::alpha), version 6 add_row_copy steps
-// with a quantized result. A blob is written with the lowest version that holds it
-// (without any: version 1), and all six are read.
+// with a quantized result, version 7 swish steps that write their channels' mean too,
+// version 8 mat_vec steps (and float16, a mat_vec's weights only). A blob is written
+// with the lowest version that holds it (without any: version 1), and all eight are
+// read.
 inline constexpr uint32_t kBlobVersion = 8;
 using runtime::kEmbeddedAlignment;  // embedded tensors start at multiples of it
 
