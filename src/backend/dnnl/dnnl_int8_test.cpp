@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <functional>
 #include <map>
@@ -139,10 +140,12 @@ std::tuple<ir::ValueId, ir::ValueId, ir::ValueId> dynamicQuantizeNode(GraphBuild
   return {y, scale, zero};
 }
 
+// MatMul steps computing in int8: oneDNN's VNNI kernels or the module's own loop.
 size_t int8MatMuls(const Compiled& c) {
   size_t n = 0;
   for (const DnnlModule::StepInfo& s : allSteps(c))
-    n += s.kind == StepKind::kMatMul && s.implementation.find("vnni") != std::string::npos;
+    n += s.kind == StepKind::kMatMul &&
+         (s.implementation.find("vnni") != std::string::npos || s.implementation == "partita:int8_matmul");
   return n;
 }
 
@@ -1768,6 +1771,134 @@ TEST(DnnlKernels, QuantizeCopyMatchesOneDnnReorder) {
   EXPECT_FALSE(plan(f, u, [](Step& s) { s.quant.output_scales = {0.5f, 0.25f}; }));  // per channel
   EXPECT_FALSE(plan(f, u, [](Step& s) { s.quant.src_zero_point = 3; }));
   EXPECT_FALSE(plan(f, u, [](Step& s) { s.post_ops.push_back(PostOp{}); }));
+}
+
+// The module's own dynamic-int8 matmul (planIntMatMul) against oneDNN's primitive on
+// the same step: uint8 source with a run-time zero point, int8 weights in the layout
+// oneDNN chose and its compensation (made by oneDNN's reorder, as the compiler makes
+// them), the scale multiply and linear post-ops: the same bits, at 1 and 2 threads,
+// for row counts that leave 1-5 rows after the 6-row tiles and columns that end in a
+// partial vector or panel.
+TEST(DnnlKernels, IntMatMulMatchesOneDnnMatMul) {
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  const dnnl::engine& eng = cpuEngine();
+  dnnl::stream strm(eng);
+  struct Case {
+    int64_t m, k, n;
+    int32_t zero_point;
+    float beta;
+  };
+  const Case cases[] = {{256, 256, 768, 131, 0.f}, {7, 64, 64, 0, 0.f},     {13, 68, 100, 255, 0.5f},
+                        {1, 256, 1024, 1, 0.f},    {50, 1024, 256, 77, 0.f}, {49, 128, 200, 128, -2.f},
+                        {6, 1024, 128, 255, 0.f}};
+  int planned = 0;
+  for (const Case& k : cases)
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::to_string(k.m) + "x" + std::to_string(k.k) + "x" + std::to_string(k.n) + " zero point " +
+                   std::to_string(k.zero_point) + ", " + std::to_string(threads) + " threads");
+      omp_set_num_threads(threads);
+      const memory::desc src({k.m, k.k}, dt::u8, tag::ab), dst({k.m, k.n}, dt::f32, tag::ab);
+      const memory::desc plain_w({k.k, k.n}, dt::s8, tag::ab), one({1, 1}, dt::f32, tag::ab), zp_md({1}, dt::s32, tag::a);
+      const float alpha = 0.37f;
+      dnnl::primitive_attr attr;
+      attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      dnnl::post_ops ops;
+      ops.append_binary(dnnl::algorithm::binary_mul, one);
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, alpha, k.beta);
+      attr.set_post_ops(ops);
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, memory::desc({k.k, k.n}, dt::s8, tag::any), dst),
+                                            attr, eng);
+      Step step;
+      step.kind = StepKind::kMatMul;
+      step.args = {Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, src, false},
+                   Arg{DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, ArgSource::kBuffer, 1, zp_md, false},
+                   Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, pd.weights_desc(), false},
+                   Arg{DNNL_ARG_DST, ArgSource::kBuffer, 2, dst, false},
+                   Arg{DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, ArgSource::kBuffer, 3, one, false}};
+      step.post_ops = {PostOp{PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_mul), 0, 0, 1.0f},
+                       PostOp{PostOp::Kind::kEltwise, int32_t(dnnl::algorithm::eltwise_linear), alpha, k.beta, 1.0f}};
+      const std::optional<IntMatMul> plan = planIntMatMul(step);
+      if (k.n % 64 == 0) {
+        ASSERT_TRUE(plan.has_value()) << layoutString(pd.weights_desc());
+      }
+      if (!plan) continue;
+      ++planned;
+      uint32_t state = uint32_t(k.m * 131 + k.n);
+      auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 8; };
+      std::vector<uint8_t> a(size_t(k.m * k.k));
+      std::vector<int8_t> w(size_t(k.k * k.n));
+      for (uint8_t& v : a) v = uint8_t(next());
+      for (int8_t& v : w) v = int8_t(next());
+      // One row and one column at the extremes: |sums| past 2^24, rounded to float.
+      for (int64_t i = 0; i < k.k; ++i) a[size_t(i)] = 255, w[size_t(i * k.n)] = 127;
+      std::vector<std::byte> packed(pd.weights_desc().get_size());
+      dnnl::memory mw_plain(plain_w, eng, w.data()), mw(pd.weights_desc(), eng, packed.data());
+      dnnl::reorder(mw_plain, mw).execute(strm, mw_plain, mw);
+      int32_t zp = k.zero_point;
+      float scale = 0.0123f;
+      std::vector<float> want(size_t(k.m * k.n), -1.f), got(size_t(k.m * k.n), -2.f);
+      std::vector<std::byte> scratch(pd.scratchpad_desc().get_size() + 64);
+      dnnl::memory ma(src, eng, a.data()), mz(zp_md, eng, &zp), md(dst, eng, want.data()), ms(one, eng, &scale),
+          mscratch(pd.scratchpad_desc(), eng, scratch.data());
+      dnnl::matmul(pd).execute(strm, {{DNNL_ARG_SRC, ma},
+                                      {DNNL_ARG_WEIGHTS, mw},
+                                      {DNNL_ARG_DST, md},
+                                      {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, mz},
+                                      {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, ms},
+                                      {DNNL_ARG_SCRATCHPAD, mscratch}});
+      strm.wait();
+      intMatMul(*plan, a.data(), reinterpret_cast<const int8_t*>(packed.data()), zp, scale, got.data());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+            << "element " << i << ": " << got[i] << " against " << want[i];
+    }
+  omp_set_num_threads(2);
+  EXPECT_GE(planned, 10);
+}
+
+// What planIntMatMul leaves to oneDNN's matmul.
+TEST(DnnlKernels, IntMatMulPlansOnlyItsOwnSteps) {
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  const memory::desc src({8, 64}, dt::u8, tag::ab), dst({8, 64}, dt::f32, tag::ab), zp_md({1}, dt::s32, tag::a);
+  memory::desc packed({64, 64}, dt::s8, tag::BA16a64b4a);
+  packed.data.extra.flags = dnnl_memory_extra_flag_compensation_conv_asymmetric_src;
+  packed.data.extra.asymm_compensation_mask = 2;
+  auto plan = [&](const std::function<void(Step&)>& edit = {}) {
+    Step s;
+    s.kind = StepKind::kMatMul;
+    s.args = {Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, src, false},
+              Arg{DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, ArgSource::kBuffer, 1, zp_md, false},
+              Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0, packed, false},
+              Arg{DNNL_ARG_DST, ArgSource::kBuffer, 2, dst, false}};
+    if (edit) edit(s);
+    return planIntMatMul(s).has_value();
+  };
+  const PostOp linear{PostOp::Kind::kEltwise, int32_t(dnnl::algorithm::eltwise_linear), 0.5f, 0.f, 1.0f};
+  const PostOp mul{PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_mul), 0, 0, 1.0f};
+  const Arg one{DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, ArgSource::kBuffer, 3,
+                memory::desc({1, 1}, dt::f32, tag::ab), false};
+  EXPECT_TRUE(plan());
+  EXPECT_TRUE(plan([](Step& s) { s.post_ops = {PostOp{PostOp::Kind::kEltwise, int32_t(dnnl::algorithm::eltwise_linear), 0.5f, 0.f, 1.0f}}; }));
+  // A multiply after the linear eltwise (not the order the kernel applies them in).
+  EXPECT_FALSE(plan([&](Step& s) { s.post_ops = {linear, mul}; s.args.push_back(one); }));
+  EXPECT_FALSE(plan([&](Step& s) { s.post_ops = {linear, linear}; }));
+  EXPECT_FALSE(plan([&](Step& s) { s.post_ops = {mul}; }));  // its operand missing
+  EXPECT_FALSE(plan([](Step& s) {
+    s.post_ops = {PostOp{PostOp::Kind::kEltwise, int32_t(dnnl::algorithm::eltwise_relu), 0.f, 0.f, 1.0f}};
+  }));
+  EXPECT_FALSE(plan([](Step& s) { s.quant.output_scales = {0.5f}; }));
+  EXPECT_FALSE(plan([](Step& s) { s.args.erase(s.args.begin() + 1); }));  // no zero point
+  EXPECT_FALSE(plan([](Step& s) {
+    s.args.push_back(Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 1, memory::desc({1, 64}, dt::f32, tag::ab), false});
+  }));
+  EXPECT_FALSE(plan([](Step& s) { s.find(DNNL_ARG_WEIGHTS)->md = memory::desc({64, 64}, dt::s8, tag::ab); }));
+  EXPECT_FALSE(plan([](Step& s) { s.find(DNNL_ARG_WEIGHTS)->source = ArgSource::kBuffer; }));
+  EXPECT_FALSE(plan([](Step& s) { s.find(DNNL_ARG_SRC)->md = memory::desc({8, 64}, dt::s8, tag::ab); }));
+  EXPECT_FALSE(plan([](Step& s) { s.find(DNNL_ARG_DST)->md = memory::desc({8, 64}, dt::f32, tag::ba); }));
+  EXPECT_FALSE(plan([](Step& s) { s.kind = StepKind::kConvolution; }));
 }
 
 TEST(DnnlKernels, PlainTransposeMovesEachElement) {

@@ -225,6 +225,30 @@ std::optional<QuantizeCopy> planQuantizeCopy(const Step& step);
 // OpenMP team.
 void quantizeCopy(const QuantizeCopy& q, const float* x, uint8_t* y);
 
+// A dynamic-int8 matmul step (StepKind::kMatMul: uint8 source [M, K] row-major with a
+// run-time zero point, int8 weights [K, N] as oneDNN 2.6 stores them for it
+// (BA16a64b4a: 64-column panels of K / 4 groups of 64 columns x 4 rows, padded with
+// zeros to whole panels and 64 rows, followed by the negated column sums, its
+// asymmetric-source compensation), float32 result [M, N] row-major, then at most a
+// multiply by a one-element float32 operand and a linear eltwise (alpha * x + beta),
+// in that order): the module runs it as its own loop, 6 x 64 tiles of `vpdpbusd`
+// accumulators, which reaches this core's VNNI peak (~460 G multiply-adds a second
+// at one thread) where oneDNN 2.6's brgemm reached 340-380 on the encoder's shapes.
+struct IntMatMul {
+  int64_t m = 0, k = 0, n = 0;
+  int64_t panel_bytes = 0;           // one 64-column panel: K padded to 64, times 64
+  int64_t compensation_offset = 0;   // bytes from the weights to their negated column sums
+  int scale_post_op = -1;            // the multiply's post-op index (its operand), or -1
+  bool linear = false;               // a linear eltwise after it
+  float alpha = 1, beta = 0;
+};
+// Its plan, or nullopt for any other step (and always without AVX-512 VNNI).
+std::optional<IntMatMul> planIntMatMul(const Step& step);
+// Runs it: c = post-ops(float(a * w + zero_point * compensation)), the same bits as
+// oneDNN's primitive. `scale` is read only when the plan has the multiply. Uses the
+// calling thread's OpenMP team, the (panel, row block) pairs split between its threads.
+void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t zero_point, float scale, float* c);
+
 // A reorder between two dense plain (unblocked) layouts of one tensor that is, once
 // the dims both keep side by side in one order are merged, a batch of matrix
 // transposes: dst[b][r][c] = src[b][c][r] (NCHW to NHWC: b = N, r = H * W, c = C; and

@@ -403,6 +403,10 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
       ls.max_pool = planFloatMaxPool(step);
       if (ls.max_pool) ls.implementation = "partita:max_pool";
     }
+    if (step.kind == StepKind::kMatMul) {  // (its primitive, made above, checked the arguments)
+      ls.int_matmul = planIntMatMul(step);
+      if (ls.int_matmul) ls.implementation = "partita:int8_matmul";
+    }
     lf.steps.push_back(std::move(ls));
   }
   // Region-local buffers share one arena by lifetime. A buffer whose layout has
@@ -675,6 +679,16 @@ const dnnl_memory_desc_t* argDesc(const StepArgs& a, int key) {
   return md;
 }
 
+// A planned dynamic-int8 matmul over its step's arguments.
+template <typename StepArgs>
+void runIntMatMul(const IntMatMul& p, const StepArgs& a) {
+  const float scale =
+      p.scale_post_op >= 0 ? *argData<const float>(a, DNNL_ARG_ATTR_MULTIPLE_POST_OP(p.scale_post_op) | DNNL_ARG_SRC_1)
+                           : 1.0f;
+  intMatMul(p, argData<const uint8_t>(a, DNNL_ARG_SRC), argData<const int8_t>(a, DNNL_ARG_WEIGHTS),
+            *argData<const int32_t>(a, DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC), scale, argData<float>(a, DNNL_ARG_DST));
+}
+
 // A kAddLayerNorm's or kBiasGelu's quantized result, when the step has one, into the
 // kernel's arguments `p`.
 template <typename StepArgs, typename KernelArgs>
@@ -870,6 +884,7 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
           return quantizeCopy(*ls.quantize, argData<const float>(a, DNNL_ARG_SRC), argData<uint8_t>(a, DNNL_ARG_DST));
         if (ls.max_pool)
           return floatMaxPool(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST), *ls.max_pool);
+        if (ls.int_matmul) return runIntMatMul(*ls.int_matmul, a);
         const dnnl_primitive_t primitive = alone ? serial->primitives[s].get() : ls.primitive.get();
         dnnl::error::wrap_c_api(
             dnnl_primitive_execute(primitive, ws.stream.get(), int(a.c_args.size()), a.c_args.data()),

@@ -145,6 +145,9 @@ class DnnlModule final : public runtime::RuntimeModule {
     // A static quantization of float32 to int8 between dense layouts alike
     // (planQuantizeCopy): run so, not by its primitive.
     std::optional<QuantizeCopy> quantize;
+    // A dynamic-int8 matmul in the layouts the module's own loop takes (planIntMatMul):
+    // run so, not by its primitive.
+    std::optional<IntMatMul> int_matmul;
     std::vector<LoadedArg> args;
     dnnl::memory::desc scratchpad;
     // Its profile event's details, made at the first profiled run that reports it.
