@@ -1901,6 +1901,92 @@ TEST(DnnlKernels, IntMatMulPlansOnlyItsOwnSteps) {
   EXPECT_FALSE(plan([](Step& s) { s.kind = StepKind::kConvolution; }));
 }
 
+// The module's own float32 matmul between activations (planFloatMatMul) against a
+// double-precision product and oneDNN's primitive on the same step: batched and 2-D,
+// row counts leaving 1-5 rows after the 6-row tiles, columns ending in a partial vector
+// or panel, at 1 and 2 threads. It sums over K in order, oneDNN in blocks: the two
+// agree to float32 rounding, not bit for bit.
+TEST(DnnlKernels, FloatMatMulMatchesOneDnnMatMul) {
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  const dnnl::engine& eng = cpuEngine();
+  dnnl::stream strm(eng);
+  struct Case {
+    int64_t batch, m, k, n;
+  };
+  const Case cases[] = {{4, 256, 256, 64}, {4, 256, 64, 256}, {1, 7, 5, 100}, {3, 13, 33, 17}, {0, 11, 64, 130}};
+  for (const Case& k : cases)
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::to_string(k.batch) + "x" + std::to_string(k.m) + "x" + std::to_string(k.k) + "x" +
+                   std::to_string(k.n) + ", " + std::to_string(threads) + " threads");
+      omp_set_num_threads(threads);
+      const bool two_d = k.batch == 0;
+      const int64_t batch = two_d ? 1 : k.batch;
+      auto md = [&](int64_t r, int64_t c) {
+        return two_d ? memory::desc({r, c}, dt::f32, tag::ab) : memory::desc({batch, r, c}, dt::f32, tag::abc);
+      };
+      const memory::desc src = md(k.m, k.k), wei = md(k.k, k.n), dst = md(k.m, k.n);
+      Step step;
+      step.kind = StepKind::kMatMul;
+      step.args = {Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, src, false},
+                   Arg{DNNL_ARG_WEIGHTS, ArgSource::kBuffer, 1, wei, false},
+                   Arg{DNNL_ARG_DST, ArgSource::kBuffer, 2, dst, false}};
+      const std::optional<FloatMatMul> plan = planFloatMatMul(step);
+      ASSERT_TRUE(plan.has_value());
+      const std::vector<float> a = testing::randomFloats(size_t(batch * k.m * k.k), 3),
+                               b = testing::randomFloats(size_t(batch * k.k * k.n), 4);
+      std::vector<float> want(size_t(batch * k.m * k.n), -1.f), got(want.size(), -2.f);
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), attr, eng);
+      std::vector<std::byte> scratch(pd.scratchpad_desc().get_size() + 64);
+      dnnl::memory ma(src, eng, const_cast<float*>(a.data())), mb(wei, eng, const_cast<float*>(b.data())),
+          mc(dst, eng, want.data()), ms(pd.scratchpad_desc(), eng, scratch.data());
+      dnnl::matmul(pd).execute(strm, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}});
+      strm.wait();
+      floatMatMul(*plan, a.data(), b.data(), got.data());
+      for (int64_t bi = 0; bi < batch; ++bi)
+        for (int64_t i = 0; i < k.m; ++i)
+          for (int64_t j = 0; j < k.n; ++j) {
+            double exact = 0, magnitude = 0;
+            for (int64_t q = 0; q < k.k; ++q) {
+              const double t = double(a[size_t((bi * k.m + i) * k.k + q)]) * b[size_t((bi * k.k + q) * k.n + j)];
+              exact += t;
+              magnitude += std::fabs(t);
+            }
+            const size_t at = size_t((bi * k.m + i) * k.n + j);
+            // Summed in float32: within K ulps of the terms' magnitude.
+            const double bound = magnitude * double(k.k) * 6e-8 + 1e-30;
+            ASSERT_LE(std::fabs(got[at] - exact), bound) << "element " << at;
+            ASSERT_LE(std::fabs(want[at] - got[at]), 2 * bound) << "element " << at;
+          }
+    }
+  omp_set_num_threads(2);
+  // What it leaves to oneDNN's matmul: weights in another layout (the keys' transposed
+  // copy) or constant, post-ops, a bias.
+  const memory::desc src({2, 8, 16}, dt::f32, tag::abc), wei({2, 16, 32}, dt::f32, tag::abc),
+      dst({2, 8, 32}, dt::f32, tag::abc);
+  auto plan = [&](const std::function<void(Step&)>& edit) {
+    Step s;
+    s.kind = StepKind::kMatMul;
+    s.args = {Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, src, false}, Arg{DNNL_ARG_WEIGHTS, ArgSource::kBuffer, 1, wei, false},
+              Arg{DNNL_ARG_DST, ArgSource::kBuffer, 2, dst, false}};
+    edit(s);
+    return planFloatMatMul(s).has_value();
+  };
+  EXPECT_TRUE(plan([](Step&) {}));
+  EXPECT_FALSE(plan([](Step& s) { s.find(DNNL_ARG_WEIGHTS)->md = memory::desc({2, 16, 32}, dt::f32, tag::acb); }));
+  EXPECT_FALSE(plan([](Step& s) { s.find(DNNL_ARG_WEIGHTS)->source = ArgSource::kConstant; }));
+  EXPECT_FALSE(plan([](Step& s) { s.find(DNNL_ARG_SRC)->md = memory::desc({2, 8, 16}, dt::bf16, tag::abc); }));
+  EXPECT_FALSE(plan([](Step& s) {
+    s.post_ops = {PostOp{PostOp::Kind::kEltwise, int32_t(dnnl::algorithm::eltwise_relu), 0.f, 0.f, 1.0f}};
+  }));
+  EXPECT_FALSE(plan([](Step& s) {
+    s.args.push_back(Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, memory::desc({1, 1, 32}, dt::f32, tag::abc), false});
+  }));
+  EXPECT_FALSE(plan([](Step& s) { s.find(DNNL_ARG_DST)->md = memory::desc({2, 8, 32}, dt::f32, tag::acb); }));
+}
+
 TEST(DnnlKernels, PlainTransposeMovesEachElement) {
   using dt = memory::data_type;
   using tag = memory::format_tag;

@@ -1776,6 +1776,132 @@ void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t ze
   throw Error(ErrorCode::kInternal, "intMatMul: built without AVX-512 VNNI");
 #endif
 }
+
+std::optional<FloatMatMul> planFloatMatMul(const Step& step) {
+#ifdef __AVX512F__
+  using dt = memory::data_type;
+  if (step.kind != StepKind::kMatMul || !step.quant.empty() || !step.post_ops.empty() || step.args.size() != 3)
+    return std::nullopt;
+  const Arg* x = step.find(DNNL_ARG_SRC);
+  const Arg* w = step.find(DNNL_ARG_WEIGHTS);
+  const Arg* y = step.find(DNNL_ARG_DST);
+  if (!x || !w || !y || w->source != ArgSource::kBuffer) return std::nullopt;
+  const int rank = x->md.data.ndims;
+  if (rank < 2 || rank > 3 || w->md.data.ndims != rank || y->md.data.ndims != rank) return std::nullopt;
+  FloatMatMul p;
+  p.batch = rank == 3 ? x->md.data.dims[0] : 1;
+  p.m = x->md.data.dims[rank - 2];
+  p.k = x->md.data.dims[rank - 1];
+  p.n = w->md.data.dims[rank - 1];
+  if (p.batch <= 0 || p.m <= 0 || p.k <= 0 || p.n <= 0 || w->md.data.dims[rank - 2] != p.k ||
+      (rank == 3 && (w->md.data.dims[0] != p.batch || y->md.data.dims[0] != p.batch)))
+    return std::nullopt;
+  auto rowMajor = [&](const std::vector<int64_t>& dims) {
+    return memory::desc(memory::dims(dims.begin(), dims.end()), dt::f32, rank == 3 ? memory::format_tag::abc : memory::format_tag::ab);
+  };
+  auto dims = [&](int64_t rows, int64_t cols) {
+    return rank == 3 ? std::vector<int64_t>{p.batch, rows, cols} : std::vector<int64_t>{rows, cols};
+  };
+  if (!sameDesc(x->md, rowMajor(dims(p.m, p.k))) || !sameDesc(w->md, rowMajor(dims(p.k, p.n))) ||
+      !sameDesc(y->md, rowMajor(dims(p.m, p.n))))
+    return std::nullopt;
+  return p;
+#else
+  (void)step;
+  return std::nullopt;
+#endif
+}
+
+#ifdef __AVX512F__
+namespace {
+
+// Rows [0, MR) of 64 columns: a the first row's K values (rows lda apart), b the
+// weights' first row of these columns (rows ldb apart), c the first row's results
+// (rows ldc apart), `store` the columns inside N per vector. As intMatMulTile: each
+// accumulator a variable, the tile a function, the accumulators pinned at the end.
+template <int MR>
+__attribute__((noinline)) void floatMatMulTile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k,
+                                               float* c, int64_t ldc, const __mmask16 (&store)[4]) {
+  static_assert(MR >= 1 && MR <= 6);
+  __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c02 = _mm512_setzero_ps(), c03 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps(), c12 = _mm512_setzero_ps(), c13 = _mm512_setzero_ps(), c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps(), c22 = _mm512_setzero_ps(), c23 = _mm512_setzero_ps(), c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps(), c32 = _mm512_setzero_ps(), c33 = _mm512_setzero_ps(), c40 = _mm512_setzero_ps(), c41 = _mm512_setzero_ps(), c42 = _mm512_setzero_ps(), c43 = _mm512_setzero_ps(), c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps(), c52 = _mm512_setzero_ps(), c53 = _mm512_setzero_ps();
+  for (int64_t q = 0; q < k; ++q, b += ldb) {
+    const __m512 b0 = _mm512_maskz_loadu_ps(store[0], b), b1 = _mm512_maskz_loadu_ps(store[1], b + 16),
+                 b2 = _mm512_maskz_loadu_ps(store[2], b + 32), b3 = _mm512_maskz_loadu_ps(store[3], b + 48);
+#define PARTITA_FLOAT_ROW(i)                                \
+  if constexpr (MR > i) {                                   \
+    const __m512 v = _mm512_set1_ps(a[i * lda + q]);        \
+    c##i##0 = _mm512_fmadd_ps(v, b0, c##i##0);              \
+    c##i##1 = _mm512_fmadd_ps(v, b1, c##i##1);              \
+    c##i##2 = _mm512_fmadd_ps(v, b2, c##i##2);              \
+    c##i##3 = _mm512_fmadd_ps(v, b3, c##i##3);              \
+  }
+    PARTITA_FLOAT_ROW(0)
+    PARTITA_FLOAT_ROW(1)
+    PARTITA_FLOAT_ROW(2)
+    PARTITA_FLOAT_ROW(3)
+    PARTITA_FLOAT_ROW(4)
+    PARTITA_FLOAT_ROW(5)
+#undef PARTITA_FLOAT_ROW
+  }
+  asm("" : "+v"(c00), "+v"(c01), "+v"(c02), "+v"(c03), "+v"(c10), "+v"(c11), "+v"(c12), "+v"(c13), "+v"(c20), "+v"(c21), "+v"(c22), "+v"(c23));
+  asm("" : "+v"(c30), "+v"(c31), "+v"(c32), "+v"(c33), "+v"(c40), "+v"(c41), "+v"(c42), "+v"(c43), "+v"(c50), "+v"(c51), "+v"(c52), "+v"(c53));
+#define PARTITA_FLOAT_STORE(i)                                \
+  if constexpr (MR > i) {                                     \
+    float* row = c + i * ldc;                                 \
+    _mm512_mask_storeu_ps(row, store[0], c##i##0);            \
+    _mm512_mask_storeu_ps(row + 16, store[1], c##i##1);       \
+    _mm512_mask_storeu_ps(row + 32, store[2], c##i##2);       \
+    _mm512_mask_storeu_ps(row + 48, store[3], c##i##3);       \
+  }
+  PARTITA_FLOAT_STORE(0)
+  PARTITA_FLOAT_STORE(1)
+  PARTITA_FLOAT_STORE(2)
+  PARTITA_FLOAT_STORE(3)
+  PARTITA_FLOAT_STORE(4)
+  PARTITA_FLOAT_STORE(5)
+#undef PARTITA_FLOAT_STORE
+}
+
+}  // namespace
+#endif
+
+void floatMatMul(const FloatMatMul& p, const float* a, const float* b, float* c) {
+#ifdef __AVX512F__
+  const int64_t bands = (p.m + 5) / 6, panels = (p.n + 63) / 64;
+  // Work items (batch, band of 6 rows), batch-major: a thread's items share few
+  // batches, whose weights stay in its caches.
+  onTeam(
+      p.batch * bands,
+      [&](int64_t first, int64_t end, int) {
+        for (int64_t item = first; item < end; ++item) {
+          const int64_t bi = item / bands, r = (item % bands) * 6, rows = std::min<int64_t>(6, p.m - r);
+          const float* ar = a + (bi * p.m + r) * p.k;
+          float* cr = c + (bi * p.m + r) * p.n;
+          for (int64_t panel = 0; panel < panels; ++panel) {
+            const int64_t n0 = panel * 64;
+            __mmask16 store[4];
+            for (int j = 0; j < 4; ++j) {
+              const int64_t left = std::clamp<int64_t>(p.n - (n0 + 16 * j), 0, 16);
+              store[j] = __mmask16((1u << left) - 1);
+            }
+            const float* bp = b + bi * p.k * p.n + n0;
+            switch (rows) {
+              case 6: floatMatMulTile<6>(ar, p.k, bp, p.n, p.k, cr + n0, p.n, store); break;
+              case 5: floatMatMulTile<5>(ar, p.k, bp, p.n, p.k, cr + n0, p.n, store); break;
+              case 4: floatMatMulTile<4>(ar, p.k, bp, p.n, p.k, cr + n0, p.n, store); break;
+              case 3: floatMatMulTile<3>(ar, p.k, bp, p.n, p.k, cr + n0, p.n, store); break;
+              case 2: floatMatMulTile<2>(ar, p.k, bp, p.n, p.k, cr + n0, p.n, store); break;
+              default: floatMatMulTile<1>(ar, p.k, bp, p.n, p.k, cr + n0, p.n, store); break;
+            }
+          }
+        }
+      },
+      1);
+#else
+  (void)p, (void)a, (void)b, (void)c;
+  throw Error(ErrorCode::kInternal, "floatMatMul: built without AVX-512");
+#endif
+}
 #pragma GCC diagnostic pop
 
 namespace {

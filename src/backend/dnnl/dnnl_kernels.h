@@ -249,6 +249,19 @@ std::optional<IntMatMul> planIntMatMul(const Step& step);
 // calling thread's OpenMP team, the (panel, row block) pairs split between its threads.
 void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t zero_point, float scale, float* c);
 
+// A float32 matmul step between activations (StepKind::kMatMul: source [B, M, K] and
+// weights [B, K, N] read from buffers, result [B, M, N], all dense row-major, no bias,
+// post-ops or scales; attention's scores and context): the module runs it as its own
+// loop of 6 x 64 tiles of FMA accumulators, summing over K in order.
+struct FloatMatMul {
+  int64_t batch = 1, m = 0, k = 0, n = 0;
+};
+// Its plan, or nullopt for any other step (and always without AVX-512).
+std::optional<FloatMatMul> planFloatMatMul(const Step& step);
+// Runs it: c = a * b, each batch's product. Uses the calling thread's OpenMP team, the
+// (batch, band of rows) pairs split between its threads.
+void floatMatMul(const FloatMatMul& p, const float* a, const float* b, float* c);
+
 // A reorder between two dense plain (unblocked) layouts of one tensor that is, once
 // the dims both keep side by side in one order are merged, a batch of matrix
 // transposes: dst[b][r][c] = src[b][c][r] (NCHW to NHWC: b = N, r = H * W, c = C; and

@@ -406,6 +406,8 @@ DnnlModule::LoadedFunction DnnlModule::loadFunction(const Function& fn, const st
     if (step.kind == StepKind::kMatMul) {  // (its primitive, made above, checked the arguments)
       ls.int_matmul = planIntMatMul(step);
       if (ls.int_matmul) ls.implementation = "partita:int8_matmul";
+      ls.float_matmul = planFloatMatMul(step);
+      if (ls.float_matmul) ls.implementation = "partita:matmul";
     }
     lf.steps.push_back(std::move(ls));
   }
@@ -885,6 +887,9 @@ void DnnlModule::execute(const LoadedFunction& lf, Workspace& ws, size_t slot, u
         if (ls.max_pool)
           return floatMaxPool(argData<const float>(a, DNNL_ARG_SRC), argData<float>(a, DNNL_ARG_DST), *ls.max_pool);
         if (ls.int_matmul) return runIntMatMul(*ls.int_matmul, a);
+        if (ls.float_matmul)
+          return floatMatMul(*ls.float_matmul, argData<const float>(a, DNNL_ARG_SRC),
+                             argData<const float>(a, DNNL_ARG_WEIGHTS), argData<float>(a, DNNL_ARG_DST));
         const dnnl_primitive_t primitive = alone ? serial->primitives[s].get() : ls.primitive.get();
         dnnl::error::wrap_c_api(
             dnnl_primitive_execute(primitive, ws.stream.get(), int(a.c_args.size()), a.c_args.data()),

@@ -148,6 +148,9 @@ class DnnlModule final : public runtime::RuntimeModule {
     // A dynamic-int8 matmul in the layouts the module's own loop takes (planIntMatMul):
     // run so, not by its primitive.
     std::optional<IntMatMul> int_matmul;
+    // A float32 matmul between row-major activations (planFloatMatMul): run so, not
+    // by its primitive.
+    std::optional<FloatMatMul> float_matmul;
     std::vector<LoadedArg> args;
     dnnl::memory::desc scratchpad;
     // Its profile event's details, made at the first profiled run that reports it.
