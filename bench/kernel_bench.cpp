@@ -91,6 +91,8 @@ const std::vector<MatMulShape> kMatMulShapes = {
     {"bert.ffn1.128x256x1024", 1, 128, 256, 1024},
     {"bert.ffn2.128x1024x256", 1, 128, 1024, 256},
     {"bert.scores.4x128x64x128", 4, 128, 64, 128},
+    {"bert.scores.4x256x64x256", 4, 256, 64, 256},
+    {"bert.context.4x256x256x64", 4, 256, 256, 64},
 };
 
 std::vector<float> randomFloats(int64_t n, unsigned seed) {
@@ -342,6 +344,26 @@ void encoderSoftmax(benchmark::State& state, int threads) {
   }
 }
 
+// Attention's context (probabilities times V, [4, 256, 256] x [4, 256, 64]) by the
+// module's own float32 matmul loop (planFloatMatMul), as the encoder runs it; against
+// oneDNN's: matmul/bert.context.4x256x256x64.
+void encoderContext(benchmark::State& state, int threads) {
+  setThreads(threads);
+  dk::FloatMatMul p;
+  p.batch = kHeads;
+  p.m = kTokens;
+  p.k = kTokens;
+  p.n = kHeadDim;
+  const std::vector<float> a = randomFloats(kHeads * kTokens * kTokens, 17), b = randomFloats(kHeads * kTokens * kHeadDim, 18);
+  std::vector<float> c(size_t(kHeads * kTokens * kHeadDim));
+  for (auto _ : state) {
+    dk::floatMatMul(p, a.data(), b.data(), c.data());
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(kHeads * kTokens * kTokens * kHeadDim) * double(state.iterations()),
+                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
 // The feed-forward block's bias + Gelu + the next MatMul's dynamic quantization.
 void encoderBiasGelu(benchmark::State& state, int threads) {
   setThreads(threads);
@@ -543,7 +565,7 @@ void registerAll() {
     const std::pair<const char*, void (*)(benchmark::State&, int)> encoder[] = {
         {"layer_norm", encoderLayerNorm},           {"softmax", encoderSoftmax},
         {"bias_gelu", encoderBiasGelu},             {"head_copies", encoderHeadCopies},
-        {"context_quantized", encoderContextQuantized}};
+        {"context_quantized", encoderContextQuantized}, {"context", encoderContext}};
     for (const auto& [name, f] : encoder)
       benchmark::RegisterBenchmark((std::string("encoder/") + name + t).c_str(),
                                    [f = f, threads](benchmark::State& st) { f(st, threads); })
