@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/dnnl/dnnl_memory_desc.h"
@@ -162,6 +163,21 @@ dnnl::primitive_desc_base rnnDesc(const Step& s, const dnnl::primitive_attr& att
   }
 }
 
+// A sliding-window step's lists (strides, dilations, pads and, for pooling, the
+// kernel) as long as its source's and destination's spatial rank, at least 1: oneDNN
+// 2.6's C++ descriptors check their lengths against the source's rank, then take the
+// first element's address, which for a rank-2 source is an empty list's (found by the
+// artifact fuzzer: a pooling step over [N, C]).
+void checkWindowLists(const Step& s, const char* what, bool with_kernel) {
+  const int src_rank = required(s, DNNL_ARG_SRC).data.ndims, dst_rank = required(s, DNNL_ARG_DST).data.ndims;
+  const size_t sp = size_t(std::max(src_rank - 2, 0));
+  if (sp < 1 || dst_rank != src_rank || s.strides.size() != sp || s.dilates.size() != sp || s.pad_l.size() != sp ||
+      s.pad_r.size() != sp || (with_kernel && s.kernel.size() != sp))
+    throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label + "' (" + what +
+                                                 ") has windows that do not fit its source's rank " +
+                                                 std::to_string(src_rank));
+}
+
 }  // namespace
 
 dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& eng) {
@@ -171,6 +187,7 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
       return dnnl::reorder::primitive_desc(eng, required(s, DNNL_ARG_SRC), eng, required(s, DNNL_ARG_DST),
                                            attr);
     case StepKind::kConvolution: {
+      checkWindowLists(s, "convolution", false);
       {
         const memory::desc dst = required(s, DNNL_ARG_DST), w = required(s, DNNL_ARG_WEIGHTS);
         const int rank = dst.data.ndims, sp = rank - 2;
@@ -197,6 +214,7 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
       return dnnl::convolution_forward::primitive_desc(d, attr, eng);
     }
     case StepKind::kDeconvolution: {
+      checkWindowLists(s, "deconvolution", false);
       dnnl::deconvolution_forward::desc d(prop_kind::forward_inference, algorithm::deconvolution_direct,
                                           required(s, DNNL_ARG_SRC), required(s, DNNL_ARG_WEIGHTS),
                                           requested(s, DNNL_ARG_BIAS), required(s, DNNL_ARG_DST),
@@ -209,6 +227,7 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
       return dnnl::matmul::primitive_desc(d, attr, eng);
     }
     case StepKind::kPooling: {
+      checkWindowLists(s, "pooling", true);
       if (std::string why = poolWorkBound(dimsOf(required(s, DNNL_ARG_DST)), s.kernel); !why.empty())
         throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label + "' (pooling): " + why);
       dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, algorithm(s.alg),
