@@ -1037,6 +1037,28 @@ TEST(DnnlKernels, APoolingOfHugeWindowsStaysOnTheHost) {
             std::string::npos);
 }
 
+// A pooling step over a source without spatial dims, or whose window lists do not
+// match its rank, is refused at load with the step named (fuzz finding: oneDNN 2.6's
+// C++ descriptor took the address of an empty list's first element).
+TEST(DnnlKernels, APoolingStepsWindowsMustFitItsRank) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {1, 4, 8, 8});
+  ir::AttributeMap a;
+  a.setInts("kernel_shape", {2, 2});
+  a.setInts("strides", {2, 2});
+  b.g.outputs.push_back(b.node("MaxPool", {b.node("Relu", {x}, {}, 13)}, a, 12));
+  Compiled c = testing::compile(b.g, {"dnnl", "host"});
+  const std::string flat = loadWithEditedStepsOf(c, StepKind::kPooling, [](Step& st) {
+    for (int key : {DNNL_ARG_SRC, DNNL_ARG_DST}) st.find(key)->md = plainDesc({1, 4});
+    st.kernel.clear(), st.strides.clear(), st.dilates.clear(), st.pad_l.clear(), st.pad_r.clear();
+  });
+  EXPECT_NE(flat.find("windows that do not fit its source's rank 2"), std::string::npos) << flat;
+  const std::string short_kernel =
+      loadWithEditedStepsOf(c, StepKind::kPooling, [](Step& st) { st.kernel.resize(1); });
+  EXPECT_NE(short_kernel.find("(pooling) has windows that do not fit"), std::string::npos) << short_kernel;
+  EXPECT_EQ(loadWithEditedStepsOf(c, StepKind::kPooling, [](Step&) {}), "loaded");
+}
+
 // A sum post-op (a residual Add) whose zero point is no int32 is refused when the blob
 // is read (fuzz finding: 3.97e34 converted to int, undefined behaviour, at load).
 TEST(DnnlKernels, ASumPostOpsZeroPointMustBeAnInt32) {
