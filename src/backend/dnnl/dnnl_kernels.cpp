@@ -1646,78 +1646,132 @@ std::optional<IntMatMul> planIntMatMul(const Step& step) {
 #endif
 }
 
-#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+#ifdef __AVX512F__
 namespace {
 
-// A panel's compensation and a tile's epilogue: the conversion and the post-ops, in
-// oneDNN's order.
-struct IntMatMulTail {
+// The tile of both own matmuls: rows [0, MR) of 64 columns, a the first row's source
+// (rows lda apart), b the first step's weights, c the first row's results (rows ldc
+// apart). Each of the 24 accumulators is a variable of its own (GCC keeps an array of
+// them in memory), the tile a function of its own (inlined into the loop over tiles,
+// GCC spilled half of them), and the accumulators are pinned to registers at the
+// loop's end (else the epilogue's conversions made GCC 12 spill them inside the loop,
+// 2x slower). `Ops` is the arithmetic: Acc, the accumulators' vector; start(j), column
+// vector j's first value; load(b, j), a step's weights for vector j; next(b), the
+// next step's weights; broadcast(a, q), a row's source for step q in every lane;
+// madd(acc, a, b); store(row, j, acc).
+template <int MR, typename Ops>
+__attribute__((noinline)) void matMulTile(const typename Ops::Src* a, int64_t lda, const typename Ops::Weight* b,
+                                          int64_t steps, float* c, int64_t ldc, const Ops& ops) {
+  static_assert(MR >= 1 && MR <= 6);
+  using Acc = typename Ops::Acc;
+  const Acc z0 = ops.start(0), z1 = ops.start(1), z2 = ops.start(2), z3 = ops.start(3);
+  Acc c00 = z0, c01 = z1, c02 = z2, c03 = z3, c10 = z0, c11 = z1, c12 = z2, c13 = z3, c20 = z0, c21 = z1, c22 = z2, c23 = z3, c30 = z0, c31 = z1, c32 = z2, c33 = z3, c40 = z0, c41 = z1, c42 = z2, c43 = z3, c50 = z0, c51 = z1, c52 = z2, c53 = z3;
+  for (int64_t q = 0; q < steps; ++q, b = ops.next(b)) {
+    const Acc b0 = ops.load(b, 0), b1 = ops.load(b, 1), b2 = ops.load(b, 2), b3 = ops.load(b, 3);
+#define PARTITA_TILE_ROW(i)                            \
+  if constexpr (MR > i) {                              \
+    const Acc v = ops.broadcast(a + i * lda, q);       \
+    c##i##0 = Ops::madd(c##i##0, v, b0);               \
+    c##i##1 = Ops::madd(c##i##1, v, b1);               \
+    c##i##2 = Ops::madd(c##i##2, v, b2);               \
+    c##i##3 = Ops::madd(c##i##3, v, b3);               \
+  }
+    PARTITA_TILE_ROW(0)
+    PARTITA_TILE_ROW(1)
+    PARTITA_TILE_ROW(2)
+    PARTITA_TILE_ROW(3)
+    PARTITA_TILE_ROW(4)
+    PARTITA_TILE_ROW(5)
+#undef PARTITA_TILE_ROW
+  }
+  asm("" : "+v"(c00), "+v"(c01), "+v"(c02), "+v"(c03), "+v"(c10), "+v"(c11), "+v"(c12), "+v"(c13), "+v"(c20), "+v"(c21), "+v"(c22), "+v"(c23));
+  asm("" : "+v"(c30), "+v"(c31), "+v"(c32), "+v"(c33), "+v"(c40), "+v"(c41), "+v"(c42), "+v"(c43), "+v"(c50), "+v"(c51), "+v"(c52), "+v"(c53));
+#define PARTITA_TILE_STORE(i)         \
+  if constexpr (MR > i) {             \
+    float* row = c + i * ldc;         \
+    ops.store(row, 0, c##i##0);       \
+    ops.store(row, 1, c##i##1);       \
+    ops.store(row, 2, c##i##2);       \
+    ops.store(row, 3, c##i##3);       \
+  }
+  PARTITA_TILE_STORE(0)
+  PARTITA_TILE_STORE(1)
+  PARTITA_TILE_STORE(2)
+  PARTITA_TILE_STORE(3)
+  PARTITA_TILE_STORE(4)
+  PARTITA_TILE_STORE(5)
+#undef PARTITA_TILE_STORE
+}
+
+// Rows [0, rows) for rows <= 6: one tile of that height.
+template <typename Ops>
+void matMulRows(int64_t rows, const typename Ops::Src* a, int64_t lda, const typename Ops::Weight* b, int64_t steps,
+                float* c, int64_t ldc, const Ops& ops) {
+  switch (rows) {
+    case 6: return matMulTile<6>(a, lda, b, steps, c, ldc, ops);
+    case 5: return matMulTile<5>(a, lda, b, steps, c, ldc, ops);
+    case 4: return matMulTile<4>(a, lda, b, steps, c, ldc, ops);
+    case 3: return matMulTile<3>(a, lda, b, steps, c, ldc, ops);
+    case 2: return matMulTile<2>(a, lda, b, steps, c, ldc, ops);
+    default: return matMulTile<1>(a, lda, b, steps, c, ldc, ops);
+  }
+}
+
+// A panel's vectors' columns inside N (of n), from column n0.
+void panelMasks(int64_t n, int64_t n0, __mmask16 (&mask)[4]) {
+  for (int j = 0; j < 4; ++j) {
+    const int64_t left = std::clamp<int64_t>(n - (n0 + 16 * j), 0, 16);
+    mask[j] = __mmask16((1u << left) - 1);
+  }
+}
+
+#ifdef __AVX512VNNI__
+// The int8 matmul's arithmetic: a step is four rows of the weights (a group of
+// BA16a64b4a: 64 columns x 4 int8, 256 bytes), `vpdpbusd` of four source bytes; each
+// accumulator starts at its column's zero-point compensation (int32 sums wrap alike in
+// any order: the same bits as adding it at the end); the epilogue converts and applies
+// the post-ops in oneDNN's order.
+struct IntTileOps {
+  using Src = uint8_t;
+  using Weight = int8_t;
+  using Acc = __m512i;
   __m512i compensation[4];  // zero_point * (negated column sum) for the panel's 4 vectors
-  __mmask16 store[4];       // the panel's columns inside N
+  __mmask16 mask[4];        // the panel's columns inside N
   __m512 scale, alpha, beta;
   bool mul, linear;
-  __m512 finish(__m512i acc) const {
+  Acc start(int j) const { return compensation[j]; }
+  static Acc load(const int8_t* b, int j) { return _mm512_loadu_si512(b + 64 * j); }
+  static const int8_t* next(const int8_t* b) { return b + 256; }
+  static Acc broadcast(const uint8_t* row, int64_t q) {
+    int32_t four;
+    std::memcpy(&four, row + 4 * q, sizeof four);
+    return _mm512_set1_epi32(four);
+  }
+  static Acc madd(Acc acc, Acc a, Acc b) { return _mm512_dpbusd_epi32(acc, a, b); }
+  void store(float* row, int j, Acc acc) const {
     __m512 v = _mm512_cvtepi32_ps(acc);
     if (mul) v = _mm512_mul_ps(v, scale);
     if (linear) v = _mm512_fmadd_ps(v, alpha, beta);
-    return v;
+    _mm512_mask_storeu_ps(row + 16 * j, mask[j], v);
   }
 };
+#endif
 
-// Rows [0, MR) of a 64-column panel: a the first row's source bytes (rows lda apart),
-// b the panel, quads = K / 4, c the first row's 64 results (rows ldc apart). Each
-// accumulator a variable of its own: GCC keeps an array of them in memory, and so it
-// does them when the tile is inlined into its caller's loop (2x slower).
-template <int MR>
-__attribute__((noinline)) void intMatMulTile(const uint8_t* a, int64_t lda, const int8_t* b, int64_t quads, float* c, int64_t ldc,
-                   const IntMatMulTail& t) {
-  static_assert(MR >= 1 && MR <= 6);
-  // Each accumulator starts at the zero point's compensation of its column: int32
-  // sums wrap alike in any order, so the same bits as adding it at the end.
-  const __m512i z0 = t.compensation[0], z1 = t.compensation[1], z2 = t.compensation[2], z3 = t.compensation[3];
-  __m512i c00 = z0, c01 = z1, c02 = z2, c03 = z3, c10 = z0, c11 = z1, c12 = z2, c13 = z3, c20 = z0, c21 = z1, c22 = z2, c23 = z3, c30 = z0, c31 = z1, c32 = z2, c33 = z3, c40 = z0, c41 = z1, c42 = z2, c43 = z3, c50 = z0, c51 = z1, c52 = z2, c53 = z3;
-  for (int64_t q = 0; q < quads; ++q, b += 256) {
-    const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64), b2 = _mm512_loadu_si512(b + 128),
-                  b3 = _mm512_loadu_si512(b + 192);
-    const uint8_t* col = a + 4 * q;
-#define PARTITA_INT_ROW(i)                                                        \
-  if constexpr (MR > i) {                                                         \
-    int32_t four;                                                                 \
-    std::memcpy(&four, col + i * lda, sizeof four);                               \
-    const __m512i v = _mm512_set1_epi32(four);                                    \
-    c##i##0 = _mm512_dpbusd_epi32(c##i##0, v, b0);                                \
-    c##i##1 = _mm512_dpbusd_epi32(c##i##1, v, b1);                                \
-    c##i##2 = _mm512_dpbusd_epi32(c##i##2, v, b2);                                \
-    c##i##3 = _mm512_dpbusd_epi32(c##i##3, v, b3);                                \
-  }
-    PARTITA_INT_ROW(0)
-    PARTITA_INT_ROW(1)
-    PARTITA_INT_ROW(2)
-    PARTITA_INT_ROW(3)
-    PARTITA_INT_ROW(4)
-    PARTITA_INT_ROW(5)
-#undef PARTITA_INT_ROW
-  }
-  // The accumulators pinned to registers at the loop's end: with the epilogue's
-  // conversions on them, GCC 12 otherwise spills half of them inside the loop.
-  asm("" : "+v"(c00), "+v"(c01), "+v"(c02), "+v"(c03), "+v"(c10), "+v"(c11), "+v"(c12), "+v"(c13), "+v"(c20), "+v"(c21), "+v"(c22), "+v"(c23));
-  asm("" : "+v"(c30), "+v"(c31), "+v"(c32), "+v"(c33), "+v"(c40), "+v"(c41), "+v"(c42), "+v"(c43), "+v"(c50), "+v"(c51), "+v"(c52), "+v"(c53));
-#define PARTITA_INT_STORE(i)                                                 \
-  if constexpr (MR > i) {                                                    \
-    float* row = c + i * ldc;                                                \
-    _mm512_mask_storeu_ps(row, t.store[0], t.finish(c##i##0));            \
-    _mm512_mask_storeu_ps(row + 16, t.store[1], t.finish(c##i##1));       \
-    _mm512_mask_storeu_ps(row + 32, t.store[2], t.finish(c##i##2));       \
-    _mm512_mask_storeu_ps(row + 48, t.store[3], t.finish(c##i##3));       \
-  }
-  PARTITA_INT_STORE(0)
-  PARTITA_INT_STORE(1)
-  PARTITA_INT_STORE(2)
-  PARTITA_INT_STORE(3)
-  PARTITA_INT_STORE(4)
-  PARTITA_INT_STORE(5)
-#undef PARTITA_INT_STORE
-}
+// The float32 matmul's arithmetic: a step is one row of the weights (ldb floats apart),
+// read only inside N.
+struct FloatTileOps {
+  using Src = float;
+  using Weight = float;
+  using Acc = __m512;
+  __mmask16 mask[4];
+  int64_t ldb = 0;
+  static Acc start(int) { return _mm512_setzero_ps(); }
+  Acc load(const float* b, int j) const { return _mm512_maskz_loadu_ps(mask[j], b + 16 * j); }
+  const float* next(const float* b) const { return b + ldb; }
+  static Acc broadcast(const float* row, int64_t q) { return _mm512_set1_ps(row[q]); }
+  static Acc madd(Acc acc, Acc a, Acc b) { return _mm512_fmadd_ps(a, b, acc); }
+  void store(float* row, int j, Acc acc) const { _mm512_mask_storeu_ps(row + 16 * j, mask[j], acc); }
+};
 
 }  // namespace
 #endif
@@ -1733,7 +1787,7 @@ void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t ze
   onTeam(
       p.m,
       [&](int64_t r0, int64_t r1, int) {
-        IntMatMulTail t;
+        IntTileOps t;
         t.scale = _mm512_set1_ps(scale);
         t.alpha = _mm512_set1_ps(p.alpha);
         t.beta = _mm512_set1_ps(p.beta);
@@ -1743,30 +1797,17 @@ void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t ze
         const int64_t tiles = (r1 - r0 + 5) / 6;
         for (int64_t panel = 0; panel < panels; ++panel) {
           const int64_t n0 = panel * 64;
-          for (int j = 0; j < 4; ++j) {
-            const int64_t left = std::clamp<int64_t>(p.n - (n0 + 16 * j), 0, 16);
-            t.store[j] = __mmask16((1u << left) - 1);
-            // The padding's sums are zero; read only what N holds.
-            t.compensation[j] = _mm512_mullo_epi32(zp, _mm512_maskz_loadu_epi32(t.store[j], negated_sums + n0 + 16 * j));
-          }
+          panelMasks(p.n, n0, t.mask);
+          for (int j = 0; j < 4; ++j)  // (the padding's sums are zero; read only what N holds)
+            t.compensation[j] = _mm512_mullo_epi32(zp, _mm512_maskz_loadu_epi32(t.mask[j], negated_sums + n0 + 16 * j));
           const int8_t* b = w + panel * p.panel_bytes;
           const char* next = panel + 1 < panels ? reinterpret_cast<const char*>(b + p.panel_bytes) : nullptr;
           const int64_t per_tile = next ? (p.panel_bytes + tiles - 1) / tiles : 0;
           int64_t fetch = 0;
-          int64_t r = r0;
-          for (; r < r1; r += 6) {
+          for (int64_t r = r0; r < r1; r += 6) {
             for (const int64_t e = std::min(p.panel_bytes, fetch + per_tile); fetch < e; fetch += 64)
               _mm_prefetch(next + fetch, _MM_HINT_T0);
-            const uint8_t* ar = a + r * p.k;
-            float* cr = c + r * p.n + n0;
-            switch (std::min<int64_t>(r1 - r, 6)) {
-              case 6: intMatMulTile<6>(ar, p.k, b, p.k / 4, cr, p.n, t); break;
-              case 5: intMatMulTile<5>(ar, p.k, b, p.k / 4, cr, p.n, t); break;
-              case 4: intMatMulTile<4>(ar, p.k, b, p.k / 4, cr, p.n, t); break;
-              case 3: intMatMulTile<3>(ar, p.k, b, p.k / 4, cr, p.n, t); break;
-              case 2: intMatMulTile<2>(ar, p.k, b, p.k / 4, cr, p.n, t); break;
-              default: intMatMulTile<1>(ar, p.k, b, p.k / 4, cr, p.n, t); break;
-            }
+            matMulRows(std::min<int64_t>(r1 - r, 6), a + r * p.k, p.k, b, p.k / 4, c + r * p.n + n0, p.n, t);
           }
         }
       },
@@ -1812,58 +1853,6 @@ std::optional<FloatMatMul> planFloatMatMul(const Step& step) {
 #endif
 }
 
-#ifdef __AVX512F__
-namespace {
-
-// Rows [0, MR) of 64 columns: a the first row's K values (rows lda apart), b the
-// weights' first row of these columns (rows ldb apart), c the first row's results
-// (rows ldc apart), `store` the columns inside N per vector. As intMatMulTile: each
-// accumulator a variable, the tile a function, the accumulators pinned at the end.
-template <int MR>
-__attribute__((noinline)) void floatMatMulTile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k,
-                                               float* c, int64_t ldc, const __mmask16 (&store)[4]) {
-  static_assert(MR >= 1 && MR <= 6);
-  __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps(), c02 = _mm512_setzero_ps(), c03 = _mm512_setzero_ps(), c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps(), c12 = _mm512_setzero_ps(), c13 = _mm512_setzero_ps(), c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps(), c22 = _mm512_setzero_ps(), c23 = _mm512_setzero_ps(), c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps(), c32 = _mm512_setzero_ps(), c33 = _mm512_setzero_ps(), c40 = _mm512_setzero_ps(), c41 = _mm512_setzero_ps(), c42 = _mm512_setzero_ps(), c43 = _mm512_setzero_ps(), c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps(), c52 = _mm512_setzero_ps(), c53 = _mm512_setzero_ps();
-  for (int64_t q = 0; q < k; ++q, b += ldb) {
-    const __m512 b0 = _mm512_maskz_loadu_ps(store[0], b), b1 = _mm512_maskz_loadu_ps(store[1], b + 16),
-                 b2 = _mm512_maskz_loadu_ps(store[2], b + 32), b3 = _mm512_maskz_loadu_ps(store[3], b + 48);
-#define PARTITA_FLOAT_ROW(i)                                \
-  if constexpr (MR > i) {                                   \
-    const __m512 v = _mm512_set1_ps(a[i * lda + q]);        \
-    c##i##0 = _mm512_fmadd_ps(v, b0, c##i##0);              \
-    c##i##1 = _mm512_fmadd_ps(v, b1, c##i##1);              \
-    c##i##2 = _mm512_fmadd_ps(v, b2, c##i##2);              \
-    c##i##3 = _mm512_fmadd_ps(v, b3, c##i##3);              \
-  }
-    PARTITA_FLOAT_ROW(0)
-    PARTITA_FLOAT_ROW(1)
-    PARTITA_FLOAT_ROW(2)
-    PARTITA_FLOAT_ROW(3)
-    PARTITA_FLOAT_ROW(4)
-    PARTITA_FLOAT_ROW(5)
-#undef PARTITA_FLOAT_ROW
-  }
-  asm("" : "+v"(c00), "+v"(c01), "+v"(c02), "+v"(c03), "+v"(c10), "+v"(c11), "+v"(c12), "+v"(c13), "+v"(c20), "+v"(c21), "+v"(c22), "+v"(c23));
-  asm("" : "+v"(c30), "+v"(c31), "+v"(c32), "+v"(c33), "+v"(c40), "+v"(c41), "+v"(c42), "+v"(c43), "+v"(c50), "+v"(c51), "+v"(c52), "+v"(c53));
-#define PARTITA_FLOAT_STORE(i)                                \
-  if constexpr (MR > i) {                                     \
-    float* row = c + i * ldc;                                 \
-    _mm512_mask_storeu_ps(row, store[0], c##i##0);            \
-    _mm512_mask_storeu_ps(row + 16, store[1], c##i##1);       \
-    _mm512_mask_storeu_ps(row + 32, store[2], c##i##2);       \
-    _mm512_mask_storeu_ps(row + 48, store[3], c##i##3);       \
-  }
-  PARTITA_FLOAT_STORE(0)
-  PARTITA_FLOAT_STORE(1)
-  PARTITA_FLOAT_STORE(2)
-  PARTITA_FLOAT_STORE(3)
-  PARTITA_FLOAT_STORE(4)
-  PARTITA_FLOAT_STORE(5)
-#undef PARTITA_FLOAT_STORE
-}
-
-}  // namespace
-#endif
 
 void floatMatMul(const FloatMatMul& p, const float* a, const float* b, float* c) {
 #ifdef __AVX512F__
@@ -1877,22 +1866,12 @@ void floatMatMul(const FloatMatMul& p, const float* a, const float* b, float* c)
           const int64_t bi = item / bands, r = (item % bands) * 6, rows = std::min<int64_t>(6, p.m - r);
           const float* ar = a + (bi * p.m + r) * p.k;
           float* cr = c + (bi * p.m + r) * p.n;
+          FloatTileOps t;
+          t.ldb = p.n;
           for (int64_t panel = 0; panel < panels; ++panel) {
             const int64_t n0 = panel * 64;
-            __mmask16 store[4];
-            for (int j = 0; j < 4; ++j) {
-              const int64_t left = std::clamp<int64_t>(p.n - (n0 + 16 * j), 0, 16);
-              store[j] = __mmask16((1u << left) - 1);
-            }
-            const float* bp = b + bi * p.k * p.n + n0;
-            switch (rows) {
-              case 6: floatMatMulTile<6>(ar, p.k, bp, p.n, p.k, cr + n0, p.n, store); break;
-              case 5: floatMatMulTile<5>(ar, p.k, bp, p.n, p.k, cr + n0, p.n, store); break;
-              case 4: floatMatMulTile<4>(ar, p.k, bp, p.n, p.k, cr + n0, p.n, store); break;
-              case 3: floatMatMulTile<3>(ar, p.k, bp, p.n, p.k, cr + n0, p.n, store); break;
-              case 2: floatMatMulTile<2>(ar, p.k, bp, p.n, p.k, cr + n0, p.n, store); break;
-              default: floatMatMulTile<1>(ar, p.k, bp, p.n, p.k, cr + n0, p.n, store); break;
-            }
+            panelMasks(p.n, n0, t.mask);
+            matMulRows(rows, ar, p.k, b + bi * p.k * p.n + n0, p.k, cr + n0, p.n, t);
           }
         }
       },
