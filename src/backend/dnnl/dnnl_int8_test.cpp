@@ -1038,7 +1038,7 @@ TEST(DnnlKernels, APoolingOfHugeWindowsStaysOnTheHost) {
 }
 
 // A pooling step over a source without spatial dims, or whose window lists do not
-// match its rank, is refused at load with the step named (fuzz finding: oneDNN 2.6's
+// match its rank (a convolution's too), is refused at load with the step named (fuzz finding: oneDNN 2.6's
 // C++ descriptor took the address of an empty list's first element).
 TEST(DnnlKernels, APoolingStepsWindowsMustFitItsRank) {
   GraphBuilder b;
@@ -1057,6 +1057,15 @@ TEST(DnnlKernels, APoolingStepsWindowsMustFitItsRank) {
       loadWithEditedStepsOf(c, StepKind::kPooling, [](Step& st) { st.kernel.resize(1); });
   EXPECT_NE(short_kernel.find("(pooling) has windows that do not fit"), std::string::npos) << short_kernel;
   EXPECT_EQ(loadWithEditedStepsOf(c, StepKind::kPooling, [](Step&) {}), "loaded");
+  // The convolution's lists by the same check.
+  GraphBuilder cb;
+  ir::ValueId cx = cb.input("x", {1, 16, 6, 6});
+  cb.g.outputs.push_back(cb.node("Conv", {cx, cb.constant("w", {16, 16, 1, 1}, testing::randomFloats(256, 1))}, {}, 13));
+  Compiled conv = testing::compile(cb.g, {"dnnl", "host"});
+  const std::string short_pads =
+      loadWithEditedStepsOf(conv, StepKind::kConvolution, [](Step& st) { st.pad_l.resize(1); });
+  EXPECT_NE(short_pads.find("(convolution) has windows that do not fit its source's rank 4"), std::string::npos)
+      << short_pads;
 }
 
 // A sum post-op (a residual Add) whose zero point is no int32 is refused when the blob

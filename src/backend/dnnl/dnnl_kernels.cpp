@@ -1853,7 +1853,6 @@ std::optional<FloatMatMul> planFloatMatMul(const Step& step) {
 #endif
 }
 
-
 void floatMatMul(const FloatMatMul& p, const float* a, const float* b, float* c) {
 #ifdef __AVX512F__
   const int64_t bands = (p.m + 5) / 6, panels = (p.n + 63) / 64;

@@ -246,12 +246,12 @@ struct IntMatMul {
 std::optional<IntMatMul> planIntMatMul(const Step& step);
 // Runs it: c = post-ops(float(a * w + zero_point * compensation)), the same bits as
 // oneDNN's primitive. `scale` is read only when the plan has the multiply. Uses the
-// calling thread's OpenMP team, the (panel, row block) pairs split between its threads.
+// calling thread's OpenMP team, each thread a band of whole 6-row tiles.
 void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t zero_point, float scale, float* c);
 
 // A float32 matmul step between activations (StepKind::kMatMul: source [B, M, K] and
 // weights [B, K, N] read from buffers, result [B, M, N], all dense row-major, no bias,
-// post-ops or scales; attention's scores and context): the module runs it as its own
+// post-ops or scales: attention's context): the module runs it as its own
 // loop of 6 x 64 tiles of FMA accumulators, summing over K in order.
 struct FloatMatMul {
   int64_t batch = 1, m = 0, k = 0, n = 0;

@@ -191,11 +191,13 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
       {
         const memory::desc dst = required(s, DNNL_ARG_DST), w = required(s, DNNL_ARG_WEIGHTS);
         const int rank = dst.data.ndims, sp = rank - 2;
-        // (Grouped weights have one dim more in front: the kernel is their last sp dims.)
-        if (sp < 1 || w.data.ndims < sp || s.pad_l.size() != size_t(sp) || s.pad_r.size() != size_t(sp) ||
-            s.dilates.size() != size_t(sp))
+        // (checkWindowLists checked the lists against sp. Grouped weights have one dim
+        // more in front: the kernel is their last sp dims.)
+        if (w.data.ndims < sp)
           throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label +
-                                                       "' (convolution) has pads or dilations of the wrong rank");
+                                                       "' (convolution) has weights of rank " +
+                                                       std::to_string(w.data.ndims) + " for " + std::to_string(sp) +
+                                                       " spatial dims");
         const std::vector<int64_t> out(dst.data.dims + 2, dst.data.dims + rank);
         const std::vector<int64_t> kernel(w.data.dims + w.data.ndims - sp, w.data.dims + w.data.ndims);
         if (std::string why = convTablesBound(out, kernel, s.dilates, s.pad_l, s.pad_r); !why.empty())
