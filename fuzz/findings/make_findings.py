@@ -57,6 +57,13 @@ def main():
     save("selu_nan",
          [n("Add", ["x", "w"], ["a"]), n("Selu", ["a"], ["y"])],
          [vi("x", F, [1])], [vi("y", F, [1])], [floats("w", [np.nan])])
+    # Symbolic height and width, then a TopK of 2^30 + 3 elements: every representative
+    # side up to 16384 leaves the TopK refusing its shape.
+    save("topk_huge_k_symbolic_sides",
+         [n("ConvTranspose", ["x", "w"], ["c"], strides=[2, 2]), n("Flatten", ["c"], ["f"]),
+          n("TopK", ["f", "k"], ["y", "i"])],
+         [vi("x", F, [1, 2, "h", "w"])], [vi("y", F, None), vi("i", TensorProto.INT64, None)],
+         [floats("w", np.linspace(-1, 1, 8).reshape(2, 1, 2, 2)), ints("k", [2**30 + 3])])
 
 
 if __name__ == "__main__":

@@ -128,6 +128,18 @@ ir::Graph graphAt(const ir::Graph& g, const std::map<std::string, std::vector<in
   return rep;
 }
 
+// The most elements of one graph input of `g` whose shape is known (saturated at
+// INT64_MAX).
+int64_t largestInput(const ir::Graph& g) {
+  int64_t largest = 0;
+  for (ir::ValueId in : g.inputs) {
+    const ir::TensorType& t = g.typeOf(in);
+    if (!t.isStatic()) continue;
+    largest = std::max(largest, ir::checkedNumel(t.staticShape()).value_or(INT64_MAX));
+  }
+  return largest;
+}
+
 }  // namespace
 
 ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, std::vector<int64_t>>& hints) {
@@ -139,6 +151,7 @@ ir::Graph representativeGraph(const ir::Graph& g, const std::map<std::string, st
   for (int64_t size = 2 * kRepresentativeSize; failures > 0 && size <= kMaxRepresentativeSize; size *= 2) {
     size_t f = 0;
     ir::Graph at = graphAt(g, hints, size, shape_nodes, f);
+    if (largestInput(at) > kMaxRepresentativeElements) break;
     if (f < failures) {
       rep = std::move(at);
       failures = f;
@@ -288,6 +301,7 @@ std::vector<std::map<std::string, std::vector<int64_t>>> probeShapes(const ir::G
   for (const Probe& p : probes) {
     std::map<std::string, std::vector<int64_t>> hints;
     bool changed = false;
+    int64_t elements = 0;  // the probe's largest input
     for (ir::ValueId in : g.inputs) {
       const ir::TensorType& t = g.typeOf(in);
       const ir::TensorType& r = rep.typeOf(in);
@@ -307,9 +321,10 @@ std::vector<std::map<std::string, std::vector<int64_t>>> probeShapes(const ir::G
         shape[d] = v;
       }
       changed |= shape != r.staticShape();
+      elements = std::max(elements, ir::checkedNumel(shape).value_or(INT64_MAX));
       hints[g.value(in).name] = shape;
     }
-    if (changed) out.push_back(std::move(hints));
+    if (changed && elements <= std::max(kMaxRepresentativeElements, largestInput(rep))) out.push_back(std::move(hints));
   }
   return out;
 }

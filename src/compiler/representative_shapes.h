@@ -21,6 +21,13 @@ inline constexpr int64_t kRepresentativeSize = 224;
 // When some node's inference refuses sides of 224 (a window longer than that), the
 // sides double until one refuses fewer, up to this.
 inline constexpr int64_t kMaxRepresentativeSize = 224 * 128;
+// Nor past this many elements in a graph input, and no probe shape (probeShapes) past
+// it either, unless the representative shape already is: compiling at a shape costs
+// time with its size (oneDNN 2.6 makes a 1x1 convolution over 200 M positions in 0.4
+// s, and a region's lowering makes dozens), and a model that some node refuses at
+// every smaller size (a TopK of a billion elements) would else be compiled at sides of
+// 28672 (fuzz/findings/onnx: a compile that ran for minutes).
+inline constexpr int64_t kMaxRepresentativeElements = int64_t(1) << 24;
 
 // Whether some value of `g` has a dim that is not known (a symbol or unknown).
 bool hasSymbolicDims(const ir::Graph& g);
@@ -28,7 +35,8 @@ bool hasSymbolicDims(const ir::Graph& g);
 // `g` with each graph input's symbolic dims set -- from `hints` (input name -> full
 // shape, which must agree with the input's known dims), else a dim named by an
 // earlier input takes the value it took there, else kRepresentativeBatch /
-// kRepresentativeSize, doubled while that lets fewer nodes refuse the shape -- and every node's output types inferred again from those (no
+// kRepresentativeSize, doubled while that lets fewer nodes refuse the shape (and no graph
+// input passes kMaxRepresentativeElements) -- and every node's output types inferred again from those (no
 // folding: the same node and value ids), with the contents known at that shape: those
 // of constants and of small values computed from them and from Shape and Size (a
 // Reshape's target made of its input's dims); where a node other than a shape

@@ -67,6 +67,36 @@ TEST(RepresentativeShapes, SidesDoubleUntilTheWindowsFit) {
   EXPECT_EQ(rep.typeOf(rep.outputs[0]).str(), "float32[1,8,98]");
 }
 
+// A TopK of 2^30 + 3 elements over a flattened [1, 2, H, W] refuses every side up to
+// 16384 and takes 28672: the sides stop doubling where the input would pass
+// kMaxRepresentativeElements (2^24; with a ConvTranspose in front of it a compile ran
+// for minutes at 28672, fuzz/findings/onnx/topk_huge_k_symbolic_sides.onnx), and the
+// representative shape is the one that refused least below that, the first. No probe
+// passes the bound unless the representative shape does (a hint's).
+TEST(RepresentativeShapes, SidesStopDoublingAtAnInputOf2To24Elements) {
+  GraphBuilder b;
+  ir::ValueId x = b.symbolicInput("x", {known(1), known(2), sym("H"), sym("W")});
+  ir::ValueId f = b.node("Flatten", {x});
+  ir::Node topk;
+  topk.op_type = "TopK";
+  topk.opset = 11;
+  topk.name = "topk";
+  topk.inputs = {f, b.constantInts("k", {1}, {(int64_t(1) << 30) + 3})};
+  ir::ValueId y = b.g.addValue("y"), i = b.g.addValue("i");
+  topk.outputs = {y, i};
+  b.g.addNode(topk);
+  b.output(y);
+  passes::inferShapes(b.g);
+  const ir::Graph rep = representativeGraph(b.g, {});
+  EXPECT_EQ(rep.typeOf(x).str(), "float32[1,2,224,224]");
+  for (const auto& p : probeShapes(b.g, rep)) EXPECT_LE(ir::shapeNumel(p.at("x")), kMaxRepresentativeElements);
+  // A representative shape above the bound (a hint) keeps the probes up to its size.
+  const ir::Graph big = representativeGraph(b.g, {{"x", {1, 2, 4096, 4096}}});
+  const auto probes = probeShapes(b.g, big);
+  EXPECT_FALSE(probes.empty());
+  for (const auto& p : probes) EXPECT_LE(ir::shapeNumel(p.at("x")), int64_t(2) * 4096 * 4096);
+}
+
 // x.view(x.size(0), -1): the Reshape's target is computed from Shape; at the
 // representative shape its value, and so the Reshape's output, is known.
 TEST(RepresentativeShapes, ValuesComputedFromShapeAreKnown) {
