@@ -57,6 +57,12 @@ def main():
     save("selu_nan",
          [n("Add", ["x", "w"], ["a"]), n("Selu", ["a"], ["y"])],
          [vi("x", F, [1])], [vi("y", F, [1])], [floats("w", [np.nan])])
+    # A reflect Pad that takes the one channel away (-1) and lengthens H by 2^32 + 257,
+    # then an AveragePool: no planes, 537 M output rows.
+    save("pool_no_channels_tall_output",
+         [n("Pad", ["x", "pads"], ["p"], mode="reflect"),
+          n("AveragePool", ["p"], ["y"], kernel_shape=[2, 2], strides=[8, 65])],
+         [vi("x", F, [1, 1, 3, 3])], [vi("y", F, None)], [ints("pads", [0, -1, 1, 1, 0, 0, 2**32 + 256, 1])])
     # Symbolic height and width, then a TopK of 2^30 + 3 elements: every representative
     # side up to 16384 leaves the TopK refusing its shape.
     save("topk_huge_k_symbolic_sides",

@@ -110,12 +110,21 @@ void poolPlanes2d(const T* x, T* y, const PoolSetup& s, bool include_pad, double
   const Geometry3& g = s.g;
   const int64_t ih_n = g.in[1], iw_n = g.in[2], oh_n = g.out[1], ow_n = g.out[2];
   const int64_t sw = g.s[2];
-  std::vector<int64_t> lo(static_cast<size_t>(g.k[2])), hi(static_cast<size_t>(g.k[2]));
-  for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-    const int64_t off = kw * g.d[2] - g.pb[2];
-    lo[size_t(kw)] = std::clamp<int64_t>(ceilDiv(-off, sw), 0, ow_n);
+  // Nothing to write: no tables sized by the other dims (an empty output's other side
+  // may be in the billions: an onnx fuzz finding allocated 2 GB here).
+  if (s.planes == 0 || oh_n == 0 || ow_n == 0) return;
+  // The kernel columns whose taps land in the input for some output column, kw in
+  // [kw0, kw1): 0 <= ow * sw + kw * d - pb < iw for some ow < ow_n. The others add
+  // nothing; a kernel as wide as its padding allows (billions) is not walked.
+  const int64_t d2 = g.d[2], reach = (ow_n - 1) * sw;
+  const int64_t kw0 = std::min(g.k[2], g.pb[2] > reach ? ceilDiv(g.pb[2] - reach, d2) : 0);
+  const int64_t kw1 = std::max(kw0, std::min(g.k[2], (iw_n - 1 + g.pb[2]) / d2 + 1));
+  std::vector<int64_t> lo(static_cast<size_t>(kw1 - kw0)), hi(static_cast<size_t>(kw1 - kw0));
+  for (int64_t kw = kw0; kw < kw1; ++kw) {
+    const int64_t off = kw * d2 - g.pb[2], i = kw - kw0;
+    lo[size_t(i)] = std::clamp<int64_t>(ceilDiv(-off, sw), 0, ow_n);
     const int64_t last = iw_n - 1 - off;
-    hi[size_t(kw)] = std::max(lo[size_t(kw)], last < 0 ? 0 : std::min<int64_t>(ow_n, last / sw + 1));
+    hi[size_t(i)] = std::max(lo[size_t(i)], last < 0 ? 0 : std::min<int64_t>(ow_n, last / sw + 1));
   }
   // Divisors of the average: taps per output column and row.
   std::vector<Acc> inv_w(static_cast<size_t>(ow_n)), count_h(static_cast<size_t>(oh_n));
@@ -160,9 +169,9 @@ void poolPlanes2d(const T* x, T* y, const PoolSetup& s, bool include_pad, double
         tapRange(h0, g.k[1], g.d[1], ih_n, hlo, hhi);
         for (int64_t kh = hlo; kh < hhi; ++kh) {
           const T* row = xp + (h0 + kh * g.d[1]) * iw_n;
-          for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-            const T* src = row + kw * g.d[2] - g.pb[2];  // indexed by ow * sw
-            const int64_t a = lo[size_t(kw)], b = hi[size_t(kw)];
+          for (int64_t kw = kw0; kw < kw1; ++kw) {
+            const T* src = row + kw * d2 - g.pb[2];  // indexed by ow * sw
+            const int64_t a = lo[size_t(kw - kw0)], b = hi[size_t(kw - kw0)];
             for (int64_t ow = a; ow < b; ++ow) {
               const Acc v = Acc(src[ow * sw]);
               if constexpr (R == Reduce::kMax) {

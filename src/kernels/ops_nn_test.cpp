@@ -414,6 +414,24 @@ TEST(PoolOp, SameUpperPadsAtTheEnd) {
   expectValues(runOp("MaxPool", a, {&x}).outputs[0], {1, 1, 3}, {1, 5, 5});
 }
 
+// A kernel as wide as its padding allows (2^31 columns over 5, one output column)
+// walks only the columns that reach the input: max over the row's windows, the
+// average over the taps inside; and an output with no planes (a Pad that took the
+// channels away) whose rows or columns are in the hundreds of millions makes no
+// per-row or per-column tables (an onnx fuzz finding allocated 2 GB for them:
+// fuzz/findings/onnx/pool_no_channels_tall_output.onnx).
+TEST(PoolOp, HugeKernelsWalkOnlyTheInputAndEmptyOutputsAllocateNothing) {
+  OwnedTensor x = floats({1, 1, 5, 5}, poolInput());
+  const int64_t k = int64_t(1) << 31;
+  ir::AttributeMap a = attrs({{"kernel_shape", {1, k}}, {"pads", {0, k - 5, 0, 0}}});
+  expectValues(runOp("MaxPool", a, {&x}).outputs[0], {1, 1, 5, 1}, {10, 9, 10, 9, 8});
+  expectValues(runOp("AveragePool", a, {&x}).outputs[0], {1, 1, 5, 1}, {5.2f, 5, 4.8f, 4.6f, 4.4f});
+  OwnedTensor none = floats({1, 0, 3, int64_t(1) << 33}, {});
+  ir::AttributeMap b = attrs({{"kernel_shape", {2, 2}}, {"strides", {8, 65}}});
+  NodeRun r = runOp("AveragePool", b, {&none});
+  EXPECT_EQ(r.outputs[0].shape(), (std::vector<int64_t>{1, 0, 1, (int64_t(1) << 33) / 65 + 1}));
+}
+
 // ---- Normalisation ----------------------------------------------------------------------
 
 TEST(NormOp, BatchNormalizationInferenceAndTraining) {
