@@ -110,6 +110,7 @@ std::optional<ConvSpec> decodeConvWindow(const ir::Graph& g, const ir::Node& n, 
   auto host_out = hostOr(why, [&] { return kernels::resolveTransposedWindow(n, *w, in); });
   if (!host_out) return std::nullopt;
   if (*host_out != out) return no(why, "output size does not match the window");
+  if (std::string bound = convPositionsBound(out); !bound.empty()) return no(why, bound);
   s.pad_l = w->pad_begin;
   s.pad_r.assign(sp, 0);
   for (size_t i = 0; i < sp; ++i) {

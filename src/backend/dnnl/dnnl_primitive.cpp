@@ -217,6 +217,12 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
     }
     case StepKind::kDeconvolution: {
       checkWindowLists(s, "deconvolution", false);
+      {
+        const memory::desc dst = required(s, DNNL_ARG_DST);
+        const std::vector<int64_t> out(dst.data.dims + 2, dst.data.dims + dst.data.ndims);
+        if (std::string why = convPositionsBound(out); !why.empty())
+          throw Error(ErrorCode::kInvalidArtifact, std::string("dnnl step '") + s.label + "' (deconvolution): " + why);
+      }
       dnnl::deconvolution_forward::desc d(prop_kind::forward_inference, algorithm::deconvolution_direct,
                                           required(s, DNNL_ARG_SRC), required(s, DNNL_ARG_WEIGHTS),
                                           requested(s, DNNL_ARG_BIAS), required(s, DNNL_ARG_DST),
@@ -311,9 +317,24 @@ dnnl::primitive_desc_base makePrimitiveDesc(const Step& s, const dnnl::engine& e
   throw Error(ErrorCode::kInvalidArtifact, "dnnl step '" + s.label + "' has an unknown kind");
 }
 
+std::string convPositionsBound(const std::vector<int64_t>& out_spatial) {
+  int64_t positions = 1;
+  for (int64_t d : out_spatial)
+    if (d < 0 || __builtin_mul_overflow(positions, d, &positions) || positions > kMaxConvPositions)
+      return "more than " + std::to_string(kMaxConvPositions) + " output positions (" +
+             [&] {
+               std::string s;
+               for (int64_t e : out_spatial) s += (s.empty() ? "" : " x ") + std::to_string(e);
+               return s;
+             }() +
+             "), the bound of the time oneDNN takes to make its primitive";
+  return {};
+}
+
 std::string convTablesBound(const std::vector<int64_t>& out_spatial, const std::vector<int64_t>& kernel,
                             const std::vector<int64_t>& dilates, const std::vector<int64_t>& pad_l,
                             const std::vector<int64_t>& pad_r) {
+  if (std::string why = convPositionsBound(out_spatial); !why.empty()) return why;
   for (size_t i = 0; i < out_spatial.size(); ++i) {
     if (out_spatial[i] > kMaxConvExtent)
       return "output size " + std::to_string(out_spatial[i]) + " on spatial dim " + std::to_string(i) +

@@ -30,6 +30,15 @@ inline constexpr int64_t kMaxResamplingExtent = int64_t(1) << 24;
 // polymorphic function's replay) and is refused in a blob (load) when an output
 // spatial size passes kMaxConvExtent or a padding is wider than the dilated kernel.
 inline constexpr int64_t kMaxConvExtent = int64_t(1) << 22;
+// And oneDNN 2.6 makes a 1x1 convolution's primitive (brgconv_1x1) in time in
+// proportion to its output positions (about 2-6 ns each: 49 ms at 2160 x 3840, 0.5 s
+// at 16384 x 16384), which a blob could declare by the hundred billion (buffers of up
+// to 1 TiB): a convolution or deconvolution of more output positions (the product of
+// its output's spatial sizes) stays on the host and is refused in a blob, as above.
+inline constexpr int64_t kMaxConvPositions = int64_t(1) << 28;
+// The reason a convolution or deconvolution with these output spatial sizes is left to
+// the host for their number; empty when it is not.
+std::string convPositionsBound(const std::vector<int64_t>& out_spatial);
 // The reason a convolution of these output spatial sizes, kernel, dilations (oneDNN's:
 // ONNX's - 1) and pads is left to the host; empty when oneDNN may make it.
 std::string convTablesBound(const std::vector<int64_t>& out_spatial, const std::vector<int64_t>& kernel,

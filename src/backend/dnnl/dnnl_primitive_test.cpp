@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "backend/dnnl/dnnl_program.h"
+#include "backend/backend_testing.h"
+#include "backend/dnnl/dnnl_decode.h"
+#include "partita/error.h"
+#include "passes/passes.h"
 
 namespace partita::dnnl_backend {
 namespace {
@@ -66,6 +70,69 @@ TEST(StepOnOneThread, EltwiseStepsKeep2To14) {
   EXPECT_FALSE(stepOnOneThread(s));
   EXPECT_EQ(stepThreads(s, 2), 2);
   EXPECT_EQ(stepThreads(s, 1), 1);
+}
+
+// A 1x1 convolution (and a deconvolution) step of more than kMaxConvPositions output
+// positions is refused before oneDNN is asked for it (which takes time in proportion
+// to them: 0.5 s at 16384 x 16384); at the bound it is made.
+TEST(ConvPositions, AStepOfMoreOutputPositionsIsRefusedBeforeOneDnn) {
+  EXPECT_EQ(convPositionsBound({16384, 16384}), "");
+  EXPECT_NE(convPositionsBound({16384, 16385}).find("more than 268435456 output positions (16384 x 16385)"),
+            std::string::npos);
+  EXPECT_NE(convPositionsBound({int64_t(1) << 40, int64_t(1) << 40}), "");  // (no overflow on the way)
+  EXPECT_NE(convPositionsBound({-1, 4}), "");
+  auto step = [](StepKind kind, int64_t h, int64_t w) {
+    Step s;
+    s.kind = kind;
+    s.label = "c";
+    s.strides = {1, 1};
+    s.dilates = {0, 0};
+    s.pad_l = {0, 0};
+    s.pad_r = {0, 0};
+    s.args.push_back(Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, channelsLast(2, h, w), false});
+    s.args.push_back(Arg{DNNL_ARG_WEIGHTS, ArgSource::kConstant, 0,
+                         memory::desc({4, 2, 1, 1}, memory::data_type::f32, memory::format_tag::abcd), false});
+    s.args.push_back(Arg{DNNL_ARG_DST, ArgSource::kBuffer, 1, channelsLast(4, h, w), false});
+    return s;
+  };
+  const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  for (StepKind kind : {StepKind::kConvolution, StepKind::kDeconvolution}) {
+    try {
+      makePrimitiveDesc(step(kind, int64_t(1) << 20, int64_t(1) << 20), eng);
+      ADD_FAILURE() << "a step of 2^40 output positions was made";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArtifact);
+      EXPECT_NE(std::string(e.what()).find("dnnl step 'c'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("output positions"), std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW(makePrimitiveDesc(step(kind, 64, 64), eng));
+  }
+}
+
+// The claim leaves such a Conv or ConvTranspose to the host, naming the bound.
+TEST(ConvPositions, TheClaimLeavesMoreOutputPositionsToTheHost) {
+  for (bool transposed : {false, true}) {
+    for (int64_t side : {int64_t(8192), int64_t(1) << 15}) {  // 2^26 and 2^30 output positions
+      SCOPED_TRACE(std::string(transposed ? "ConvTranspose" : "Conv") + " to " + std::to_string(side));
+      backend::testing::GraphBuilder b;
+      const int64_t in = transposed ? side / 2 : side;
+      ir::ValueId x = b.input("x", {1, 2, in, in});
+      ir::AttributeMap a;
+      if (transposed) a.setInts("strides", {2, 2});
+      const std::vector<int64_t> w_shape = transposed ? std::vector<int64_t>{2, 4, 2, 2} : std::vector<int64_t>{4, 2, 1, 1};
+      ir::ValueId w = b.constant("w", w_shape, std::vector<float>(size_t(ir::shapeNumel(w_shape)), 0.5f));
+      b.g.outputs.push_back(b.node(transposed ? "ConvTranspose" : "Conv", {x, w}, a, 13));
+      passes::FoldOptions fold;
+      fold.max_growth_bytes = 0;
+      passes::inferShapes(b.g, fold);
+      std::string why;
+      const bool claimed = decodeConv(b.g, b.g.nodes.back(), &why).has_value();
+      EXPECT_EQ(claimed, side == 8192) << why;
+      if (!claimed) {
+        EXPECT_NE(why.find("output positions"), std::string::npos) << why;
+      }
+    }
+  }
 }
 
 }  // namespace
