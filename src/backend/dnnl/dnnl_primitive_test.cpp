@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "backend/dnnl/dnnl_program.h"
 #include "backend/backend_testing.h"
 #include "backend/dnnl/dnnl_decode.h"
+#include "backend/dnnl/dnnl_program.h"
 #include "partita/error.h"
 #include "passes/passes.h"
 
@@ -119,7 +119,8 @@ TEST(ConvPositions, TheClaimLeavesMoreOutputPositionsToTheHost) {
       ir::ValueId x = b.input("x", {1, 2, in, in});
       ir::AttributeMap a;
       if (transposed) a.setInts("strides", {2, 2});
-      const std::vector<int64_t> w_shape = transposed ? std::vector<int64_t>{2, 4, 2, 2} : std::vector<int64_t>{4, 2, 1, 1};
+      const std::vector<int64_t> w_shape =
+          transposed ? std::vector<int64_t>{2, 4, 2, 2} : std::vector<int64_t>{4, 2, 1, 1};
       ir::ValueId w = b.constant("w", w_shape, std::vector<float>(size_t(ir::shapeNumel(w_shape)), 0.5f));
       b.g.outputs.push_back(b.node(transposed ? "ConvTranspose" : "Conv", {x, w}, a, 13));
       passes::FoldOptions fold;
