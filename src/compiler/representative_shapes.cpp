@@ -297,6 +297,8 @@ std::vector<std::map<std::string, std::vector<int64_t>>> probeShapes(const ir::G
   };
   const std::vector<Probe> probes = {
       {{0.57}, false, 0}, {{1.43, 1.07}, false, 0}, {{0.43, 0.58}, true, 0}, {{2.14, 2.86}, false, 0}, {{}, false, 8}};
+  // No probe past kMaxRepresentativeElements, unless the representative shape is.
+  const int64_t max_elements = std::max(kMaxRepresentativeElements, largestInput(rep));
   std::vector<std::map<std::string, std::vector<int64_t>>> out;
   for (const Probe& p : probes) {
     std::map<std::string, std::vector<int64_t>> hints;
@@ -324,7 +326,7 @@ std::vector<std::map<std::string, std::vector<int64_t>>> probeShapes(const ir::G
       elements = std::max(elements, ir::checkedNumel(shape).value_or(INT64_MAX));
       hints[g.value(in).name] = shape;
     }
-    if (changed && elements <= std::max(kMaxRepresentativeElements, largestInput(rep))) out.push_back(std::move(hints));
+    if (changed && elements <= max_elements) out.push_back(std::move(hints));
   }
   return out;
 }

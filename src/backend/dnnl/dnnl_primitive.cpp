@@ -321,12 +321,7 @@ std::string convPositionsBound(const std::vector<int64_t>& out_spatial) {
   int64_t positions = 1;
   for (int64_t d : out_spatial)
     if (d < 0 || __builtin_mul_overflow(positions, d, &positions) || positions > kMaxConvPositions)
-      return "more than " + std::to_string(kMaxConvPositions) + " output positions (" +
-             [&] {
-               std::string s;
-               for (int64_t e : out_spatial) s += (s.empty() ? "" : " x ") + std::to_string(e);
-               return s;
-             }() +
+      return "more than " + std::to_string(kMaxConvPositions) + " output positions (" + ir::shapeStr(out_spatial) +
              "), the bound of the time oneDNN takes to make its primitive";
   return {};
 }
