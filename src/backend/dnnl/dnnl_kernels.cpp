@@ -969,59 +969,64 @@ void softmaxRows(const float* x, float* y, int64_t rows, int64_t cols, float sca
 
 namespace {
 
-// erf(u) = u * P(u^2) / Q(u^2) for |u| < kErfOne, P and Q of degree 5 (a rational
-// least-squares fit on [0, kErfOne], reweighted towards the minimax; 1.6e-8 in exact
-// arithmetic, about 6 ulp of 1 evaluated in float32); +-1 from kErfOne on, where
-// float32's erf is 1 (1 - erf(3.92) = 2.9e-8 < 2^-25): u is clamped to +-kErfOne,
-// where the quotient evaluates to 1 or above, and the quotient to +-1. P and Q by
-// Estrin's scheme, (p0 + p1 t) + t^2 ((p2 + p3 t) + t^2 (p4 + p5 t)): three
-// multiply-adds deep where Horner's is five. The vector kernel is bound by the length
-// of that chain more than by its operation count: partita_bench_kernels
-// encoder/bias_gelu ([256, 1024] with its quantization) 75.4 -> 69.5 us at one thread
-// (the clamp of u in place of |u|, the comparison and the blend, and Estrin).
-constexpr float kErfOne = 3.92f;
-constexpr float kErfP[6] = {1.128378987312317f,     0.19274002313613892f,    0.053056810051202774f,
-                            0.0038671279326081276f, 0.00028742378344759345f, 2.0345664779597428e-06f};
-constexpr float kErfQ[6] = {1.0f,
-                            0.5041430592536926f,
-                            0.11507422477006912f,
-                            0.015169964171946049f,
-                            0.0011877680663019419f,
-                            3.806593667832203e-05f};
-
-float erfScalar(float u) {
-  if (std::isnan(u)) return u;
-  const float uc = std::clamp(u, -kErfOne, kErfOne), t = uc * uc, t2 = t * t;
-  const float p = std::fma(t2, std::fma(t2, std::fma(kErfP[5], t, kErfP[4]), std::fma(kErfP[3], t, kErfP[2])),
-                           std::fma(kErfP[1], t, kErfP[0]));
-  const float q = std::fma(t2, std::fma(t2, std::fma(kErfQ[5], t, kErfQ[4]), std::fma(kErfQ[3], t, kErfQ[2])),
-                           std::fma(kErfQ[1], t, kErfQ[0]));
-  return std::clamp(uc * p / q, -1.0f, 1.0f);
-}
+// GELU(v) = h + h erf(v / sqrt 2), h = v / 2, with erf from 16 pieces of degree 4
+// (scripts/fit_gelu_erf.py prints them): s = |v| / sqrt 2 * kGeluErfR, piece k =
+// round(s) a polynomial in t = s - k, |t| <= 1/2 (2.4e-7 from erf at most, so GELU
+// within 1.2e-7 |v| plus rounding); piece 15 is 1 (float32's erf from 3.93 on) and s
+// is clamped to 15.25 (v >= 5.85: erf = 1, y = v exactly). No division: the vector
+// kernel reads the pieces' coefficients with vpermps from five registers, the piece
+// number being the low bits of s + 1.5 * 2^23: partita_bench_kernels
+// encoder/bias_gelu 70 -> 53 us (the rational erf before, u P(u^2) / Q(u^2), was
+// bound by its division and its fifteen multiply-adds).
+constexpr float kGeluErfR = 3.69f;
+constexpr float kGeluErfSlope = kGeluErfR * 0.70710678118654752f;  // s = |v| * this
+constexpr float kGeluErfTop = 15.25f;                                // the clamp of s
+constexpr float kGeluErfC0[16] = {0.000000000e+00f, 2.984698117e-01f, 5.566279292e-01f, 7.497602105e-01f, 8.747297525e-01f, 9.446703792e-01f, 9.785254002e-01f, 9.926989079e-01f, 9.978308678e-01f, 9.994379878e-01f, 9.998731613e-01f, 9.999750853e-01f, 9.999957681e-01f, 9.999993443e-01f, 9.999999404e-01f, 1.000000000e+00f};
+constexpr float kGeluErfC1[16] = {3.057931066e-01f, 2.841383219e-01f, 2.279535085e-01f, 1.578965187e-01f, 9.442926198e-02f, 4.875797778e-02f, 2.173632570e-02f, 8.366116323e-03f, 2.780054929e-03f, 7.975696353e-04f, 1.975433988e-04f, 4.224031727e-05f, 7.797466424e-06f, 1.242600320e-06f, 1.709424140e-07f, 0.000000000e+00f};
+constexpr float kGeluErfC2[16] = {1.371892995e-05f, -2.086712234e-02f, -3.348205239e-02f, -3.478817269e-02f, -2.774018049e-02f, -1.790462807e-02f, -9.578466415e-03f, -4.301239736e-03f, -1.633546897e-03f, -5.272549461e-04f, -1.451105927e-04f, -3.413424565e-05f, -6.874597148e-06f, -1.186967893e-06f, -1.758753285e-07f, 0.000000000e+00f};
+constexpr float kGeluErfC3[16] = {-7.569239940e-03f, -5.900235847e-03f, -2.303845249e-03f, 1.216448261e-03f, 3.091624938e-03f, 3.174279584e-03f, 2.280700020e-03f, 1.274747076e-03f, 5.772501463e-04f, 2.161163138e-04f, 6.768460298e-05f, 1.786537905e-05f, 3.994456620e-06f, 7.592740303e-07f, 1.230268509e-07f, 0.000000000e+00f};
+constexpr float kGeluErfC4[16] = {1.990001474e-04f, 7.214084617e-04f, 9.807654424e-04f, 7.113355678e-04f, 2.227942459e-04f, -1.434520236e-04f, -2.657852019e-04f, -2.203942131e-04f, -1.283820311e-04f, -5.794834942e-05f, -2.108597255e-05f, -6.313044196e-06f, -1.574178327e-06f, -3.295137958e-07f, -5.822094096e-08f, 0.000000000e+00f};
 
 float geluScalar(float v) {
+  if (std::isnan(v)) return v;
+  const float s = std::min(std::fabs(v) * kGeluErfSlope, kGeluErfTop), k = std::nearbyint(s), t = s - k;
+  const int i = int(k);
+  float p = kGeluErfC4[i];
+  p = std::fma(p, t, kGeluErfC3[i]);
+  p = std::fma(p, t, kGeluErfC2[i]);
+  p = std::fma(p, t, kGeluErfC1[i]);
+  p = std::fma(p, t, kGeluErfC0[i]);
   const float h = v * 0.5f;
-  return std::fma(h, erfScalar(v * 0.70710678118654752f), h);
+  return std::fma(h, std::copysign(p, v), h);
 }
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #ifdef __AVX512F__
-// The same sixteen at a time (the division, not rcp14 and a Newton step: faster here).
-// A NaN's u becomes kErfOne at the clamp (min and max return their second operand),
-// giving 1, but h keeps the NaN.
-inline __m512 gelu16(__m512 v) {
-  const __m512 top = _mm512_set1_ps(kErfOne), one = _mm512_set1_ps(1.0f);
-  const __m512 u = _mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f));
-  const __m512 uc = _mm512_max_ps(_mm512_min_ps(u, top), _mm512_set1_ps(-kErfOne));
-  const __m512 t = _mm512_mul_ps(uc, uc), t2 = _mm512_mul_ps(t, t);
-  auto estrin = [&](const float* c) {
-    auto pair = [&](int i) { return _mm512_fmadd_ps(_mm512_set1_ps(c[i + 1]), t, _mm512_set1_ps(c[i])); };
-    return _mm512_fmadd_ps(t2, _mm512_fmadd_ps(t2, pair(4), pair(2)), pair(0));
-  };
-  const __m512 e = _mm512_max_ps(_mm512_min_ps(_mm512_div_ps(_mm512_mul_ps(uc, estrin(kErfP)), estrin(kErfQ)), one),
-                                 _mm512_set1_ps(-1.0f));
+// The pieces' coefficients, one register each.
+struct GeluTable {
+  __m512 c0 = _mm512_loadu_ps(kGeluErfC0), c1 = _mm512_loadu_ps(kGeluErfC1), c2 = _mm512_loadu_ps(kGeluErfC2),
+         c3 = _mm512_loadu_ps(kGeluErfC3), c4 = _mm512_loadu_ps(kGeluErfC4);
+};
+
+// The same sixteen at a time. A NaN's s becomes kGeluErfTop at the clamp (min returns
+// its second operand), giving erf 1, but h keeps the NaN; -inf gives -inf + inf = NaN.
+inline __m512 gelu16(__m512 v, const GeluTable& g) {
+  const __m512 magic = _mm512_set1_ps(12582912.0f);  // 1.5 * 2^23: s + magic rounds s to an integer
+  const __m512 s = _mm512_min_ps(_mm512_mul_ps(_mm512_abs_ps(v), _mm512_set1_ps(kGeluErfSlope)),
+                                 _mm512_set1_ps(kGeluErfTop));
+  const __m512 sm = _mm512_add_ps(s, magic);
+  const __m512 t = _mm512_sub_ps(s, _mm512_sub_ps(sm, magic));
+  const __m512i k = _mm512_castps_si512(sm);  // vpermps reads its low four bits: round(s)
+  __m512 p = _mm512_permutexvar_ps(k, g.c4);
+  p = _mm512_fmadd_ps(p, t, _mm512_permutexvar_ps(k, g.c3));
+  p = _mm512_fmadd_ps(p, t, _mm512_permutexvar_ps(k, g.c2));
+  p = _mm512_fmadd_ps(p, t, _mm512_permutexvar_ps(k, g.c1));
+  p = _mm512_fmadd_ps(p, t, _mm512_permutexvar_ps(k, g.c0));
+  // erf(u) with v's sign: p ^ (v & sign bit)
+  const __m512 e = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(p), _mm512_castps_si512(v),
+                                                                 _mm512_set1_epi32(int32_t(0x80000000u)), 0x78));
   const __m512 h = _mm512_mul_ps(v, _mm512_set1_ps(0.5f));
   return _mm512_fmadd_ps(h, e, h);
 }
@@ -1036,10 +1041,11 @@ void biasGeluRow(const BiasGeluArgs& a, int64_t r, float& mn, float& mx) {
   int64_t c = 0;
 #ifdef __AVX512F__
   __m512 lo = _mm512_set1_ps(INFINITY), hi = _mm512_set1_ps(-INFINITY);
+  const GeluTable g;
   auto one = [&](int64_t at, __mmask16 m) {
     __m512 v = _mm512_maskz_loadu_ps(m, x + at);
     if (a.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, a.bias + at));
-    v = gelu16(v);
+    v = gelu16(v, g);
     _mm512_mask_storeu_ps(y + at, m, v);
     lo = _mm512_mask_min_ps(lo, m, v, lo);
     hi = _mm512_mask_max_ps(hi, m, v, hi);
