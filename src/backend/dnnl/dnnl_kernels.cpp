@@ -704,6 +704,27 @@ inline __m512 expNonPositive(__m512 a) {
 #endif
 
 #ifdef __AVX512F__
+// e^a for a <= 0 as expNonPositive, with one multiply-add for the reduction r = a - k
+// ln2 (ln2 rounded to float32, 1.9e-9 from it: r is off by 1.9e-9 k, 2e-8 relative
+// where e^a >= 2^-10, 3e-7 at e^-104): softmax's exponential, bound by the count of its
+// vector operations (this core issues about two a cycle), one fewer. A NaN stays NaN
+// (max returns its second operand for one), -inf and everything below -104 give e^-104.
+inline __m512 expSoftmax(__m512 a) {
+  a = _mm512_max_ps(_mm512_set1_ps(-104.0f), a);
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693147180559945309f), a);
+  __m512 p = _mm512_set1_ps(8.3751288906e-03f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1917529688e-02f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666415477e-01f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.9998869109e-01f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0000000377e+00f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0000000755e+00f));
+  return _mm512_scalef_ps(p, k);
+}
+#endif
+
+#ifdef __AVX512F__
 // sigmoid(v) = 1 / (1 + e) for v >= 0, e / (1 + e) below, e = e^-|v| (swishRange).
 inline __m512 sigmoid16(__m512 v) {
   const __m512 one = _mm512_set1_ps(1.0f);
@@ -738,47 +759,45 @@ void swishRange(const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
 }
 
-// One row of softmax of z = x * scale (kScaled; else z = x): y = e^(z - max) / sum. A NaN anywhere in the row makes it all
-// NaN, as the definition computes it.
+// One row of softmax of z = x * scale (kScaled; else z = x): y = e^(z - max) / sum. A
+// NaN anywhere in the row makes it all NaN, as the definition computes it (found by
+// the sum: e^NaN is NaN). Three passes (the largest z; the exponentials and their sum;
+// the division), about 18 vector operations an element, bound by their count (about
+// two a cycle; four rows at once were no faster, nor was a shorter chain of sums).
 template <bool kScaled>
 void softmaxRow(const float* x, float* y, int64_t n, float scale) {
   int64_t i = 0;
   float mx = -INFINITY, sum = 0;
-  bool nan = false;
+  // Rounding is monotonic: for a positive scale the largest z is the largest x times
+  // the scale, rounded once (the same float), so the first pass multiplies nothing.
+  const bool scale_max = kScaled && !(scale > 0);
 #ifdef __AVX512F__
   const __m512 vscale = _mm512_set1_ps(scale);
   // Two vectors an iteration in both loops (two chains of maxima; the exponentials of
   // one overlap the other's): [1024, 256] at one thread 65 -> 62 us.
   __m512 vmax = _mm512_set1_ps(-INFINITY), vmax2 = vmax;
-  __mmask16 unordered = 0;
   for (; i + 32 <= n; i += 32) {
     __m512 v = _mm512_loadu_ps(x + i), w = _mm512_loadu_ps(x + i + 16);
-    if (kScaled) {
+    if (scale_max) {
       v = _mm512_mul_ps(v, vscale);
       w = _mm512_mul_ps(w, vscale);
     }
-    unordered |= _mm512_cmp_ps_mask(v, w, _CMP_UNORD_Q);  // either a NaN
     vmax = _mm512_max_ps(vmax, v);
     vmax2 = _mm512_max_ps(vmax2, w);
   }
   for (; i + 16 <= n; i += 16) {
     __m512 v = _mm512_loadu_ps(x + i);
-    if (kScaled) v = _mm512_mul_ps(v, vscale);
-    unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    if (scale_max) v = _mm512_mul_ps(v, vscale);
     vmax = _mm512_max_ps(vmax, v);
   }
   mx = _mm512_reduce_max_ps(_mm512_max_ps(vmax, vmax2));
-  nan = unordered != 0;
 #endif
-  for (int64_t j = i; j < n; ++j) {
-    const float z = kScaled ? x[j] * scale : x[j];
-    nan |= std::isnan(z);
-    mx = std::max(mx, z);
-  }
-  if (nan || std::isnan(mx) || std::isinf(mx)) {  // (inf - inf: NaN too)
+  for (int64_t j = i; j < n; ++j) mx = std::max(mx, scale_max ? x[j] * scale : x[j]);
+  if (kScaled && !scale_max) mx *= scale;
+  auto allNan = [&] {
     for (int64_t j = 0; j < n; ++j) y[j] = NAN;
-    return;
-  }
+  };
+  if (std::isnan(mx) || std::isinf(mx)) return allNan();  // (inf - inf: NaN too)
   i = 0;
 #ifdef __AVX512F__
   const __m512 m = _mm512_set1_ps(mx);
@@ -789,7 +808,7 @@ void softmaxRow(const float* x, float* y, int64_t n, float scale) {
       v = _mm512_mul_ps(v, vscale);
       w = _mm512_mul_ps(w, vscale);
     }
-    const __m512 e = expNonPositive(_mm512_sub_ps(v, m)), f = expNonPositive(_mm512_sub_ps(w, m));
+    const __m512 e = expSoftmax(_mm512_sub_ps(v, m)), f = expSoftmax(_mm512_sub_ps(w, m));
     _mm512_storeu_ps(y + i, e);
     _mm512_storeu_ps(y + i + 16, f);
     vsum = _mm512_add_ps(_mm512_add_ps(vsum, e), f);
@@ -797,13 +816,14 @@ void softmaxRow(const float* x, float* y, int64_t n, float scale) {
   for (; i + 16 <= n; i += 16) {
     __m512 v = _mm512_loadu_ps(x + i);
     if (kScaled) v = _mm512_mul_ps(v, vscale);
-    const __m512 e = expNonPositive(_mm512_sub_ps(v, m));
+    const __m512 e = expSoftmax(_mm512_sub_ps(v, m));
     _mm512_storeu_ps(y + i, e);
     vsum = _mm512_add_ps(vsum, e);
   }
   sum = _mm512_reduce_add_ps(vsum);
 #endif
   for (int64_t j = i; j < n; ++j) sum += (y[j] = std::exp((kScaled ? x[j] * scale : x[j]) - mx));
+  if (std::isnan(sum)) return allNan();
   const float inv = 1.0f / sum;
   i = 0;
 #ifdef __AVX512F__
