@@ -685,14 +685,9 @@ namespace {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #ifdef __AVX512F__
-// e^a for a <= 0 (a NaN gives e^-104): within a few ulp; below -104 (where e^a is
-// under float32's smallest subnormal) e^-104, which float32 flushes towards 0.
-inline __m512 expNonPositive(__m512 a) {
-  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f), ln2hi = _mm512_set1_ps(0.693145751953125f),
-               ln2lo = _mm512_set1_ps(1.42860682030941723212e-6f);
-  a = _mm512_max_ps(a, _mm512_set1_ps(-104.0f));
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(a, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_fnmadd_ps(k, ln2lo, _mm512_fnmadd_ps(k, ln2hi, a));
+// e^(r + k ln2) = e^r 2^k for |r| <= ln2 / 2: e^r from the degree-5 polynomial, 2^k by
+// vscalefps.
+inline __m512 expReduced(__m512 r, __m512 k) {
   __m512 p = _mm512_set1_ps(8.3751288906e-03f);
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1917529688e-02f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666415477e-01f));
@@ -701,9 +696,18 @@ inline __m512 expNonPositive(__m512 a) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0000000755e+00f));
   return _mm512_scalef_ps(p, k);
 }
-#endif
 
-#ifdef __AVX512F__
+// e^a for a <= 0 (a NaN gives e^-104): within a few ulp; below -104 (where e^a is
+// under float32's smallest subnormal) e^-104, which float32 flushes towards 0.
+inline __m512 expNonPositive(__m512 a) {
+  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f), ln2hi = _mm512_set1_ps(0.693145751953125f),
+               ln2lo = _mm512_set1_ps(1.42860682030941723212e-6f);
+  a = _mm512_max_ps(a, _mm512_set1_ps(-104.0f));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(a, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_fnmadd_ps(k, ln2lo, _mm512_fnmadd_ps(k, ln2hi, a));
+  return expReduced(r, k);
+}
+
 // e^a for a <= 0 as expNonPositive, with one multiply-add for the reduction r = a - k
 // ln2 (ln2 rounded to float32, 1.9e-9 from it: r is off by 1.9e-9 k, 2e-8 relative
 // where e^a >= 2^-10, 3e-7 at e^-104): softmax's exponential, bound by the count of its
@@ -714,13 +718,7 @@ inline __m512 expSoftmax(__m512 a) {
   const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693147180559945309f), a);
-  __m512 p = _mm512_set1_ps(8.3751288906e-03f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1917529688e-02f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666415477e-01f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.9998869109e-01f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0000000377e+00f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0000000755e+00f));
-  return _mm512_scalef_ps(p, k);
+  return expReduced(r, k);
 }
 #endif
 
