@@ -760,8 +760,9 @@ void swishRange(const float* x, float* y, int64_t n) {
 // One row of softmax of z = x * scale (kScaled; else z = x): y = e^(z - max) / sum. A
 // NaN anywhere in the row makes it all NaN, as the definition computes it (found by
 // the sum: e^NaN is NaN). Three passes (the largest z; the exponentials and their sum;
-// the division), about 18 vector operations an element, bound by their count (about
-// two a cycle; four rows at once were no faster, nor was a shorter chain of sums).
+// the division), about 18 vector operations a vector of elements, bound by their
+// count (about two a cycle; two or four rows at once were slower, a shorter chain of
+// sums no faster).
 template <bool kScaled>
 void softmaxRow(const float* x, float* y, int64_t n, float scale) {
   int64_t i = 0;
@@ -990,12 +991,13 @@ namespace {
 // GELU(v) = h + h erf(v / sqrt 2), h = v / 2, with erf from 16 pieces of degree 4
 // (scripts/fit_gelu_erf.py prints them): s = |v| / sqrt 2 * kGeluErfR, piece k =
 // round(s) a polynomial in t = s - k, |t| <= 1/2 (2.4e-7 from erf at most, so GELU
-// within 1.2e-7 |v| plus rounding); piece 15 is 1 (float32's erf from 3.93 on) and s
-// is clamped to 15.25 (v >= 5.85: erf = 1, y = v exactly). No division: the vector
-// kernel reads the pieces' coefficients with vpermps from five registers, the piece
-// number being the low bits of s + 1.5 * 2^23: partita_bench_kernels
-// encoder/bias_gelu 70 -> 53 us (the rational erf before, u P(u^2) / Q(u^2), was
-// bound by its division and its fifteen multiply-adds).
+// within 1.2e-7 |v| plus rounding); piece 15 is 1 (float32's erf from u = 3.93 on:
+// |v| >= 5.56 gives erf +-1, y = v or 0 exactly) and s is clamped to 15.25, inside
+// it. No division: the vector kernel reads the pieces' coefficients with vpermps from
+// five registers, the piece number being the low bits of s + 1.5 * 2^23:
+// partita_bench_kernels encoder/bias_gelu/t1 91.1 -> 71.0 us (best of six medians,
+// alternating with the build before, the machine busy), against the rational erf
+// before, u P(u^2) / Q(u^2), bound by its division and fifteen multiply-adds.
 constexpr float kGeluErfR = 3.69f;
 constexpr float kGeluErfSlope = kGeluErfR * 0.70710678118654752f;  // s = |v| * this
 constexpr float kGeluErfTop = 15.25f;                                // the clamp of s
