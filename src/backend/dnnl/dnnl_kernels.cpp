@@ -760,16 +760,17 @@ void swishRange(const float* x, float* y, int64_t n) {
 // One row of softmax of z = x * scale (kScaled; else z = x): y = e^(z - max) / sum. A
 // NaN anywhere in the row makes it all NaN, as the definition computes it (found by
 // the sum: e^NaN is NaN). Three passes (the largest z; the exponentials and their sum;
-// the division), about 18 vector operations a vector of elements, bound by their
-// count (about two a cycle; two or four rows at once were slower, a shorter chain of
-// sums no faster).
+// the division), about 18 vector operations per 16 elements, bound by their count
+// (about two a cycle; two or four rows at once were slower, a shorter chain of sums no
+// faster).
 template <bool kScaled>
 void softmaxRow(const float* x, float* y, int64_t n, float scale) {
   int64_t i = 0;
   float mx = -INFINITY, sum = 0;
   // Rounding is monotonic: for a positive scale the largest z is the largest x times
-  // the scale, rounded once (the same float), so the first pass multiplies nothing.
-  const bool scale_max = kScaled && !(scale > 0);
+  // the scale, rounded once (the same float), so the first pass multiplies nothing;
+  // only for another scale does it scale each x.
+  const bool scale_each = kScaled && !(scale > 0);
 #ifdef __AVX512F__
   const __m512 vscale = _mm512_set1_ps(scale);
   // Two vectors an iteration in both loops (two chains of maxima; the exponentials of
@@ -777,7 +778,7 @@ void softmaxRow(const float* x, float* y, int64_t n, float scale) {
   __m512 vmax = _mm512_set1_ps(-INFINITY), vmax2 = vmax;
   for (; i + 32 <= n; i += 32) {
     __m512 v = _mm512_loadu_ps(x + i), w = _mm512_loadu_ps(x + i + 16);
-    if (scale_max) {
+    if (scale_each) {
       v = _mm512_mul_ps(v, vscale);
       w = _mm512_mul_ps(w, vscale);
     }
@@ -786,13 +787,13 @@ void softmaxRow(const float* x, float* y, int64_t n, float scale) {
   }
   for (; i + 16 <= n; i += 16) {
     __m512 v = _mm512_loadu_ps(x + i);
-    if (scale_max) v = _mm512_mul_ps(v, vscale);
+    if (scale_each) v = _mm512_mul_ps(v, vscale);
     vmax = _mm512_max_ps(vmax, v);
   }
   mx = _mm512_reduce_max_ps(_mm512_max_ps(vmax, vmax2));
 #endif
-  for (int64_t j = i; j < n; ++j) mx = std::max(mx, scale_max ? x[j] * scale : x[j]);
-  if (kScaled && !scale_max) mx *= scale;
+  for (int64_t j = i; j < n; ++j) mx = std::max(mx, scale_each ? x[j] * scale : x[j]);
+  if (kScaled && !scale_each) mx *= scale;
   auto allNan = [&] {
     for (int64_t j = 0; j < n; ++j) y[j] = NAN;
   };
