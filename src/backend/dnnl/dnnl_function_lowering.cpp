@@ -463,6 +463,108 @@ void fuseAddIntoCopies(Function& fn) {
   }
 }
 
+// The result of an int8 projection that only an add_row_copy right after it reads, each
+// copy a block of whole heads ([H, M, D] dense, of a view of columns [c0, c0 + H * D)
+// of the [M, N] result: attention's Q, K and V of a fused QKV projection): the matmul
+// writes its result in blocks of D columns ([N / D][M][D]; its own kernel,
+// IntMatMul::column_block), so that each copy's destination is the bytes of its
+// columns, and adds the copy's bias row as its last post-op. The destinations become
+// views of the result's buffer (at c0 / D * M * D floats) and the copy goes (the int8
+// encoder at 256 tokens: 88 us of copies a run gone, the projections 15 us slower;
+// docs/backends.md).
+void writeHeadsFromMatMul(Function& fn) {
+  for (size_t j = 1; j < fn.steps.size(); ++j) {
+    const Step& c = fn.steps[j];
+    const Step& mm = fn.steps[j - 1];
+    const Arg* x = c.find(DNNL_ARG_SRC);
+    const Arg* y = mm.find(DNNL_ARG_DST);
+    if (c.kind != StepKind::kAddRowCopy || c.find(kQuantizedResultArg) || mm.kind != StepKind::kMatMul || !x || !y ||
+        x->source != ArgSource::kBuffer || y->source != ArgSource::kBuffer || x->index != y->index)
+      continue;
+    const uint64_t t = y->index;
+    const std::optional<IntMatMul> plan = planIntMatMul(mm);
+    if (!plan || plan->column_block != 0 || plan->bias_post_op >= 0 || fn.buffers[t].kind != BufferKind::kTemp ||
+        fn.buffers[t].zero_padded || aliased(fn, t) || !deadAfter(fn, t, j) || dimsOf(x->md) != std::vector<int64_t>{plan->m, plan->n})
+      continue;
+    const int64_t m = plan->m, n = plan->n;
+    const Arg* bias = c.find(DNNL_ARG_SRC_1);
+    if (bias && (!plainFloats(bias, -1, n) || touches(*bias, t))) continue;
+    int64_t block = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> views;  // destination buffer, its offset in t's bytes
+    bool ok = true;
+    for (int q = 0; q < kMaxRowCopies && ok; ++q) {
+      const Arg* v = c.find(DNNL_ARG_MULTIPLE_SRC + q);
+      const Arg* d = c.find(kRowCopyDst[q]);
+      if (!v && !d) break;
+      ok = v && d && d->source == ArgSource::kBuffer && isDenseUnblocked(d->md) && dimsOf(d->md) == dimsOf(v->md) &&
+           v->md.data.offset0 >= 0;
+      if (!ok) break;
+      // The view's dims (those of size 1 aside) are the head dim d (stride 1 on both
+      // sides), the rows t (stride N in the result, D in the copy) and, with more than
+      // one head, the heads h (stride D in the result, M * D in the copy).
+      const std::vector<int64_t> dims = dimsOf(v->md), vs = elementStrides(v->md), ds = elementStrides(d->md);
+      int64_t dim = 0, rows = 1, h = 1;
+      for (size_t i = 0; i < dims.size() && ok; ++i) {
+        if (dims[i] == 1) continue;
+        if (vs[i] == 1 && ds[i] == 1 && dim == 0)
+          dim = dims[i];
+      }
+      for (size_t i = 0; i < dims.size() && ok; ++i) {
+        if (dims[i] == 1 || (vs[i] == 1 && ds[i] == 1)) continue;
+        if (vs[i] == n && ds[i] == dim && rows == 1 && dims[i] == m)
+          rows = dims[i];
+        else if (vs[i] == dim && ds[i] == m * dim && h == 1)
+          h = dims[i];
+        else
+          ok = false;
+      }
+      const int64_t c0 = v->md.data.offset0;
+      ok = ok && rows == m && dim >= 16 && dim % 16 == 0 && n % dim == 0 && (block == 0 || block == dim) &&
+           c0 % dim == 0 && c0 + h * dim <= n;
+      if (!ok) break;
+      block = dim;
+      const uint64_t b = d->index;
+      ok = b != t && fn.buffers[b].kind == BufferKind::kTemp && !fn.buffers[b].zero_padded && !aliased(fn, b) &&
+           fn.buffers[b].bytes == uint64_t(h * m * dim) * sizeof(float) && !(bias && touches(*bias, b));
+      for (const auto& [other, at] : views) ok &= other != b;
+      views.emplace_back(b, uint64_t(c0 / dim * m * dim) * sizeof(float));
+    }
+    if (!ok || views.empty()) continue;
+    Step fused = mm;
+    fused.label += "; " + c.label;
+    dnnl_memory_desc_t blocked = plainDesc({m, n}).data;
+    blocked.format_desc.blocking.strides[0] = block;
+    blocked.format_desc.blocking.strides[1] = m * block;
+    blocked.format_desc.blocking.inner_nblks = 1;
+    blocked.format_desc.blocking.inner_blks[0] = block;
+    blocked.format_desc.blocking.inner_idxs[0] = 1;
+    fused.find(DNNL_ARG_DST)->md = memory::desc(blocked);
+    if (bias) {
+      Arg row = *bias;
+      row.key = DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(fused.post_ops.size())) | DNNL_ARG_SRC_1;
+      row.md = plainDesc({1, n});
+      fused.args.push_back(row);
+      fused.post_ops.push_back(PostOp{PostOp::Kind::kBinary, int32_t(dnnl::algorithm::binary_add), 0, 0, 1.0f});
+    }
+    const std::optional<IntMatMul> mine = planIntMatMul(fused);
+    if (!mine || mine->column_block != block || (bias && mine->bias_post_op < 0)) continue;
+    try {
+      (void)makePrimitiveDesc(fused, cpuEngine());  // (oneDNN's reference code where the kernel cannot run)
+    } catch (const dnnl::error&) {
+      continue;
+    }
+    for (const auto& [b, at] : views) {
+      Buffer& v = fn.buffers[b];
+      v.view = true;
+      v.index = uint32_t(t);
+      v.offset = at;
+    }
+    fn.steps[j - 1] = std::move(fused);
+    fn.steps.erase(fn.steps.begin() + std::ptrdiff_t(j));
+    --j;
+  }
+}
+
 // A float32 reorder that transposes between two unblocked layouts (a strided view
 // into a dense tensor, both with a dim of stride 1 of at least 16 elements, as
 // attention's context heads back to [seq, heads * dim]): the add_row_copy kernel
@@ -570,6 +672,7 @@ Function FunctionLowering::run() {
   fuseBiasGelu(fn_);
   foldScaleIntoSoftmax(fn_);
   fuseAddIntoCopies(fn_);
+  writeHeadsFromMatMul(fn_);
   ownStridedCopies(fn_);
   quantizeCopies(fn_);
   return std::move(fn_);

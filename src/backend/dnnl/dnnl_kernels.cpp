@@ -1639,9 +1639,19 @@ std::optional<IntMatMul> planIntMatMul(const Step& step) {
   p.k = x->md.data.dims[1];
   p.n = w->md.data.dims[1];
   if (p.m <= 0 || p.k <= 0 || p.n <= 0 || p.k % 4 != 0 || w->md.data.dims[0] != p.k) return std::nullopt;
-  if (!sameDesc(x->md, memory::desc({p.m, p.k}, dt::u8, tag::ab)) ||
-      !sameDesc(y->md, memory::desc({p.m, p.n}, dt::f32, tag::ab)))
-    return std::nullopt;
+  if (!sameDesc(x->md, memory::desc({p.m, p.k}, dt::u8, tag::ab))) return std::nullopt;
+  if (!sameDesc(y->md, memory::desc({p.m, p.n}, dt::f32, tag::ab))) {
+    // In blocks of columns: [N / B][M][B].
+    const dnnl_memory_desc_t& d = y->md.data;
+    const auto& blk = d.format_desc.blocking;
+    const int64_t b = blk.inner_blks[0];
+    if (d.data_type != dnnl_f32 || d.ndims != 2 || d.dims[0] != p.m || d.dims[1] != p.n || d.offset0 != 0 ||
+        d.format_kind != dnnl_blocked || blk.inner_nblks != 1 || blk.inner_idxs[0] != 1 || b < 16 || b % 16 != 0 ||
+        p.n % b != 0 || d.padded_dims[0] != p.m || d.padded_dims[1] != p.n || d.padded_offsets[0] != 0 ||
+        d.padded_offsets[1] != 0 || blk.strides[0] != b || blk.strides[1] != p.m * b || d.extra.flags != 0)
+      return std::nullopt;
+    p.column_block = b;
+  }
   memory::desc packed({p.k, p.n}, dt::s8, tag::BA16a64b4a);
   packed.data.extra.flags = dnnl_memory_extra_flag_compensation_conv_asymmetric_src;
   packed.data.extra.asymm_compensation_mask = 2;  // one per column
@@ -1653,8 +1663,10 @@ std::optional<IntMatMul> planIntMatMul(const Step& step) {
     const bool first_mul = op.kind == PostOp::Kind::kBinary && op.alg == int32_t(dnnl::algorithm::binary_mul) &&
                            p.scale_post_op < 0 && !p.linear;
     const bool first_linear = op.kind == PostOp::Kind::kEltwise && op.alg == int32_t(dnnl::algorithm::eltwise_linear) &&
-                              op.scale == 1.0f && !p.linear;
-    if (first_mul) {
+                              op.scale == 1.0f && !p.linear && p.bias_post_op < 0;
+    const bool last_add = op.kind == PostOp::Kind::kBinary && op.alg == int32_t(dnnl::algorithm::binary_add) &&
+                          op.scale == 1.0f && i + 1 == step.post_ops.size();
+    if (first_mul && p.bias_post_op < 0) {
       const Arg* s = step.find(DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(i)) | DNNL_ARG_SRC_1);
       if (!s || s->md.data.data_type != dnnl_f32 || s->md.get_size() != sizeof(float)) return std::nullopt;
       p.scale_post_op = int(i);
@@ -1662,6 +1674,10 @@ std::optional<IntMatMul> planIntMatMul(const Step& step) {
       p.linear = true;
       p.alpha = op.alpha;
       p.beta = op.beta;
+    } else if (last_add) {  // a row: one float32 per column
+      const Arg* r = step.find(DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(i)) | DNNL_ARG_SRC_1);
+      if (!r || !sameDesc(r->md, memory::desc({1, p.n}, dt::f32, tag::ab))) return std::nullopt;
+      p.bias_post_op = int(i);
     } else {
       return std::nullopt;
     }
@@ -1764,6 +1780,8 @@ struct IntTileOps {
   using Acc = __m512i;
   __m512i compensation[4];  // zero_point * (negated column sum) for the panel's 4 vectors
   __mmask16 mask[4];        // the panel's columns inside N
+  int64_t at[4];            // where each vector's columns start in a row of the tile's results
+  const float* bias;        // the panel's first column's, or null
   __m512 scale, alpha, beta;
   bool mul, linear;
   Acc start(int j) const { return compensation[j]; }
@@ -1779,7 +1797,8 @@ struct IntTileOps {
     __m512 v = _mm512_cvtepi32_ps(acc);
     if (mul) v = _mm512_mul_ps(v, scale);
     if (linear) v = _mm512_fmadd_ps(v, alpha, beta);
-    _mm512_mask_storeu_ps(row + 16 * j, mask[j], v);
+    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask[j], bias + 16 * j));
+    _mm512_mask_storeu_ps(row + at[j], mask[j], v);
   }
 };
 #endif
@@ -1803,7 +1822,8 @@ struct FloatTileOps {
 }  // namespace
 #endif
 
-void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t zero_point, float scale, float* c) {
+void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t zero_point, float scale, const float* bias,
+               float* c) {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
   const int64_t panels = (p.n + 63) / 64;
   const int32_t* negated_sums = reinterpret_cast<const int32_t*>(w + p.compensation_offset);
@@ -1822,25 +1842,33 @@ void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t ze
         t.linear = p.linear;
         const __m512i zp = _mm512_set1_epi32(zero_point);
         const int64_t tiles = (r1 - r0 + 5) / 6;
+        // Row r's results: at c + r * ldc, column j at j (row-major) or at its block's
+        // j / B * M * B + j % B (blocks of B columns).
+        const int64_t b = p.column_block, ldc = b ? b : p.n;
         for (int64_t panel = 0; panel < panels; ++panel) {
           const int64_t n0 = panel * 64;
           panelMasks(p.n, n0, t.mask);
+          for (int j = 0; j < 4; ++j) {
+            const int64_t col = n0 + 16 * j;
+            t.at[j] = b ? col / b * p.m * b + col % b : col;
+          }
+          t.bias = bias ? bias + n0 : nullptr;
           for (int j = 0; j < 4; ++j)  // (the padding's sums are zero; read only what N holds)
             t.compensation[j] = _mm512_mullo_epi32(zp, _mm512_maskz_loadu_epi32(t.mask[j], negated_sums + n0 + 16 * j));
-          const int8_t* b = w + panel * p.panel_bytes;
-          const char* next = panel + 1 < panels ? reinterpret_cast<const char*>(b + p.panel_bytes) : nullptr;
+          const int8_t* weights = w + panel * p.panel_bytes;
+          const char* next = panel + 1 < panels ? reinterpret_cast<const char*>(weights + p.panel_bytes) : nullptr;
           const int64_t per_tile = next ? (p.panel_bytes + tiles - 1) / tiles : 0;
           int64_t fetch = 0;
           for (int64_t r = r0; r < r1; r += 6) {
             for (const int64_t e = std::min(p.panel_bytes, fetch + per_tile); fetch < e; fetch += 64)
               _mm_prefetch(next + fetch, _MM_HINT_T0);
-            matMulRows(std::min<int64_t>(r1 - r, 6), a + r * p.k, p.k, b, p.k / 4, c + r * p.n + n0, p.n, t);
+            matMulRows(std::min<int64_t>(r1 - r, 6), a + r * p.k, p.k, weights, p.k / 4, c + r * ldc, ldc, t);
           }
         }
       },
       6);
 #else
-  (void)p, (void)a, (void)w, (void)zero_point, (void)scale, (void)c;
+  (void)p, (void)a, (void)w, (void)zero_point, (void)scale, (void)bias, (void)c;
   throw Error(ErrorCode::kInternal, "intMatMul: built without AVX-512 VNNI");
 #endif
 }

@@ -229,25 +229,33 @@ void quantizeCopy(const QuantizeCopy& q, const float* x, uint8_t* y);
 // run-time zero point, int8 weights [K, N] as oneDNN 2.6 stores them for it
 // (BA16a64b4a: 64-column panels of K / 4 groups of 64 columns x 4 rows, padded with
 // zeros to whole panels and 64 rows, followed by the negated column sums, its
-// asymmetric-source compensation), float32 result [M, N] row-major, then at most a
-// multiply by a one-element float32 operand and a linear eltwise (alpha * x + beta),
-// in that order): the module runs it as its own loop, 6 x 64 tiles of `vpdpbusd`
-// accumulators, which reaches this core's VNNI peak (~460 G multiply-adds a second
-// at one thread) where oneDNN 2.6's brgemm reached 340-380 on the encoder's shapes.
+// asymmetric-source compensation), float32 result [M, N], then at most a multiply by
+// a one-element float32 operand, a linear eltwise (alpha * x + beta) and an add of a
+// float32 row [1, N], in that order): the module runs it as its own loop, 6 x 64 tiles
+// of `vpdpbusd` accumulators, which reaches this core's VNNI peak (~460 G
+// multiply-adds a second at one thread) where oneDNN 2.6's brgemm reached 340-380 on
+// the encoder's shapes. The result is row-major, or in blocks of B columns (B a
+// multiple of 16 dividing N; one inner block of dim 1, strides B and M * B: column
+// block j is a dense [M, B] matrix at j * M * B), the layout of attention's heads
+// when B is the head size (StepKind::kMatMul in docs/backends.md).
 struct IntMatMul {
   int64_t m = 0, k = 0, n = 0;
   int64_t panel_bytes = 0;           // one 64-column panel: K padded to 64, times 64
   int64_t compensation_offset = 0;   // bytes from the weights to their negated column sums
+  int64_t column_block = 0;          // B of a result in blocks of columns; 0: row-major
   int scale_post_op = -1;            // the multiply's post-op index (its operand), or -1
-  bool linear = false;               // a linear eltwise after it
+  int bias_post_op = -1;             // the row add's post-op index (its operand), or -1
+  bool linear = false;               // a linear eltwise after the multiply
   float alpha = 1, beta = 0;
 };
 // Its plan, or nullopt for any other step (and always without AVX-512 VNNI).
 std::optional<IntMatMul> planIntMatMul(const Step& step);
 // Runs it: c = post-ops(float(a * w + zero_point * compensation)), the same bits as
-// oneDNN's primitive. `scale` is read only when the plan has the multiply. Uses the
-// calling thread's OpenMP team, each thread a band of whole 6-row tiles.
-void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t zero_point, float scale, float* c);
+// oneDNN's primitive. `scale` is read only when the plan has the multiply, `bias` (N
+// floats) only when it has the row add. Uses the calling thread's OpenMP team, each
+// thread a band of whole 6-row tiles.
+void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t zero_point, float scale, const float* bias,
+               float* c);
 
 // A float32 matmul step between activations (StepKind::kMatMul: source [B, M, K] and
 // weights [B, K, N] read from buffers, result [B, M, N], all dense row-major, no bias,

@@ -687,8 +687,12 @@ void runIntMatMul(const IntMatMul& p, const StepArgs& a) {
   const float scale =
       p.scale_post_op >= 0 ? *argData<const float>(a, DNNL_ARG_ATTR_MULTIPLE_POST_OP(p.scale_post_op) | DNNL_ARG_SRC_1)
                            : 1.0f;
+  const float* bias =
+      p.bias_post_op >= 0 ? argData<const float>(a, DNNL_ARG_ATTR_MULTIPLE_POST_OP(p.bias_post_op) | DNNL_ARG_SRC_1)
+                          : nullptr;
   intMatMul(p, argData<const uint8_t>(a, DNNL_ARG_SRC), argData<const int8_t>(a, DNNL_ARG_WEIGHTS),
-            *argData<const int32_t>(a, DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC), scale, argData<float>(a, DNNL_ARG_DST));
+            *argData<const int32_t>(a, DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC), scale, bias,
+            argData<float>(a, DNNL_ARG_DST));
 }
 
 // A kAddLayerNorm's or kBiasGelu's quantized result, when the step has one, into the

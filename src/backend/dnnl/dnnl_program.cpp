@@ -491,7 +491,7 @@ void validate(const Program& p, size_t blob_size) {
       const Buffer& b = fn.buffers[i];
       if (!b.view) continue;
       const std::string at = where + " buffer " + std::to_string(i);
-      check(b.kind == BufferKind::kTemp && !b.zero_padded && !fn.poly, at + ": a view must be a plain temporary");
+      check(b.kind == BufferKind::kTemp && !b.zero_padded, at + ": a view must be a plain temporary");
       check(b.index < fn.buffers.size() && b.index != i, at + ": a view of a buffer out of range");
       const Buffer& parent = fn.buffers[b.index];
       check(parent.kind == BufferKind::kTemp && !parent.view && !parent.zero_padded,
@@ -542,7 +542,7 @@ std::vector<std::byte> writeProgram(const Program& p) {
   BlobWriter w;
   w.raw(kBlobMagic, 4);
   bool polymorphic = false, views = false, shape_computations = false, scaled_softmax = false,
-       quantized_copy = false, swish_mean = false, mat_vec = false;
+       quantized_copy = false, swish_mean = false, mat_vec = false, poly_views = false;
   for (const Function& fn : p.functions) {
     polymorphic |= fn.poly != nullptr;
     for (const Step& s : fn.steps) {
@@ -552,9 +552,13 @@ std::vector<std::byte> writeProgram(const Program& p) {
       mat_vec |= s.kind == StepKind::kMatVec;
     }
     shape_computations |= fn.poly && computesShapes(fn.poly->graph);
-    for (const Buffer& b : fn.buffers) views |= b.view;
+    for (const Buffer& b : fn.buffers) {
+      views |= b.view;
+      poly_views |= b.view && fn.poly;
+    }
   }
-  const uint32_t version = mat_vec              ? 8
+  const uint32_t version = poly_views           ? 9
+                           : mat_vec            ? 8
                            : swish_mean         ? 7
                            : quantized_copy     ? 6
                            : scaled_softmax     ? 5
@@ -658,6 +662,11 @@ Program readProgram(const std::byte* data, size_t size) {
       if (poly && version < 4 && computesShapes(fn.poly->graph))
         r.fail("shape-polymorphic function: a version " + std::to_string(version) +
                " blob whose region graph computes shapes (version 4)");
+      bool views = false;
+      for (const Buffer& b : fn.buffers) views |= b.view;
+      if (poly && version < 9 && views)
+        r.fail("shape-polymorphic function: a version " + std::to_string(version) +
+               " blob with a buffer that is a view (version 9)");
     }
   }
   validate(p, size);

@@ -25,10 +25,10 @@ inline constexpr char kBlobMagic[4] = {'P', 'D', 'N', 'L'};
 // computations (Shape, Size and arithmetic on them, computed at each input shape),
 // version 5 softmax_rows steps with a scale (Step::alpha), version 6 add_row_copy steps
 // with a quantized result, version 7 swish steps that write their channels' mean too,
-// version 8 mat_vec steps (and float16, a mat_vec's weights only). A blob is written
-// with the lowest version that holds it (without any: version 1), and all eight are
-// read.
-inline constexpr uint32_t kBlobVersion = 8;
+// version 8 mat_vec steps (and float16, a mat_vec's weights only), version 9 views in
+// shape-polymorphic functions. A blob is written with the lowest version that holds
+// it (without any: version 1), and all nine are read.
+inline constexpr uint32_t kBlobVersion = 9;
 using runtime::kEmbeddedAlignment;  // embedded tensors start at multiples of it
 
 // Where the bytes of a primitive argument live.
