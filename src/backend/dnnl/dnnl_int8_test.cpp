@@ -1969,8 +1969,10 @@ TEST(DnnlKernels, IntMatMulPlansOnlyItsOwnSteps) {
 // The module's own float32 matmul between activations (planFloatMatMul) against a
 // double-precision product and oneDNN's primitive on the same step: batched and 2-D,
 // row counts leaving 1-5 rows after the 6-row tiles, columns ending in a partial vector
-// or panel, at 1 and 2 threads. It sums over K in order, oneDNN in blocks: the two
-// agree to float32 rounding, not bit for bit.
+// or panel, at 1 and 2 threads; the result row-major and at other strides (batches
+// interleaved into the rows of [M, B * N], as attention's context is written; 2-D:
+// rows N + 3 apart). It sums over K in order, oneDNN in blocks: the two agree to
+// float32 rounding, not bit for bit.
 TEST(DnnlKernels, FloatMatMulMatchesOneDnnMatMul) {
   using dt = memory::data_type;
   using tag = memory::format_tag;
@@ -1981,16 +1983,22 @@ TEST(DnnlKernels, FloatMatMulMatchesOneDnnMatMul) {
   };
   const Case cases[] = {{4, 256, 256, 64}, {4, 256, 64, 256}, {1, 7, 5, 100}, {3, 13, 33, 17}, {0, 11, 64, 130}};
   for (const Case& k : cases)
+    for (const bool strided : {false, true})
     for (int threads : {1, 2}) {
       SCOPED_TRACE(std::to_string(k.batch) + "x" + std::to_string(k.m) + "x" + std::to_string(k.k) + "x" +
-                   std::to_string(k.n) + ", " + std::to_string(threads) + " threads");
+                   std::to_string(k.n) + (strided ? " strided" : "") + ", " + std::to_string(threads) + " threads");
       omp_set_num_threads(threads);
       const bool two_d = k.batch == 0;
       const int64_t batch = two_d ? 1 : k.batch;
       auto md = [&](int64_t r, int64_t c) {
         return two_d ? memory::desc({r, c}, dt::f32, tag::ab) : memory::desc({batch, r, c}, dt::f32, tag::abc);
       };
-      const memory::desc src = md(k.m, k.k), wei = md(k.k, k.n), dst = md(k.m, k.n);
+      // The result's row and batch strides.
+      const int64_t ldc = strided ? (two_d ? k.n + 3 : batch * k.n) : k.n, sb = strided ? k.n : k.m * k.n;
+      const memory::desc src = md(k.m, k.k), wei = md(k.k, k.n);
+      const memory::desc dst = !strided ? md(k.m, k.n)
+                               : two_d  ? memory::desc({k.m, k.n}, dt::f32, memory::dims{ldc, 1})
+                                        : memory::desc({batch, k.m, k.n}, dt::f32, memory::dims{sb, ldc, 1});
       Step step;
       step.kind = StepKind::kMatMul;
       step.args = {Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, src, false},
@@ -1998,9 +2006,10 @@ TEST(DnnlKernels, FloatMatMulMatchesOneDnnMatMul) {
                    Arg{DNNL_ARG_DST, ArgSource::kBuffer, 2, dst, false}};
       const std::optional<FloatMatMul> plan = planFloatMatMul(step);
       ASSERT_TRUE(plan.has_value());
+      EXPECT_EQ(plan->ldc, ldc);
       const std::vector<float> a = testing::randomFloats(size_t(batch * k.m * k.k), 3),
                                b = testing::randomFloats(size_t(batch * k.k * k.n), 4);
-      std::vector<float> want(size_t(batch * k.m * k.n), -1.f), got(want.size(), -2.f);
+      std::vector<float> want(dst.get_size() / sizeof(float), -1.f), got(want.size(), -2.f);
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), attr, eng);
@@ -2019,7 +2028,7 @@ TEST(DnnlKernels, FloatMatMulMatchesOneDnnMatMul) {
               exact += t;
               magnitude += std::fabs(t);
             }
-            const size_t at = size_t((bi * k.m + i) * k.n + j);
+            const size_t at = size_t(bi * sb + i * ldc + j);
             // Summed in float32: within K ulps of the terms' magnitude.
             const double bound = magnitude * double(k.k) * 6e-8 + 1e-30;
             ASSERT_LE(std::fabs(got[at] - exact), bound) << "element " << at;
@@ -2050,6 +2059,19 @@ TEST(DnnlKernels, FloatMatMulMatchesOneDnnMatMul) {
     s.args.push_back(Arg{DNNL_ARG_BIAS, ArgSource::kConstant, 0, memory::desc({1, 1, 32}, dt::f32, tag::abc), false});
   }));
   EXPECT_FALSE(plan([](Step& s) { s.find(DNNL_ARG_DST)->md = memory::desc({2, 8, 32}, dt::f32, tag::acb); }));
+  // Rows or batches that overlap, an offset.
+  // (Set in the descriptor: oneDNN constructs none with overlapping strides.)
+  auto strides = [](Step& s, int64_t sb, int64_t ldc) {
+    dnnl_memory_desc_t& d = s.find(DNNL_ARG_DST)->md.data;
+    d.format_desc.blocking.strides[0] = sb;
+    d.format_desc.blocking.strides[1] = ldc;
+  };
+  EXPECT_FALSE(plan([&](Step& s) { strides(s, 256, 16); }));
+  EXPECT_FALSE(plan([&](Step& s) { strides(s, 16, 64); }));
+  EXPECT_FALSE(plan([&](Step& s) { strides(s, 32, 48); }));
+  EXPECT_TRUE(plan([&](Step& s) { strides(s, 32, 64); }));
+  EXPECT_TRUE(plan([&](Step& s) { strides(s, 300, 36); }));
+  EXPECT_FALSE(plan([](Step& s) { s.find(DNNL_ARG_DST)->md.data.offset0 = 4; }));
 }
 
 TEST(DnnlKernels, PlainTransposeMovesEachElement) {
@@ -2369,6 +2391,43 @@ TEST(DnnlKernels, AddRowCopyQuantizedFollowsItsDefinition) {
           EXPECT_EQ(got_zero_s32, want_zero_s32) << what;
         }
   omp_set_num_threads(2);
+}
+
+// Attention's context (the float32 MatMul of the probabilities and the values, the
+// module's own kernel) copied back to [seq, heads * dim] for the next MatMul's dynamic
+// quantization: the matmul writes it there itself (its result a strided view of the
+// copy's destination, writeThroughCopies) and no copy runs; the outputs match the
+// host's. Without the pass the copy is a step (fails).
+TEST(DnnlKernels, TheContextIsWrittenWhereItsCopyWent) {
+  GraphBuilder b;
+  ir::ValueId x = b.input("x", {4, 16, 16}), v = b.input("v", {4, 16, 32});
+  ir::AttributeMap last, perm;
+  last.setInt("axis", -1);
+  perm.setInts("perm", {1, 0, 2});
+  ir::ValueId ctx = b.node("MatMul", {b.node("Softmax", {x}, last, 13), v}, {}, 13, "context");
+  ir::ValueId flat = b.node("Reshape", {b.node("Transpose", {ctx}, perm, 13), b.constantInts("shape", {2}, {16, 128})},
+                            {}, 13);
+  const auto [y, scale, zero] = dynamicQuantizeNode(b, flat);
+  b.g.outputs.push_back(b.node("DequantizeLinear", {y, b.constant("unit", {}, {1.0f}), zero}, {}, 13));
+  b.g.outputs.push_back(b.node("Mul", {scale, b.constant("two", {}, {2.0f})}, {}, 13));
+  Compiled host = testing::compile(b.g, {"host"});
+  Compiled dnnl = testing::compile(b.g, {"dnnl", "host"});
+  size_t written = 0, copies = 0, quantizations = 0;
+  for (const DnnlModule::StepInfo& st : allSteps(dnnl)) {
+    written += st.kind == StepKind::kMatMul && st.implementation == "partita:matmul" &&
+               st.label.find("Transpose") != std::string::npos;
+    copies += st.kind == StepKind::kAddRowCopy ||
+              (st.kind == StepKind::kReorder && st.label.find("Transpose") != std::string::npos);
+    quantizations += st.kind == StepKind::kDynamicQuantize;
+  }
+  EXPECT_EQ(written, 1u);
+  EXPECT_EQ(copies, 0u);
+  EXPECT_EQ(quantizations, 1u);
+  std::vector<ir::OwnedTensor> in = testing::randomInputs(*host.graph, 11);
+  std::vector<ir::OwnedTensor> want = host.run(in), got = dnnl.run(in);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_LE(testing::closeness(got[0], want[0], 0, 1.0), 1.0);  // centred integers: a rounding apart at most
+  EXPECT_LE(testing::closeness(got[1], want[1], 1e-6, 0), 1.0);
 }
 
 // The context heads' copy back to [seq, heads * dim] that only the next MatMul's

@@ -258,11 +258,13 @@ void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t ze
                float* c);
 
 // A float32 matmul step between activations (StepKind::kMatMul: source [B, M, K] and
-// weights [B, K, N] read from buffers, result [B, M, N], all dense row-major, no bias,
-// post-ops or scales: attention's context): the module runs it as its own
-// loop of 6 x 64 tiles of FMA accumulators, summing over K in order.
+// weights [B, K, N] read from buffers, dense row-major, result [B, M, N] with the
+// columns contiguous (row-major, or rows and batches at other strides: attention's
+// context written straight into [M, B * N]), no bias, post-ops or scales): the module
+// runs it as its own loop of 6 x 64 tiles of FMA accumulators, summing over K in order.
 struct FloatMatMul {
   int64_t batch = 1, m = 0, k = 0, n = 0;
+  int64_t ldc = 0, batch_stride = 0;  // the result's row and batch strides, in floats
 };
 // Its plan, or nullopt for any other step (and always without AVX-512).
 std::optional<FloatMatMul> planFloatMatMul(const Step& step);
