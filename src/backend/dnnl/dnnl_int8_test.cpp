@@ -652,8 +652,10 @@ TEST(DnnlKernels, SwishIsWithinAFewUlp) {
 
 // softmaxRows against the definition in double: rows of several lengths (vector bodies
 // and tails), large and tiny values, -inf entries (weights 0), rows with a NaN or +inf
-// or only -inf (all NaN), in place, on one and two threads, of x and of x times a scale
-// (rounded once, as the matmul post-op it replaces rounded).
+// or only -inf (all NaN), such a row between two whose divisions are pending (the
+// kernel divides row r - 1 while it exponentiates row r), in place and not, on one and
+// two threads, of x and of x times a scale (rounded once, as the matmul post-op it
+// replaces rounded; a negative scale too).
 TEST(DnnlKernels, SoftmaxRowsFollowsItsDefinition) {
   for (int64_t cols : {1, 5, 16, 70, 256}) {
     const int64_t rows = 9;
@@ -663,12 +665,19 @@ TEST(DnnlKernels, SoftmaxRowsFollowsItsDefinition) {
     x[size_t(cols) * 3] = NAN;                    // row 3: NaN
     x[size_t(cols) * 4 + size_t(cols - 1)] = INFINITY;  // row 4: +inf
     for (int64_t c = 0; c < cols; ++c) x[size_t(cols * 5 + c)] = -1e-30f * float(c);  // row 5: tiny
-    for (float scale : {1.0f, 0.125f, 3.0f})
+    x[size_t(cols) * 7] = NAN;  // row 7: NaN, after a row whose division is pending
+    for (float scale : {1.0f, 0.125f, 3.0f, -0.5f})
+    for (const bool in_place : {true, false})
     for (int threads : {1, 2}) {
       omp_set_num_threads(threads);
       std::vector<float> y = x, z = x;
       for (float& v : z) v *= scale;
-      softmaxRows(y.data(), y.data(), rows, cols, scale);  // in place
+      if (in_place) {
+        softmaxRows(y.data(), y.data(), rows, cols, scale);
+      } else {
+        y.assign(x.size(), -7.0f);
+        softmaxRows(x.data(), y.data(), rows, cols, scale);
+      }
       for (int64_t r = 0; r < rows; ++r) {
         const float* xr = z.data() + r * cols;
         const float* yr = y.data() + r * cols;
@@ -688,7 +697,7 @@ TEST(DnnlKernels, SoftmaxRowsFollowsItsDefinition) {
           const double e = std::exp(double(xr[c]) - mx) / sum;
           // (A scaled row: 5e-7, its rows' exponents spread wider than the unscaled ones'.)
           EXPECT_NEAR(yr[c], e, (scale == 1.0f ? 4e-7 : 5e-7) * std::max(e, 1e-3))
-              << "row " << r << " col " << c << " of " << cols << " scale " << scale;
+              << "row " << r << " col " << c << " of " << cols << " scale " << scale << (in_place ? " in place" : "");
           if (xr[c] == -INFINITY) {
             EXPECT_EQ(yr[c], 0.0f);
           }
