@@ -484,13 +484,15 @@ void writeHeadsFromMatMul(Function& fn) {
     const uint64_t t = y->index;
     const std::optional<IntMatMul> plan = planIntMatMul(mm);
     if (!plan || plan->column_block != 0 || plan->bias_post_op >= 0 || fn.buffers[t].kind != BufferKind::kTemp ||
-        fn.buffers[t].zero_padded || aliased(fn, t) || !deadAfter(fn, t, j) || dimsOf(x->md) != std::vector<int64_t>{plan->m, plan->n})
+        fn.buffers[t].zero_padded || aliased(fn, t) || !deadAfter(fn, t, j) ||
+        dimsOf(x->md) != std::vector<int64_t>{plan->m, plan->n})
       continue;
     const int64_t m = plan->m, n = plan->n;
     const Arg* bias = c.find(DNNL_ARG_SRC_1);
     if (bias && (!plainFloats(bias, -1, n) || touches(*bias, t))) continue;
     int64_t block = 0;
     std::vector<std::pair<uint64_t, uint64_t>> views;  // destination buffer, its offset in t's bytes
+    std::vector<bool> taken(size_t(n), false);         // columns some copy reads (no two the same)
     bool ok = true;
     for (int q = 0; q < kMaxRowCopies && ok; ++q) {
       const Arg* v = c.find(DNNL_ARG_MULTIPLE_SRC + q);
@@ -504,11 +506,8 @@ void writeHeadsFromMatMul(Function& fn) {
       // one head, the heads h (stride D in the result, M * D in the copy).
       const std::vector<int64_t> dims = dimsOf(v->md), vs = elementStrides(v->md), ds = elementStrides(d->md);
       int64_t dim = 0, rows = 1, h = 1;
-      for (size_t i = 0; i < dims.size() && ok; ++i) {
-        if (dims[i] == 1) continue;
-        if (vs[i] == 1 && ds[i] == 1 && dim == 0)
-          dim = dims[i];
-      }
+      for (size_t i = 0; i < dims.size(); ++i)
+        if (dims[i] > 1 && vs[i] == 1 && ds[i] == 1 && dim == 0) dim = dims[i];
       for (size_t i = 0; i < dims.size() && ok; ++i) {
         if (dims[i] == 1 || (vs[i] == 1 && ds[i] == 1)) continue;
         if (vs[i] == n && ds[i] == dim && rows == 1 && dims[i] == m)
@@ -527,6 +526,9 @@ void writeHeadsFromMatMul(Function& fn) {
       ok = b != t && fn.buffers[b].kind == BufferKind::kTemp && !fn.buffers[b].zero_padded && !aliased(fn, b) &&
            fn.buffers[b].bytes == uint64_t(h * m * dim) * sizeof(float) && !(bias && touches(*bias, b));
       for (const auto& [other, at] : views) ok &= other != b;
+      // Views of one column twice would share bytes that each copy had to itself.
+      for (int64_t col = c0; col < c0 + h * dim && ok; ++col) ok = !taken[size_t(col)];
+      for (int64_t col = c0; col < c0 + h * dim; ++col) taken[size_t(col)] = true;
       views.emplace_back(b, uint64_t(c0 / dim * m * dim) * sizeof(float));
     }
     if (!ok || views.empty()) continue;
