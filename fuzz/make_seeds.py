@@ -185,10 +185,12 @@ def onnx_seeds():
          n("Cast", ["pool"], ["y"], to=F)],
         [vi("x", [1, 16, 6, 6])], [vi("y", [1, 32, 3, 3])],
         [h16("ws", [16, 16, 1, 1], 19), h16("w1", [16, 16, 1, 1], 20), h16("w3", [16, 16, 3, 3], 21)])
-    # A dynamic-int8 attention block (two heads of 16 over 8 tokens), as ONNX Runtime's
-    # dynamic quantizer writes it: the dnnl module's int8 matmuls with run-time source
-    # scales and zero points, its own softmax, bias + head copies (add_row_copy), the
-    # context's copy quantized as it is copied (dnnl blob version 6) and bias + Gelu.
+    # A dynamic-int8 attention block (two heads of 16 over 8 tokens, and over a symbolic
+    # length), as ONNX Runtime's dynamic quantizer writes it: the dnnl module's int8
+    # matmuls with run-time source scales and zero points, the QKV projection writing
+    # the heads (its result in blocks of 16 columns, the heads views of it: in the
+    # symbolic one a shape-polymorphic function with views, dnnl blob version 9), its
+    # own softmax, the context written in [tokens, 32] by its matmul, bias + Gelu.
     i8 = lambda name, shape, seed: numpy_helper.from_array(
         np.random.default_rng(seed).integers(-60, 60, shape).astype(np.int8), name)
 
@@ -204,21 +206,22 @@ def onnx_seeds():
         heads += [n("Slice", ["qkvb", part + "_st", part + "_en", "ax2"], [part + "_s"]),
                   n("Reshape", [part + "_s", "heads_shape"], [part + "_r"]),
                   n("Transpose", [part + "_r"], [part + "_h"], perm=perm)]
-    s["int8_attention"] = model(
-        dynamic_matmul("x", "wqkv", "qkv") + [n("Add", ["qkv", "bqkv"], ["qkvb"])] + heads +
-        [n("MatMul", ["q_h", "k_h"], ["scores"]), n("Div", ["scores", "four"], ["scaled"]),
-         n("Softmax", ["scaled"], ["p"], axis=-1), n("MatMul", ["p", "v_h"], ["ctx"]),
-         n("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]), n("Reshape", ["ctx_t", "model_shape"], ["ctx_m"])] +
-        dynamic_matmul("ctx_m", "wo", "o") +
-        [n("Add", ["o", "bo"], ["ob"]), n("Div", ["ob", "sqrt2"], ["od"]), n("Erf", ["od"], ["oe"]),
-         n("Add", ["oe", "one"], ["oe1"]), n("Mul", ["ob", "oe1"], ["om"]), n("Mul", ["om", "half"], ["y"])],
-        [vi("x", [1, 8, 32])], [vi("y", [1, 8, 32])],
-        [i8("wqkv", [32, 96], 22), f32("wqkv_scale", 0.01), weights("bqkv", [96], 23),
-         i8("wo", [32, 32], 24), f32("wo_scale", 0.02), weights("bo", [32], 25),
-         ints("q_st", [0]), ints("q_en", [32]), ints("k_st", [32]), ints("k_en", [64]),
-         ints("v_st", [64]), ints("v_en", [96]), ints("ax2", [2]),
-         ints("heads_shape", [1, 8, 2, 16]), ints("model_shape", [1, 8, 32]),
-         f32("four", 4.0), f32("sqrt2", 1.4142135), f32("one", 1.0), f32("half", 0.5)])
+    for name, seq in (("int8_attention", 8), ("int8_attention_seq", "seq")):
+        s[name] = model(
+            dynamic_matmul("x", "wqkv", "qkv") + [n("Add", ["qkv", "bqkv"], ["qkvb"])] + heads +
+            [n("MatMul", ["q_h", "k_h"], ["scores"]), n("Div", ["scores", "four"], ["scaled"]),
+             n("Softmax", ["scaled"], ["p"], axis=-1), n("MatMul", ["p", "v_h"], ["ctx"]),
+             n("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]), n("Reshape", ["ctx_t", "model_shape"], ["ctx_m"])] +
+            dynamic_matmul("ctx_m", "wo", "o") +
+            [n("Add", ["o", "bo"], ["ob"]), n("Div", ["ob", "sqrt2"], ["od"]), n("Erf", ["od"], ["oe"]),
+             n("Add", ["oe", "one"], ["oe1"]), n("Mul", ["ob", "oe1"], ["om"]), n("Mul", ["om", "half"], ["y"])],
+            [vi("x", [1, seq, 32])], [vi("y", [1, seq, 32])],
+            [i8("wqkv", [32, 96], 22), f32("wqkv_scale", 0.01), weights("bqkv", [96], 23),
+             i8("wo", [32, 32], 24), f32("wo_scale", 0.02), weights("bo", [32], 25),
+             ints("q_st", [0]), ints("q_en", [32]), ints("k_st", [32]), ints("k_en", [64]),
+             ints("v_st", [64]), ints("v_en", [96]), ints("ax2", [2]),
+             ints("heads_shape", [1, -1, 2, 16]), ints("model_shape", [1, -1, 32]),
+             f32("four", 4.0), f32("sqrt2", 1.4142135), f32("one", 1.0), f32("half", 0.5)])
     return s
 
 
