@@ -1976,12 +1976,12 @@ TEST(DnnlKernels, IntMatMulPlansOnlyItsOwnSteps) {
 }
 
 // The module's own float32 matmul between activations (planFloatMatMul) against a
-// double-precision product and oneDNN's primitive on the same step: batched and 2-D,
-// row counts leaving 1-5 rows after the 6-row tiles, columns ending in a partial vector
-// or panel, at 1 and 2 threads; the result row-major and at other strides (batches
-// interleaved into the rows of [M, B * N], as attention's context is written; 2-D:
-// rows N + 3 apart). It sums over K in order, oneDNN in blocks: the two agree to
-// float32 rounding, not bit for bit.
+// double-precision product and oneDNN's primitive on the same step: batched, 2-D and
+// 4-D with a leading dim of one, row counts leaving 1-5 rows after the 6-row tiles,
+// columns ending in a partial vector or panel, at 1 and 2 threads; the result
+// row-major and at other strides (batches interleaved into the rows of [M, B * N], as
+// attention's context is written; 2-D: rows N + 3 apart). It sums over K in order,
+// oneDNN in blocks: the two agree to float32 rounding, not bit for bit.
 TEST(DnnlKernels, FloatMatMulMatchesOneDnnMatMul) {
   using dt = memory::data_type;
   using tag = memory::format_tag;
@@ -1989,8 +1989,10 @@ TEST(DnnlKernels, FloatMatMulMatchesOneDnnMatMul) {
   dnnl::stream strm(eng);
   struct Case {
     int64_t batch, m, k, n;
+    bool four_d = false;  // [1, batch, ...]
   };
-  const Case cases[] = {{4, 256, 256, 64}, {4, 256, 64, 256}, {1, 7, 5, 100}, {3, 13, 33, 17}, {0, 11, 64, 130}};
+  const Case cases[] = {{4, 256, 256, 64}, {4, 256, 64, 256}, {1, 7, 5, 100},
+                        {3, 13, 33, 17},   {0, 11, 64, 130},  {2, 9, 16, 40, true}};
   for (const Case& k : cases)
     for (const bool strided : {false, true})
     for (int threads : {1, 2}) {
@@ -2000,14 +2002,17 @@ TEST(DnnlKernels, FloatMatMulMatchesOneDnnMatMul) {
       const bool two_d = k.batch == 0;
       const int64_t batch = two_d ? 1 : k.batch;
       auto md = [&](int64_t r, int64_t c) {
-        return two_d ? memory::desc({r, c}, dt::f32, tag::ab) : memory::desc({batch, r, c}, dt::f32, tag::abc);
+        return two_d    ? memory::desc({r, c}, dt::f32, tag::ab)
+               : k.four_d ? memory::desc({1, batch, r, c}, dt::f32, tag::abcd)
+                          : memory::desc({batch, r, c}, dt::f32, tag::abc);
       };
       // The result's row and batch strides.
       const int64_t ldc = strided ? (two_d ? k.n + 3 : batch * k.n) : k.n, sb = strided ? k.n : k.m * k.n;
       const memory::desc src = md(k.m, k.k), wei = md(k.k, k.n);
-      const memory::desc dst = !strided ? md(k.m, k.n)
-                               : two_d  ? memory::desc({k.m, k.n}, dt::f32, memory::dims{ldc, 1})
-                                        : memory::desc({batch, k.m, k.n}, dt::f32, memory::dims{sb, ldc, 1});
+      const memory::desc dst = !strided  ? md(k.m, k.n)
+                               : two_d   ? memory::desc({k.m, k.n}, dt::f32, memory::dims{ldc, 1})
+                               : k.four_d ? memory::desc({1, batch, k.m, k.n}, dt::f32, memory::dims{batch * k.m * k.n, sb, ldc, 1})
+                                          : memory::desc({batch, k.m, k.n}, dt::f32, memory::dims{sb, ldc, 1});
       Step step;
       step.kind = StepKind::kMatMul;
       step.args = {Arg{DNNL_ARG_SRC, ArgSource::kBuffer, 0, src, false},

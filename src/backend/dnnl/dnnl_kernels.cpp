@@ -1918,21 +1918,29 @@ std::optional<FloatMatMul> planFloatMatMul(const Step& step) {
   const Arg* w = step.find(DNNL_ARG_WEIGHTS);
   const Arg* y = step.find(DNNL_ARG_DST);
   if (!x || !w || !y || w->source != ArgSource::kBuffer) return std::nullopt;
+  // Rank 2, 3, or 4 with a leading batch of one ([1, B, M, K]: attention's heads as
+  // exporters write them for a batch of one).
   const int rank = x->md.data.ndims;
-  if (rank < 2 || rank > 3 || w->md.data.ndims != rank || y->md.data.ndims != rank) return std::nullopt;
+  if (rank < 2 || rank > 4 || w->md.data.ndims != rank || y->md.data.ndims != rank) return std::nullopt;
+  if (rank == 4 && (x->md.data.dims[0] != 1 || w->md.data.dims[0] != 1 || y->md.data.dims[0] != 1))
+    return std::nullopt;
   FloatMatMul p;
-  p.batch = rank == 3 ? x->md.data.dims[0] : 1;
+  p.batch = rank >= 3 ? x->md.data.dims[rank - 3] : 1;
   p.m = x->md.data.dims[rank - 2];
   p.k = x->md.data.dims[rank - 1];
   p.n = w->md.data.dims[rank - 1];
   if (p.batch <= 0 || p.m <= 0 || p.k <= 0 || p.n <= 0 || w->md.data.dims[rank - 2] != p.k ||
-      (rank == 3 && (w->md.data.dims[0] != p.batch || y->md.data.dims[0] != p.batch)))
+      (rank >= 3 && (w->md.data.dims[rank - 3] != p.batch || y->md.data.dims[rank - 3] != p.batch)))
     return std::nullopt;
   auto rowMajor = [&](const std::vector<int64_t>& dims) {
-    return memory::desc(memory::dims(dims.begin(), dims.end()), dt::f32, rank == 3 ? memory::format_tag::abc : memory::format_tag::ab);
+    using tag = memory::format_tag;
+    return memory::desc(memory::dims(dims.begin(), dims.end()), dt::f32,
+                        rank == 4 ? tag::abcd : rank == 3 ? tag::abc : tag::ab);
   };
   auto dims = [&](int64_t rows, int64_t cols) {
-    return rank == 3 ? std::vector<int64_t>{p.batch, rows, cols} : std::vector<int64_t>{rows, cols};
+    return rank == 4   ? std::vector<int64_t>{1, p.batch, rows, cols}
+           : rank == 3 ? std::vector<int64_t>{p.batch, rows, cols}
+                       : std::vector<int64_t>{rows, cols};
   };
   if (!sameDesc(x->md, rowMajor(dims(p.m, p.k))) || !sameDesc(w->md, rowMajor(dims(p.k, p.n)))) return std::nullopt;
   p.ldc = p.n;
@@ -1949,7 +1957,7 @@ std::optional<FloatMatMul> planFloatMatMul(const Step& step) {
     for (int i = 0; i < rank; ++i)
       if (d.padded_dims[i] != d.dims[i] || d.padded_offsets[i] != 0) return std::nullopt;
     p.ldc = blk.strides[rank - 2];
-    p.batch_stride = rank == 3 ? blk.strides[0] : 0;
+    p.batch_stride = rank >= 3 ? blk.strides[rank - 3] : 0;
     const bool rows_apart = p.ldc >= p.n || p.m == 1;
     const bool batches_apart = rank == 2 || p.batch == 1 || p.batch_stride >= (p.m - 1) * p.ldc + p.n ||
                                (p.batch_stride >= p.n && p.batch * p.batch_stride <= p.ldc);

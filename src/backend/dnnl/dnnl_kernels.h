@@ -258,7 +258,8 @@ void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t ze
                float* c);
 
 // A float32 matmul step between activations (StepKind::kMatMul: source [B, M, K] and
-// weights [B, K, N] read from buffers, dense row-major, result [B, M, N] with the
+// weights [B, K, N] (or 2-D, or 4-D with a leading dim of one) read from buffers,
+// dense row-major, result [B, M, N] with the
 // columns contiguous (row-major, or rows and batches at other strides: attention's
 // context written straight into [M, B * N]), no bias, post-ops or scales): the module
 // runs it as its own loop of 6 x 64 tiles of FMA accumulators, summing over K in order.
