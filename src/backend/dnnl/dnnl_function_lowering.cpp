@@ -534,13 +534,7 @@ void writeHeadsFromMatMul(Function& fn) {
     if (!ok || views.empty()) continue;
     Step fused = mm;
     fused.label += "; " + c.label;
-    dnnl_memory_desc_t blocked = plainDesc({m, n}).data;
-    blocked.format_desc.blocking.strides[0] = block;
-    blocked.format_desc.blocking.strides[1] = m * block;
-    blocked.format_desc.blocking.inner_nblks = 1;
-    blocked.format_desc.blocking.inner_blks[0] = block;
-    blocked.format_desc.blocking.inner_idxs[0] = 1;
-    fused.find(DNNL_ARG_DST)->md = memory::desc(blocked);
+    fused.find(DNNL_ARG_DST)->md = columnBlocksDesc(m, n, block);
     if (bias) {
       Arg row = *bias;
       row.key = DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(fused.post_ops.size())) | DNNL_ARG_SRC_1;

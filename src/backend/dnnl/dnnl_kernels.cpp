@@ -776,6 +776,10 @@ void softmaxRowsRange(const float* x, float* y, int64_t rows, int64_t n, float s
   // for another scale does it scale each x.
   const bool scale_each = kScaled && !(scale > 0);
   auto scalarZ = [&](float v) { return kScaled ? v * scale : v; };
+  // What the maximum takes of an x (z, or x for a positive scale), and the largest z
+  // from the largest of those.
+  auto maxTerm = [&](float v) { return scale_each ? v * scale : v; };
+  auto maxOfTerms = [&](float m) { return kScaled && !scale_each ? m * scale : m; };
 #ifdef __AVX512F__
   const __m512 vscale = _mm512_set1_ps(scale);
   auto z16 = [&](const float* p) {
@@ -800,8 +804,8 @@ void softmaxRowsRange(const float* x, float* y, int64_t rows, int64_t n, float s
     for (; i + 16 <= n; i += 16) a = _mm512_max_ps(a, m16(xr + i));
     mx = _mm512_reduce_max_ps(_mm512_max_ps(a, b));
 #endif
-    for (; i < n; ++i) mx = std::max(mx, scale_each ? xr[i] * scale : xr[i]);
-    return kScaled && !scale_each ? mx * scale : mx;
+    for (; i < n; ++i) mx = std::max(mx, maxTerm(xr[i]));
+    return maxOfTerms(mx);
   };
   auto allNan = [&](float* yr) {
     for (int64_t j = 0; j < n; ++j) yr[j] = NAN;
@@ -849,10 +853,10 @@ void softmaxRowsRange(const float* x, float* y, int64_t rows, int64_t n, float s
 #endif
     for (int64_t j = i; j < n; ++j) {
       sum += (yr[j] = std::exp(scalarZ(xr[j]) - mx));
-      if (next) next_mx = std::max(next_mx, scale_each ? next[j] * scale : next[j]);
+      if (next) next_mx = std::max(next_mx, maxTerm(next[j]));
       if (pending) pending[j] *= inv;
     }
-    if (next) mx = kScaled && !scale_each ? next_mx * scale : next_mx;
+    if (next) mx = maxOfTerms(next_mx);
     pending = nullptr;
     if (std::isnan(sum)) {
       allNan(yr);
@@ -1659,6 +1663,16 @@ void floatMaxPool(const float* x, float* y, const MaxPoolWindow& p) {
 #endif
 }
 
+memory::desc columnBlocksDesc(int64_t m, int64_t n, int64_t b) {
+  dnnl_memory_desc_t d = plainDesc({m, n}).data;
+  d.format_desc.blocking.strides[0] = b;
+  d.format_desc.blocking.strides[1] = m * b;
+  d.format_desc.blocking.inner_nblks = 1;
+  d.format_desc.blocking.inner_blks[0] = b;
+  d.format_desc.blocking.inner_idxs[0] = 1;
+  return memory::desc(d);
+}
+
 std::optional<IntMatMul> planIntMatMul(const Step& step) {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
   using dt = memory::data_type;
@@ -1677,15 +1691,9 @@ std::optional<IntMatMul> planIntMatMul(const Step& step) {
   if (p.m <= 0 || p.k <= 0 || p.n <= 0 || p.k % 4 != 0 || w->md.data.dims[0] != p.k) return std::nullopt;
   if (!sameDesc(x->md, memory::desc({p.m, p.k}, dt::u8, tag::ab))) return std::nullopt;
   if (!sameDesc(y->md, memory::desc({p.m, p.n}, dt::f32, tag::ab))) {
-    // In blocks of columns: [N / B][M][B].
-    const dnnl_memory_desc_t& d = y->md.data;
-    const auto& blk = d.format_desc.blocking;
-    const int64_t b = blk.inner_blks[0];
-    if (d.data_type != dnnl_f32 || d.ndims != 2 || d.dims[0] != p.m || d.dims[1] != p.n || d.offset0 != 0 ||
-        d.format_kind != dnnl_blocked || blk.inner_nblks != 1 || blk.inner_idxs[0] != 1 || b < 16 || b % 16 != 0 ||
-        p.n % b != 0 || d.padded_dims[0] != p.m || d.padded_dims[1] != p.n || d.padded_offsets[0] != 0 ||
-        d.padded_offsets[1] != 0 || blk.strides[0] != b || blk.strides[1] != p.m * b || d.extra.flags != 0)
-      return std::nullopt;
+    // In blocks of columns: [N / B][M][B], B a multiple of 16 dividing N.
+    const int64_t b = y->md.data.format_desc.blocking.inner_blks[0];
+    if (b < 16 || b % 16 != 0 || p.n % b != 0 || !sameDesc(y->md, columnBlocksDesc(p.m, p.n, b))) return std::nullopt;
     p.column_block = b;
   }
   memory::desc packed({p.k, p.n}, dt::s8, tag::BA16a64b4a);

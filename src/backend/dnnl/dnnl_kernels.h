@@ -250,6 +250,9 @@ struct IntMatMul {
 };
 // Its plan, or nullopt for any other step (and always without AVX-512 VNNI).
 std::optional<IntMatMul> planIntMatMul(const Step& step);
+// The float32 [M, N] result in blocks of B columns that planIntMatMul takes (the
+// lowering writes attention's heads so: writeHeadsFromMatMul).
+dnnl::memory::desc columnBlocksDesc(int64_t m, int64_t n, int64_t b);
 // Runs it: c = post-ops(float(a * w + zero_point * compensation)), the same bits as
 // oneDNN's primitive. `scale` is read only when the plan has the multiply, `bias` (N
 // floats) only when it has the row add. Uses the calling thread's OpenMP team, each
@@ -259,10 +262,10 @@ void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t ze
 
 // A float32 matmul step between activations (StepKind::kMatMul: source [B, M, K] and
 // weights [B, K, N] (or 2-D, or 4-D with a leading dim of one) read from buffers,
-// dense row-major, result [B, M, N] with the
-// columns contiguous (row-major, or rows and batches at other strides: attention's
-// context written straight into [M, B * N]), no bias, post-ops or scales): the module
-// runs it as its own loop of 6 x 64 tiles of FMA accumulators, summing over K in order.
+// dense row-major, result [B, M, N] with the columns contiguous (row-major, or rows
+// and batches at other strides: attention's context written straight into
+// [M, B * N]), no bias, post-ops or scales): the module runs it as its own loop of
+// 6 x 64 tiles of FMA accumulators, summing over K in order.
 struct FloatMatMul {
   int64_t batch = 1, m = 0, k = 0, n = 0;
   int64_t ldc = 0, batch_stride = 0;  // the result's row and batch strides, in floats
