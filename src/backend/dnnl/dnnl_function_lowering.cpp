@@ -189,8 +189,9 @@ void appendQuantizedResult(Step& fused, const Step& dq) {
 // three or four steps, each reading what the one before wrote. Taken: float32 binary
 // Add steps (their post-ops binary Adds too), each operand one row or the full size,
 // right before the layer normalization and writing the value it normalizes (nothing
-// else reading what they write), and a dynamic quantization of its result right after
-// it.
+// else reading what they write: temporaries, or the buffer the layer normalization
+// writes over, which may be a region output), and a dynamic quantization of its
+// result right after it.
 void fuseAddLayerNorm(Function& fn) {
   const uint32_t scale_shift =
       uint32_t(dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift);
@@ -233,7 +234,7 @@ void fuseAddLayerNorm(Function& fn) {
           !a0 || a0->source != ArgSource::kBuffer || !plainFloats(a0, n) || !plainFloats(a1, n, c) ||
           add.args.size() != 3 + add.post_ops.size() ||
           addends.size() + 1 + add.post_ops.size() > size_t(kMaxLayerNormAddends) ||
-          fn.buffers[cur].kind != BufferKind::kTemp || aliased(fn, cur))
+          (fn.buffers[cur].kind != BufferKind::kTemp && cur != dst->index) || aliased(fn, cur))
         break;
       std::vector<const Arg*> mine = {a1};
       bool ok = true;
@@ -907,6 +908,18 @@ Arg FunctionLowering::constantArg(int key, ValueId v, const memory::desc& md) {
 
 // Appends `step`, whose destination is a new row-major buffer of `dst_md`, and places
 // `out` there. Throws dnnl::error when oneDNN has no implementation for the step.
+void FunctionLowering::emitOverDeadSource(Step step, uint32_t src, bool may_overwrite, const memory::desc& dst_md,
+                                          ValueId out) {
+  if (may_overwrite && bufferDead(src) && fn_.buffers[src].bytes == dst_md.get_size()) {
+    step.args.push_back(bufferArg(DNNL_ARG_DST, src, dst_md));
+    if (!isOwnKernel(step.kind)) makePrimitiveDesc(step, cpuEngine());
+    fn_.steps.push_back(std::move(step));
+    place(out, Loc{src, plainDesc(shapeOf(out))});
+    return;
+  }
+  emitToNewBuffer(std::move(step), dst_md, out);
+}
+
 void FunctionLowering::emitToNewBuffer(Step step, const memory::desc& dst_md, ValueId out) {
   const Loc dst = emitIntoNewBuffer(std::move(step), dst_md, dst_md);
   place(out, Loc{dst.buffer, plainDesc(shapeOf(out))});

@@ -570,21 +570,30 @@ namespace {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-// Rows [r, r + R) of addLayerNorm: y's rows, and their smallest and largest values
-// into mn, mx. The R rows go through each pass together, so that one row's chain of
-// additions (its sum, its squared deviations: a row of 256 floats is sixteen dependent
-// adds) overlaps the others' ([256, 256] at one thread: 20 -> 15.5 us for R = 4); each
-// row's sums are taken in the same order as one row alone.
-template <int R>
+// Rows [r, r + R) of addLayerNorm with NA addends: y's rows, and their smallest and
+// largest values into mn, mx. The R rows go through each pass together, so that one
+// row's chain of additions (its sum, its squared deviations: a row of 256 floats is
+// sixteen dependent adds) overlaps the others' ([256, 256] at one thread: 20 -> 15.5 us
+// for R = 4); each row's sums are taken in the same order as one row alone. The
+// addends' count is a template argument and every pointer a local (stores into y may
+// alias the arguments: read from `a` inside the loops, each was loaded again after
+// every store, with a test of the count a vector), each row has its own smallest and
+// largest values (one pair for all was a chain of dependent min and max through the
+// last pass): [256, 256] with a bias row and a residual at one thread, quantization
+// aside, 19.0 -> 17.4 us. What is left is mostly the first pass's traffic from L2 (two
+// rows read, one written, per row; written over one of them: docs/backends.md).
+template <int R, int NA>
 void addLayerNormRows(const AddLayerNormArgs& a, int64_t r, float& mn, float& mx) {
   const int64_t n = a.cols;
+  const float* gamma = a.gamma;
+  const float* beta = a.beta;
   const float* x[R];
   float* y[R];
-  const float* add[R][kMaxLayerNormAddends];
+  const float* add[R][NA > 0 ? NA : 1];
   for (int k = 0; k < R; ++k) {
     x[k] = a.x + (r + k) * n;
     y[k] = a.y + (r + k) * n;
-    for (int i = 0; i < a.n_adds; ++i) add[k][i] = a.adds[i] + (a.add_is_row[i] ? 0 : (r + k) * n);
+    for (int i = 0; i < NA; ++i) add[k][i] = a.adds[i] + (a.add_is_row[i] ? 0 : (r + k) * n);
   }
   // The sum into y (each element read before it is written: y may be x or an addend).
   float sum[R] = {}, mean[R], var[R] = {}, sd[R];
@@ -595,7 +604,7 @@ void addLayerNormRows(const AddLayerNormArgs& a, int64_t r, float& mn, float& mx
   for (; c + 16 <= n; c += 16)
     for (int k = 0; k < R; ++k) {
       __m512 v = _mm512_loadu_ps(x[k] + c);
-      for (int i = 0; i < a.n_adds; ++i) v = _mm512_add_ps(v, _mm512_loadu_ps(add[k][i] + c));
+      for (int i = 0; i < NA; ++i) v = _mm512_add_ps(v, _mm512_loadu_ps(add[k][i] + c));
       _mm512_storeu_ps(y[k] + c, v);
       vsum[k] = _mm512_add_ps(vsum[k], v);
     }
@@ -604,7 +613,7 @@ void addLayerNormRows(const AddLayerNormArgs& a, int64_t r, float& mn, float& mx
   for (int k = 0; k < R; ++k) {
     for (int64_t j = c; j < n; ++j) {
       float v = x[k][j];
-      for (int i = 0; i < a.n_adds; ++i) v += add[k][i][j];
+      for (int i = 0; i < NA; ++i) v += add[k][i][j];
       y[k][j] = v;
       sum[k] += v;
     }
@@ -633,43 +642,57 @@ void addLayerNormRows(const AddLayerNormArgs& a, int64_t r, float& mn, float& mx
   }
   c = 0;
 #ifdef __AVX512F__
-  __m512 vsd[R];
-  for (int k = 0; k < R; ++k) vsd[k] = _mm512_set1_ps(sd[k]);
-  __m512 lo = _mm512_set1_ps(INFINITY), hi = _mm512_set1_ps(-INFINITY);
+  __m512 vsd[R], lo[R], hi[R];
+  for (int k = 0; k < R; ++k) {
+    vsd[k] = _mm512_set1_ps(sd[k]);
+    lo[k] = _mm512_set1_ps(INFINITY);
+    hi[k] = _mm512_set1_ps(-INFINITY);
+  }
   for (; c + 16 <= n; c += 16) {
-    const __m512 g = _mm512_loadu_ps(a.gamma + c), b = _mm512_loadu_ps(a.beta + c);
+    const __m512 g = _mm512_loadu_ps(gamma + c), b = _mm512_loadu_ps(beta + c);
     for (int k = 0; k < R; ++k) {
       const __m512 t = _mm512_div_ps(_mm512_sub_ps(_mm512_loadu_ps(y[k] + c), vmean[k]), vsd[k]);
       const __m512 v = _mm512_add_ps(_mm512_mul_ps(t, g), b);
       _mm512_storeu_ps(y[k] + c, v);
-      lo = _mm512_min_ps(v, lo);  // a NaN keeps the accumulator (min/max's second operand)
-      hi = _mm512_max_ps(v, hi);
+      lo[k] = _mm512_min_ps(v, lo[k]);  // a NaN keeps the accumulator (min/max's second operand)
+      hi[k] = _mm512_max_ps(v, hi[k]);
     }
   }
-  mn = std::min(mn, _mm512_reduce_min_ps(lo));
-  mx = std::max(mx, _mm512_reduce_max_ps(hi));
+  for (int k = 0; k < R; ++k) {
+    mn = std::min(mn, _mm512_reduce_min_ps(lo[k]));
+    mx = std::max(mx, _mm512_reduce_max_ps(hi[k]));
+  }
 #endif
   for (int k = 0; k < R; ++k)
     for (int64_t j = c; j < n; ++j) {
-      const float t = (y[k][j] - mean[k]) / sd[k], g = t * a.gamma[j], v = g + a.beta[j];
+      const float t = (y[k][j] - mean[k]) / sd[k], g = t * gamma[j], v = g + beta[j];
       y[k][j] = v;
       mn = std::min(mn, v);
       mx = std::max(mx, v);
     }
+}
+
+// Rows [b, e) of addLayerNorm, four at a time.
+template <int NA>
+void addLayerNormRange(const AddLayerNormArgs& a, int64_t b, int64_t e, float& mn, float& mx) {
+  int64_t r = b;
+  for (; r + 4 <= e; r += 4) addLayerNormRows<4, NA>(a, r, mn, mx);
+  for (; r < e; ++r) addLayerNormRows<1, NA>(a, r, mn, mx);
 }
 #pragma GCC diagnostic pop
 
 }  // namespace
 
 void addLayerNorm(const AddLayerNormArgs& a) {
+  static_assert(kMaxLayerNormAddends == 4);
+  static constexpr void (*kRange[])(const AddLayerNormArgs&, int64_t, int64_t, float&, float&) = {
+      addLayerNormRange<0>, addLayerNormRange<1>, addLayerNormRange<2>, addLayerNormRange<3>, addLayerNormRange<4>};
+  if (a.n_adds < 0 || a.n_adds > kMaxLayerNormAddends)
+    throw Error(ErrorCode::kInternal, "addLayerNorm: " + std::to_string(a.n_adds) + " addends");
+  const auto range = kRange[a.n_adds];
   fillThenQuantize(
-      a.rows, a.cols, 1,
-      [&](int64_t b, int64_t e, Range& range) {
-        int64_t r = b;
-        for (; r + 4 <= e; r += 4) addLayerNormRows<4>(a, r, range.mn, range.mx);
-        for (; r < e; ++r) addLayerNormRows<1>(a, r, range.mn, range.mx);
-      },
-      a.y, a.q, a.scale, a.zero, a.zero_s32);
+      a.rows, a.cols, 1, [&](int64_t b, int64_t e, Range& out) { range(a, b, e, out.mn, out.mx); }, a.y, a.q, a.scale,
+      a.zero, a.zero_s32);
 }
 
 namespace {
@@ -1817,7 +1840,16 @@ void panelMasks(int64_t n, int64_t n0, __mmask16 (&mask)[4]) {
 // BA16a64b4a: 64 columns x 4 int8, 256 bytes), `vpdpbusd` of four source bytes; each
 // accumulator starts at its column's zero-point compensation (int32 sums wrap alike in
 // any order: the same bits as adding it at the end); the epilogue converts and applies
-// the post-ops in oneDNN's order.
+// the post-ops in oneDNN's order. `E` is the epilogue: kAnyEpilogue tests each post-op
+// and masks each vector to N; the others know theirs and take whole panels only (N a
+// multiple of 64: a transformer's projections), so that the 24 stores of a tile are
+// the conversion, the multiply (and the bias row's add) and a plain store, with no
+// test, branch or mask between them. Measured alone at one thread, the result's lines
+// not in cache (24 buffers in turn): [256, 256] x [256, 768] with a bias row 158 ->
+// 128-134 us, x [256, 1024] 187-207 -> 170-176 us; in cache within the noise (123-128 us);
+// inside the encoder, whose results are in cache, no change measurable.
+enum IntEpilogue { kAnyEpilogue, kScaleEpilogue, kScaleBiasEpilogue };
+template <IntEpilogue E>
 struct IntTileOps {
   using Src = uint8_t;
   using Weight = int8_t;
@@ -1839,12 +1871,57 @@ struct IntTileOps {
   static Acc madd(Acc acc, Acc a, Acc b) { return _mm512_dpbusd_epi32(acc, a, b); }
   void store(float* row, int j, Acc acc) const {
     __m512 v = _mm512_cvtepi32_ps(acc);
-    if (mul) v = _mm512_mul_ps(v, scale);
-    if (linear) v = _mm512_fmadd_ps(v, alpha, beta);
-    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask[j], bias + 16 * j));
-    _mm512_mask_storeu_ps(row + at[j], mask[j], v);
+    if constexpr (E == kAnyEpilogue) {
+      if (mul) v = _mm512_mul_ps(v, scale);
+      if (linear) v = _mm512_fmadd_ps(v, alpha, beta);
+      if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask[j], bias + 16 * j));
+      _mm512_mask_storeu_ps(row + at[j], mask[j], v);
+    } else {
+      v = _mm512_mul_ps(v, scale);
+      if constexpr (E == kScaleBiasEpilogue) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + 16 * j));
+      _mm512_storeu_ps(row + at[j], v);
+    }
   }
 };
+
+// Rows [r0, r1) of intMatMul with epilogue E.
+template <IntEpilogue E>
+void intMatMulBand(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t zero_point, float scale,
+                   const float* bias, float* c, int64_t r0, int64_t r1) {
+  const int64_t panels = (p.n + 63) / 64;
+  const int32_t* negated_sums = reinterpret_cast<const int32_t*>(w + p.compensation_offset);
+  IntTileOps<E> t;
+  t.scale = _mm512_set1_ps(scale);
+  t.alpha = _mm512_set1_ps(p.alpha);
+  t.beta = _mm512_set1_ps(p.beta);
+  t.mul = p.scale_post_op >= 0;
+  t.linear = p.linear;
+  const __m512i zp = _mm512_set1_epi32(zero_point);
+  const int64_t tiles = (r1 - r0 + 5) / 6;
+  // Row r's results: at c + r * ldc, column j at j (row-major) or at its block's
+  // j / B * M * B + j % B (blocks of B columns).
+  const int64_t b = p.column_block, ldc = b ? b : p.n;
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    const int64_t n0 = panel * 64;
+    panelMasks(p.n, n0, t.mask);
+    for (int j = 0; j < 4; ++j) {
+      const int64_t col = n0 + 16 * j;
+      t.at[j] = b ? col / b * p.m * b + col % b : col;
+    }
+    t.bias = bias ? bias + n0 : nullptr;
+    for (int j = 0; j < 4; ++j)  // (the padding's sums are zero; read only what N holds)
+      t.compensation[j] = _mm512_mullo_epi32(zp, _mm512_maskz_loadu_epi32(t.mask[j], negated_sums + n0 + 16 * j));
+    const int8_t* weights = w + panel * p.panel_bytes;
+    const char* next = panel + 1 < panels ? reinterpret_cast<const char*>(weights + p.panel_bytes) : nullptr;
+    const int64_t per_tile = next ? (p.panel_bytes + tiles - 1) / tiles : 0;
+    int64_t fetch = 0;
+    for (int64_t r = r0; r < r1; r += 6) {
+      for (const int64_t e = std::min(p.panel_bytes, fetch + per_tile); fetch < e; fetch += 64)
+        _mm_prefetch(next + fetch, _MM_HINT_T0);
+      matMulRows(std::min<int64_t>(r1 - r, 6), a + r * p.k, p.k, weights, p.k / 4, c + r * ldc, ldc, t);
+    }
+  }
+}
 #endif
 
 // The float32 matmul's arithmetic: a step is one row of the weights (ldb floats apart),
@@ -1869,48 +1946,16 @@ struct FloatTileOps {
 void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t zero_point, float scale, const float* bias,
                float* c) {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
-  const int64_t panels = (p.n + 63) / 64;
-  const int32_t* negated_sums = reinterpret_cast<const int32_t*>(w + p.compensation_offset);
   // Each thread its band of rows (whole tiles), as the steps after it split their work:
   // a band's results stay in its core's cache for them (split by panels, the encoder
   // ran 5 % slower at two threads). In a band panel by panel: a panel stays in L1
   // while every tile reads it, and the next one is fetched meanwhile.
+  const bool known = p.n % 64 == 0 && p.scale_post_op >= 0 && !p.linear;
+  const auto band = !known ? intMatMulBand<kAnyEpilogue>
+                    : bias ? intMatMulBand<kScaleBiasEpilogue>
+                           : intMatMulBand<kScaleEpilogue>;
   onTeam(
-      p.m,
-      [&](int64_t r0, int64_t r1, int) {
-        IntTileOps t;
-        t.scale = _mm512_set1_ps(scale);
-        t.alpha = _mm512_set1_ps(p.alpha);
-        t.beta = _mm512_set1_ps(p.beta);
-        t.mul = p.scale_post_op >= 0;
-        t.linear = p.linear;
-        const __m512i zp = _mm512_set1_epi32(zero_point);
-        const int64_t tiles = (r1 - r0 + 5) / 6;
-        // Row r's results: at c + r * ldc, column j at j (row-major) or at its block's
-        // j / B * M * B + j % B (blocks of B columns).
-        const int64_t b = p.column_block, ldc = b ? b : p.n;
-        for (int64_t panel = 0; panel < panels; ++panel) {
-          const int64_t n0 = panel * 64;
-          panelMasks(p.n, n0, t.mask);
-          for (int j = 0; j < 4; ++j) {
-            const int64_t col = n0 + 16 * j;
-            t.at[j] = b ? col / b * p.m * b + col % b : col;
-          }
-          t.bias = bias ? bias + n0 : nullptr;
-          for (int j = 0; j < 4; ++j)  // (the padding's sums are zero; read only what N holds)
-            t.compensation[j] = _mm512_mullo_epi32(zp, _mm512_maskz_loadu_epi32(t.mask[j], negated_sums + n0 + 16 * j));
-          const int8_t* weights = w + panel * p.panel_bytes;
-          const char* next = panel + 1 < panels ? reinterpret_cast<const char*>(weights + p.panel_bytes) : nullptr;
-          const int64_t per_tile = next ? (p.panel_bytes + tiles - 1) / tiles : 0;
-          int64_t fetch = 0;
-          for (int64_t r = r0; r < r1; r += 6) {
-            for (const int64_t e = std::min(p.panel_bytes, fetch + per_tile); fetch < e; fetch += 64)
-              _mm_prefetch(next + fetch, _MM_HINT_T0);
-            matMulRows(std::min<int64_t>(r1 - r, 6), a + r * p.k, p.k, weights, p.k / 4, c + r * ldc, ldc, t);
-          }
-        }
-      },
-      6);
+      p.m, [&](int64_t r0, int64_t r1, int) { band(p, a, w, zero_point, scale, bias, c, r0, r1); }, 6);
 #else
   (void)p, (void)a, (void)w, (void)zero_point, (void)scale, (void)bias, (void)c;
   throw Error(ErrorCode::kInternal, "intMatMul: built without AVX-512 VNNI");

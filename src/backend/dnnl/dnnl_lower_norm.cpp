@@ -67,14 +67,8 @@ void FunctionLowering::lowerSoftmax(size_t pos, std::optional<std::pair<size_t, 
   consume(pos);
   // The own kernel reads each row before it writes it: in place over a source nothing
   // reads afterwards (attention's scores), one [heads, seq, seq] buffer fewer to write.
-  if (step.kind == StepKind::kSoftmaxRows && bufferDead(src.buffer) && sameDesc(src.md, md) &&
-      fn_.buffers[src.buffer].bytes == md.get_size()) {
-    step.args.push_back(bufferArg(DNNL_ARG_DST, src.buffer, md));
-    fn_.steps.push_back(std::move(step));
-    place(out, Loc{src.buffer, md});
-    return;
-  }
-  emitToNewBuffer(std::move(step), md, out);
+  emitOverDeadSource(std::move(step), src.buffer, step.kind == StepKind::kSoftmaxRows && sameDesc(src.md, md), md,
+                     out);
 }
 
 void FunctionLowering::lowerLayerNorm(size_t pos) {
@@ -96,7 +90,7 @@ void FunctionLowering::lowerLayerNorm(size_t pos) {
     step.args.push_back(mb_.borrow(DNNL_ARG_SHIFT, constOf(node.inputs[2]), param_md));
   }
   consume(pos);
-  emitToNewBuffer(std::move(step), md, out);
+  emitOverDeadSource(std::move(step), src.buffer, true, md, out);
 }
 
 void FunctionLowering::lowerBatchNorm(size_t pos) {
@@ -177,7 +171,7 @@ void FunctionLowering::lowerLayerNormPattern(const LayerNormMatch& ln, const std
   step.args.push_back(mb_.borrow(DNNL_ARG_SCALE, constOf(ln.gamma), param_md));
   step.args.push_back(mb_.borrow(DNNL_ARG_SHIFT, constOf(ln.beta), param_md));
   for (size_t p : parts) consume(p);
-  emitToNewBuffer(std::move(step), md, ln.y);
+  emitOverDeadSource(std::move(step), src.buffer, true, md, ln.y);
 }
 
 }  // namespace partita::dnnl_backend
