@@ -1884,9 +1884,10 @@ TEST(DnnlKernels, IntMatMulMatchesOneDnnMatMul) {
                         {1, 256, 1024, 1, 0.f, 128},   {50, 1024, 256, 77, 0.f, 32}, {49, 128, 200, 128, -2.f, 0},
                         {6, 1024, 128, 255, 0.f, 64}, {11, 64, 96, 3, 0.f, 48}};
   int planned = 0;
-  // With and without a linear eltwise after the scale: without it, whole panels take
-  // the epilogues that know their post-ops (intMatMul's kScaleEpilogue and
-  // kScaleBiasEpilogue), the rest the one that tests them.
+  // With and without a linear eltwise after the scale, with and without a bias row:
+  // whole panels (N a multiple of 64) take the epilogues compiled for their post-ops
+  // (intMatMul's kKnownEpilogue with each combination), the rest the one that tests
+  // them.
   for (const Case& k : cases)
     for (int variant = 0; variant < 3; ++variant)  // as projections are; with a bias row; that in blocks
     for (bool linear : {true, false})

@@ -1841,15 +1841,15 @@ void panelMasks(int64_t n, int64_t n0, __mmask16 (&mask)[4]) {
 // accumulator starts at its column's zero-point compensation (int32 sums wrap alike in
 // any order: the same bits as adding it at the end); the epilogue converts and applies
 // the post-ops in oneDNN's order. `E` is the epilogue: kAnyEpilogue tests each post-op
-// and masks each vector to N; the others know theirs and take whole panels only (N a
-// multiple of 64: a transformer's projections), so that the 24 stores of a tile are
-// the conversion, the multiply (and the bias row's add) and a plain store, with no
-// test, branch or mask between them. Measured alone at one thread, the result's lines
-// not in cache (24 buffers in turn): [256, 256] x [256, 768] with a bias row 158 ->
-// 128-134 us, x [256, 1024] 187-207 -> 170-176 us; in cache within the noise (123-128 us);
-// inside the encoder, whose results are in cache, no change measurable.
-enum IntEpilogue { kAnyEpilogue, kScaleEpilogue, kScaleBiasEpilogue };
-template <IntEpilogue E>
+// and masks each vector to N; a known one (kKnownEpilogue with the flags of the
+// post-ops it has: the multiply always, the linear eltwise, the bias row) takes whole
+// panels only (N a multiple of 64: a transformer's projections), so that the 24 stores
+// of a tile are the conversion, the post-ops and a plain store, with no test, branch
+// or mask between them. Measured alone at one thread, the result's lines not in cache
+// (24 buffers in turn): [256, 256] x [256, 768] with a bias row 158 -> 128-134 us,
+// x [256, 1024] 187-207 -> 170-176 us; in cache within the noise (123-128 us).
+enum IntEpilogue { kAnyEpilogue = 0, kKnownEpilogue = 1, kLinearPostOp = 2, kBiasPostOp = 4 };
+template <int E>
 struct IntTileOps {
   using Src = uint8_t;
   using Weight = int8_t;
@@ -1878,14 +1878,15 @@ struct IntTileOps {
       _mm512_mask_storeu_ps(row + at[j], mask[j], v);
     } else {
       v = _mm512_mul_ps(v, scale);
-      if constexpr (E == kScaleBiasEpilogue) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + 16 * j));
+      if constexpr ((E & kLinearPostOp) != 0) v = _mm512_fmadd_ps(v, alpha, beta);
+      if constexpr ((E & kBiasPostOp) != 0) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + 16 * j));
       _mm512_storeu_ps(row + at[j], v);
     }
   }
 };
 
 // Rows [r0, r1) of intMatMul with epilogue E.
-template <IntEpilogue E>
+template <int E>
 void intMatMulBand(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t zero_point, float scale,
                    const float* bias, float* c, int64_t r0, int64_t r1) {
   const int64_t panels = (p.n + 63) / 64;
@@ -1950,10 +1951,12 @@ void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t ze
   // a band's results stay in its core's cache for them (split by panels, the encoder
   // ran 5 % slower at two threads). In a band panel by panel: a panel stays in L1
   // while every tile reads it, and the next one is fetched meanwhile.
-  const bool known = p.n % 64 == 0 && p.scale_post_op >= 0 && !p.linear;
-  const auto band = !known ? intMatMulBand<kAnyEpilogue>
-                    : bias ? intMatMulBand<kScaleBiasEpilogue>
-                           : intMatMulBand<kScaleEpilogue>;
+  static constexpr void (*kBand[])(const IntMatMul&, const uint8_t*, const int8_t*, int32_t, float, const float*,
+                                   float*, int64_t, int64_t) = {
+      intMatMulBand<kKnownEpilogue>, intMatMulBand<kKnownEpilogue | kLinearPostOp>,
+      intMatMulBand<kKnownEpilogue | kBiasPostOp>, intMatMulBand<kKnownEpilogue | kLinearPostOp | kBiasPostOp>};
+  const auto band = p.n % 64 != 0 || p.scale_post_op < 0 ? intMatMulBand<kAnyEpilogue>
+                                                          : kBand[(p.linear ? 1 : 0) + (bias ? 2 : 0)];
   onTeam(
       p.m, [&](int64_t r0, int64_t r1, int) { band(p, a, w, zero_point, scale, bias, c, r0, r1); }, 6);
 #else
