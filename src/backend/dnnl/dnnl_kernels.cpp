@@ -1121,6 +1121,7 @@ inline __m512 gelu16(__m512 v, const GeluTable& g) {
 void biasGeluRow(const BiasGeluArgs& a, int64_t r, float& mn, float& mx) {
   const int64_t n = a.cols;
   const float* x = a.x + r * n;
+  const float* bias = a.bias;  // a local: stores into y may alias `a`, whose fields would be loaded again
   float* y = a.y + r * n;
   int64_t c = 0;
 #ifdef __AVX512F__
@@ -1128,7 +1129,7 @@ void biasGeluRow(const BiasGeluArgs& a, int64_t r, float& mn, float& mx) {
   const GeluTable g;
   auto one = [&](int64_t at, __mmask16 m) {
     __m512 v = _mm512_maskz_loadu_ps(m, x + at);
-    if (a.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, a.bias + at));
+    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + at));
     v = gelu16(v, g);
     _mm512_mask_storeu_ps(y + at, m, v);
     lo = _mm512_mask_min_ps(lo, m, v, lo);
@@ -1143,7 +1144,7 @@ void biasGeluRow(const BiasGeluArgs& a, int64_t r, float& mn, float& mx) {
   mx = std::max(mx, _mm512_reduce_max_ps(hi));
 #endif
   for (; c < n; ++c) {
-    const float v = geluScalar(a.bias ? x[c] + a.bias[c] : x[c]);
+    const float v = geluScalar(bias ? x[c] + bias[c] : x[c]);
     y[c] = v;
     if (!std::isnan(v)) {
       mn = std::min(mn, v);
