@@ -1769,7 +1769,9 @@ namespace {
 // 2x slower). `Ops` is the arithmetic: Acc, the accumulators' vector; start(j), column
 // vector j's first value; load(b, j), a step's weights for vector j; next(b), the
 // next step's weights; broadcast(a, q), a row's source for step q in every lane;
-// madd(acc, a, b); store(row, j, acc).
+// madd(acc, a, b); epilogue(), what the stores need, in locals, with its store(row,
+// j, acc). (An intrinsic's store may alias anything: what the stores read from `ops`
+// was loaded again after each of them, six loads a vector in the int8 epilogue.)
 template <int MR, typename Ops>
 __attribute__((noinline)) void matMulTile(const typename Ops::Src* a, int64_t lda, const typename Ops::Weight* b,
                                           int64_t steps, float* c, int64_t ldc, const Ops& ops) {
@@ -1797,13 +1799,14 @@ __attribute__((noinline)) void matMulTile(const typename Ops::Src* a, int64_t ld
   }
   asm("" : "+v"(c00), "+v"(c01), "+v"(c02), "+v"(c03), "+v"(c10), "+v"(c11), "+v"(c12), "+v"(c13), "+v"(c20), "+v"(c21), "+v"(c22), "+v"(c23));
   asm("" : "+v"(c30), "+v"(c31), "+v"(c32), "+v"(c33), "+v"(c40), "+v"(c41), "+v"(c42), "+v"(c43), "+v"(c50), "+v"(c51), "+v"(c52), "+v"(c53));
+  const auto ep = ops.epilogue();
 #define PARTITA_TILE_STORE(i)         \
   if constexpr (MR > i) {             \
     float* row = c + i * ldc;         \
-    ops.store(row, 0, c##i##0);       \
-    ops.store(row, 1, c##i##1);       \
-    ops.store(row, 2, c##i##2);       \
-    ops.store(row, 3, c##i##3);       \
+    ep.store(row, 0, c##i##0);        \
+    ep.store(row, 1, c##i##1);        \
+    ep.store(row, 2, c##i##2);        \
+    ep.store(row, 3, c##i##3);        \
   }
   PARTITA_TILE_STORE(0)
   PARTITA_TILE_STORE(1)
@@ -1870,19 +1873,32 @@ struct IntTileOps {
     return _mm512_set1_epi32(four);
   }
   static Acc madd(Acc acc, Acc a, Acc b) { return _mm512_dpbusd_epi32(acc, a, b); }
-  void store(float* row, int j, Acc acc) const {
-    __m512 v = _mm512_cvtepi32_ps(acc);
-    if constexpr (E == kAnyEpilogue) {
-      if (mul) v = _mm512_mul_ps(v, scale);
-      if (linear) v = _mm512_fmadd_ps(v, alpha, beta);
-      if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask[j], bias + 16 * j));
-      _mm512_mask_storeu_ps(row + at[j], mask[j], v);
-    } else {
-      v = _mm512_mul_ps(v, scale);
-      if constexpr ((E & kLinearPostOp) != 0) v = _mm512_fmadd_ps(v, alpha, beta);
-      if constexpr ((E & kBiasPostOp) != 0) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + 16 * j));
-      _mm512_storeu_ps(row + at[j], v);
+  struct Epilogue {
+    __m512 scale, alpha, beta, bias[4];  // bias: the panel's row, zero without one
+    int64_t at[4];
+    __mmask16 mask[4];
+    bool mul, linear, add;
+    void store(float* row, int j, Acc acc) const {
+      __m512 v = _mm512_cvtepi32_ps(acc);
+      if constexpr (E == kAnyEpilogue) {
+        if (mul) v = _mm512_mul_ps(v, scale);
+        if (linear) v = _mm512_fmadd_ps(v, alpha, beta);
+        if (add) v = _mm512_add_ps(v, bias[j]);
+        _mm512_mask_storeu_ps(row + at[j], mask[j], v);
+      } else {
+        v = _mm512_mul_ps(v, scale);
+        if constexpr ((E & kLinearPostOp) != 0) v = _mm512_fmadd_ps(v, alpha, beta);
+        if constexpr ((E & kBiasPostOp) != 0) v = _mm512_add_ps(v, bias[j]);
+        _mm512_storeu_ps(row + at[j], v);
+      }
     }
+  };
+  Epilogue epilogue() const {
+    Epilogue e{scale, alpha, beta, {}, {at[0], at[1], at[2], at[3]}, {mask[0], mask[1], mask[2], mask[3]},
+               mul, linear, bias != nullptr};
+    for (int j = 0; j < 4; ++j)
+      e.bias[j] = bias ? _mm512_maskz_loadu_ps(mask[j], bias + 16 * j) : _mm512_setzero_ps();
+    return e;
   }
 };
 
@@ -1939,7 +1955,11 @@ struct FloatTileOps {
   const float* next(const float* b) const { return b + ldb; }
   static Acc broadcast(const float* row, int64_t q) { return _mm512_set1_ps(row[q]); }
   static Acc madd(Acc acc, Acc a, Acc b) { return _mm512_fmadd_ps(a, b, acc); }
-  void store(float* row, int j, Acc acc) const { _mm512_mask_storeu_ps(row + 16 * j, mask[j], acc); }
+  struct Epilogue {
+    __mmask16 mask[4];
+    void store(float* row, int j, Acc acc) const { _mm512_mask_storeu_ps(row + 16 * j, mask[j], acc); }
+  };
+  Epilogue epilogue() const { return {{mask[0], mask[1], mask[2], mask[3]}}; }
 };
 
 }  // namespace
