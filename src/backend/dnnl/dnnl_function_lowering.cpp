@@ -908,6 +908,12 @@ Arg FunctionLowering::constantArg(int key, ValueId v, const memory::desc& md) {
 
 // Appends `step`, whose destination is a new row-major buffer of `dst_md`, and places
 // `out` there. Throws dnnl::error when oneDNN has no implementation for the step.
+void FunctionLowering::emitToNewBuffer(Step step, const memory::desc& dst_md, ValueId out) {
+  const Loc dst = emitIntoNewBuffer(std::move(step), dst_md, dst_md);
+  place(out, Loc{dst.buffer, plainDesc(shapeOf(out))});
+}
+
+// The same over a dead source buffer of the result's size (the header says when).
 void FunctionLowering::emitOverDeadSource(Step step, uint32_t src, bool may_overwrite, const memory::desc& dst_md,
                                           ValueId out) {
   if (may_overwrite && bufferDead(src) && fn_.buffers[src].bytes == dst_md.get_size()) {
@@ -918,11 +924,6 @@ void FunctionLowering::emitOverDeadSource(Step step, uint32_t src, bool may_over
     return;
   }
   emitToNewBuffer(std::move(step), dst_md, out);
-}
-
-void FunctionLowering::emitToNewBuffer(Step step, const memory::desc& dst_md, ValueId out) {
-  const Loc dst = emitIntoNewBuffer(std::move(step), dst_md, dst_md);
-  place(out, Loc{dst.buffer, plainDesc(shapeOf(out))});
 }
 
 Loc FunctionLowering::emitIntoNewBuffer(Step step, const memory::desc& buffer_md, const memory::desc& dst_view) {
