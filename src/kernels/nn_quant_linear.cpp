@@ -4,8 +4,11 @@
 //   QuantizeLinear     y = saturate(round_half_even(x / scale) + zero_point)
 //   DequantizeLinear   y = (x - zero_point) * scale
 //   DynamicQuantizeLinear  scale = (max(0, max x) - min(0, min x)) / 255 (1 when the
-//                      range is empty), zero_point = saturate(round(-min / scale)),
-//                      y = QuantizeLinear(x, scale, zero_point) into uint8
+//                      range is empty; held within [FLT_MIN, FLT_MAX], as the dnnl
+//                      module's kernel holds it, where a range of subnormals would
+//                      round it to 0 or one past FLT_MAX to infinity), zero_point =
+//                      saturate(round(-min / scale)), y = QuantizeLinear(x, scale,
+//                      zero_point) into uint8
 //
 // The scale decides the granularity: one value (a scalar or a 1-element tensor) is per
 // tensor; a 1-D tensor of x.shape[axis] values is per axis; with `block_size` (opset
@@ -372,7 +375,10 @@ void runDynamicQuantize(KernelContext& c) {
   }
   if (nan) c.fail("x holds NaN; its range gives no scale");
   if (!std::isfinite(lo) || !std::isfinite(hi)) c.fail("x holds an infinity; its range gives no scale");
-  const float scale = hi == lo ? 1.f : (hi - lo) / 255.f;
+  // (A range of subnormals made the scale 0 and -lo / scale NaN, whose conversion to
+  // uint8 is undefined: found by the artifact fuzzer.)
+  const float scale =
+      hi == lo ? 1.f : std::clamp((hi - lo) / 255.f, std::numeric_limits<float>::min(), std::numeric_limits<float>::max());
   const uint8_t zero = uint8_t(std::clamp(std::nearbyint(0.f - lo / scale), 0.f, 255.f));
   Layout l;
   l.dim = n;

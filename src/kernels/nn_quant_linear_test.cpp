@@ -4,7 +4,9 @@
 // node conformance cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kernels/op_registry.h"
@@ -50,6 +52,41 @@ std::vector<OwnedTensor> run(const std::string& op, int opset, const ir::Attribu
   }
   OpRegistry::global().find("", op)->run(ctx);
   return results;
+}
+
+// DynamicQuantizeLinear over a range whose width / 255 is not a normal float32 (a
+// range of subnormals: 0; one wider than FLT_MAX: infinity): the scale is held to
+// [FLT_MIN, FLT_MAX], the zero point and values stay defined (a scale of 0 made -min /
+// scale NaN, converted to uint8: undefined behaviour the fuzzer found).
+TEST(QuantLinear, DynamicQuantizeOfATinyOrHugeRange) {
+  for (const std::vector<float>& x : {std::vector<float>{0.0f, 1e-45f, 3e-45f}, std::vector<float>{-1e-44f, 0.0f},
+                                       std::vector<float>{-3e38f, 3e38f, 0.0f}}) {
+    const OwnedTensor in = tensor<float>(DType::kFloat32, {int64_t(x.size())}, x);
+    ir::Node node;
+    node.op_type = "DynamicQuantizeLinear";
+    node.name = "dq";
+    node.opset = 11;
+    node.inputs = {0};
+    node.outputs = {100, 101, 102};
+    std::vector<ir::TensorType> out = inferNode(node, {ir::typeOf(in.view())}, {&in.view()}, nullptr);
+    ASSERT_EQ(out.size(), 3u);
+    KernelContext ctx{node, nullptr, {in.view()}, {}, 2};
+    std::vector<OwnedTensor> results;
+    results.reserve(3);
+    for (const ir::TensorType& t : out) {
+      results.emplace_back(t.dtype, t.staticShape());
+      ctx.outputs.push_back(results.back().view());
+    }
+    OpRegistry::global().find("", "DynamicQuantizeLinear")->run(ctx);
+    const float scale = results[1].as<float>()[0];
+    EXPECT_TRUE(std::isfinite(scale) && scale >= std::numeric_limits<float>::min()) << scale;
+    const uint8_t zero = results[2].as<uint8_t>()[0];
+    const float lo = std::min(0.0f, *std::min_element(x.begin(), x.end()));
+    EXPECT_EQ(zero, uint8_t(std::clamp(std::nearbyint(-lo / scale), 0.0f, 255.0f)));
+    for (size_t i = 0; i < x.size(); ++i)
+      EXPECT_EQ(results[0].as<uint8_t>()[i], uint8_t(std::clamp(std::nearbyint(x[i] / scale) + zero, 0.0f, 255.0f)))
+          << i;
+  }
 }
 
 TEST(QuantLinear, BlockedQuantizeAndDequantize) {
