@@ -1858,25 +1858,10 @@ struct IntTileOps {
   using Src = uint8_t;
   using Weight = int8_t;
   using Acc = __m512i;
-  __m512i compensation[4];  // zero_point * (negated column sum) for the panel's 4 vectors
-  __mmask16 mask[4];        // the panel's columns inside N
-  int64_t at[4];            // where each vector's columns start in a row of the tile's results
-  const float* bias;        // the panel's first column's, or null
-  __m512 scale, alpha, beta;
-  bool mul, linear;
-  Acc start(int j) const { return compensation[j]; }
-  static Acc load(const int8_t* b, int j) { return _mm512_loadu_si512(b + 64 * j); }
-  static const int8_t* next(const int8_t* b) { return b + 256; }
-  static Acc broadcast(const uint8_t* row, int64_t q) {
-    int32_t four;
-    std::memcpy(&four, row + 4 * q, sizeof four);
-    return _mm512_set1_epi32(four);
-  }
-  static Acc madd(Acc acc, Acc a, Acc b) { return _mm512_dpbusd_epi32(acc, a, b); }
   struct Epilogue {
     __m512 scale, alpha, beta, bias[4];  // bias: the panel's row, zero without one
-    int64_t at[4];
-    __mmask16 mask[4];
+    int64_t at[4];                       // where each vector's columns start in a row of the results
+    __mmask16 mask[4];                   // the panel's columns inside N
     bool mul, linear, add;
     void store(float* row, int j, Acc acc) const {
       __m512 v = _mm512_cvtepi32_ps(acc);
@@ -1893,13 +1878,18 @@ struct IntTileOps {
       }
     }
   };
-  Epilogue epilogue() const {
-    Epilogue e{scale, alpha, beta, {}, {at[0], at[1], at[2], at[3]}, {mask[0], mask[1], mask[2], mask[3]},
-               mul, linear, bias != nullptr};
-    for (int j = 0; j < 4; ++j)
-      e.bias[j] = bias ? _mm512_maskz_loadu_ps(mask[j], bias + 16 * j) : _mm512_setzero_ps();
-    return e;
+  __m512i compensation[4];  // zero_point * (negated column sum) for the panel's 4 vectors
+  Epilogue ep;              // the panel's: set with the compensation, once a panel
+  Acc start(int j) const { return compensation[j]; }
+  static Acc load(const int8_t* b, int j) { return _mm512_loadu_si512(b + 64 * j); }
+  static const int8_t* next(const int8_t* b) { return b + 256; }
+  static Acc broadcast(const uint8_t* row, int64_t q) {
+    int32_t four;
+    std::memcpy(&four, row + 4 * q, sizeof four);
+    return _mm512_set1_epi32(four);
   }
+  static Acc madd(Acc acc, Acc a, Acc b) { return _mm512_dpbusd_epi32(acc, a, b); }
+  Epilogue epilogue() const { return ep; }
 };
 
 // Rows [r0, r1) of intMatMul with epilogue E.
@@ -1909,11 +1899,13 @@ void intMatMulBand(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_
   const int64_t panels = (p.n + 63) / 64;
   const int32_t* negated_sums = reinterpret_cast<const int32_t*>(w + p.compensation_offset);
   IntTileOps<E> t;
-  t.scale = _mm512_set1_ps(scale);
-  t.alpha = _mm512_set1_ps(p.alpha);
-  t.beta = _mm512_set1_ps(p.beta);
-  t.mul = p.scale_post_op >= 0;
-  t.linear = p.linear;
+  typename IntTileOps<E>::Epilogue& ep = t.ep;
+  ep.scale = _mm512_set1_ps(scale);
+  ep.alpha = _mm512_set1_ps(p.alpha);
+  ep.beta = _mm512_set1_ps(p.beta);
+  ep.mul = p.scale_post_op >= 0;
+  ep.linear = p.linear;
+  ep.add = bias != nullptr;
   const __m512i zp = _mm512_set1_epi32(zero_point);
   const int64_t tiles = (r1 - r0 + 5) / 6;
   // Row r's results: at c + r * ldc, column j at j (row-major) or at its block's
@@ -1921,14 +1913,14 @@ void intMatMulBand(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_
   const int64_t b = p.column_block, ldc = b ? b : p.n;
   for (int64_t panel = 0; panel < panels; ++panel) {
     const int64_t n0 = panel * 64;
-    panelMasks(p.n, n0, t.mask);
+    panelMasks(p.n, n0, ep.mask);
     for (int j = 0; j < 4; ++j) {
       const int64_t col = n0 + 16 * j;
-      t.at[j] = b ? col / b * p.m * b + col % b : col;
+      ep.at[j] = b ? col / b * p.m * b + col % b : col;
+      ep.bias[j] = bias ? _mm512_maskz_loadu_ps(ep.mask[j], bias + col) : _mm512_setzero_ps();
+      // (the padding's sums are zero; read only what N holds)
+      t.compensation[j] = _mm512_mullo_epi32(zp, _mm512_maskz_loadu_epi32(ep.mask[j], negated_sums + col));
     }
-    t.bias = bias ? bias + n0 : nullptr;
-    for (int j = 0; j < 4; ++j)  // (the padding's sums are zero; read only what N holds)
-      t.compensation[j] = _mm512_mullo_epi32(zp, _mm512_maskz_loadu_epi32(t.mask[j], negated_sums + n0 + 16 * j));
     const int8_t* weights = w + panel * p.panel_bytes;
     const char* next = panel + 1 < panels ? reinterpret_cast<const char*>(weights + p.panel_bytes) : nullptr;
     const int64_t per_tile = next ? (p.panel_bytes + tiles - 1) / tiles : 0;
