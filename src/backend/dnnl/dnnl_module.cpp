@@ -665,26 +665,28 @@ bool hasArg(const StepArgs& a, int key) {
   return false;
 }
 
-// The memory bound as argument `key` of a step's arguments.
+// Where argument `key` is among a step's arguments.
+template <typename StepArgs>
+size_t argIndex(const StepArgs& a, int key) {
+  for (size_t i = 0; i < a.c_args.size(); ++i)
+    if (a.c_args[i].arg == key) return i;
+  throw Error(ErrorCode::kInternal, "dnnl module: an own kernel's argument " + std::to_string(key) + " is unbound");
+}
+
+// The memory bound as that argument.
 template <typename StepArgs>
 dnnl_memory_t argMemory(const StepArgs& a, int key) {
-  for (const dnnl_exec_arg_t& e : a.c_args)
-    if (e.arg == key) return e.memory;
-  throw Error(ErrorCode::kInternal, "dnnl module: an own kernel's argument " + std::to_string(key) + " is unbound");
+  return a.c_args[argIndex(a, key)].memory;
 }
 
 // Its data: where it never moves, as recorded; else (a region input or output) the
 // handle bound for this run.
 template <typename T, typename StepArgs>
 T* argData(const StepArgs& a, int key) {
-  for (size_t i = 0; i < a.c_args.size(); ++i) {
-    if (a.c_args[i].arg != key) continue;
-    void* p = a.fixed[i];
-    if (!p)
-      dnnl::error::wrap_c_api(dnnl_memory_get_data_handle(a.c_args[i].memory, &p), "could not read a memory's handle");
-    return static_cast<T*>(p);
-  }
-  throw Error(ErrorCode::kInternal, "dnnl module: an own kernel's argument " + std::to_string(key) + " is unbound");
+  const size_t i = argIndex(a, key);
+  void* p = a.fixed[i];
+  if (!p) dnnl::error::wrap_c_api(dnnl_memory_get_data_handle(a.c_args[i].memory, &p), "could not read a memory's handle");
+  return static_cast<T*>(p);
 }
 
 // Its descriptor.
