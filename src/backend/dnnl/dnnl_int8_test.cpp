@@ -1864,7 +1864,9 @@ TEST(DnnlKernels, QuantizeCopyMatchesOneDnnReorder) {
 // The module's own dynamic-int8 matmul (planIntMatMul) against oneDNN's primitive on
 // the same step: uint8 source with a run-time zero point, int8 weights in the layout
 // oneDNN chose and its compensation (made by oneDNN's reorder, as the compiler makes
-// them), the scale multiply and linear post-ops, and then with a bias row added and
+// them), the scale multiply and linear post-ops (without a shift, the scale product of
+// a dynamic-int8 MatMul: oneDNN is given ONNX's order, one multiply by the product,
+// which the own kernel computes), and then with a bias row added and
 // with the result in blocks of columns (attention's heads: oneDNN's reference
 // primitive on that layout): the same bits, at 1 and 2 threads, for row counts that
 // leave 1-5 rows after the 6-row tiles and columns that end in a partial vector or
@@ -1916,9 +1918,12 @@ TEST(DnnlKernels, IntMatMulMatchesOneDnnMatMul) {
       const float alpha = 0.37f;
       dnnl::primitive_attr attr;
       attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      // ONNX's Mul(activation scale, weights' scale), then one multiply by the product.
+      const bool product = linear && k.beta == 0.0f;
+      const int want_bias_op = linear && !product ? 2 : 1;
       dnnl::post_ops ops;
       ops.append_binary(dnnl::algorithm::binary_mul, one);
-      if (linear) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, alpha, k.beta);
+      if (linear && !product) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, alpha, k.beta);
       if (with_bias) ops.append_binary(dnnl::algorithm::binary_add, bias_md);
       attr.set_post_ops(ops);
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -1963,19 +1968,20 @@ TEST(DnnlKernels, IntMatMulMatchesOneDnnMatMul) {
       dnnl::memory mw_plain(plain_w, eng, w.data()), mw(pd.weights_desc(), eng, packed.data());
       dnnl::reorder(mw_plain, mw).execute(strm, mw_plain, mw);
       int32_t zp = k.zero_point;
-      float scale = 0.0123f;
+      float scale = 0.0123f, scale_given_onednn = product ? scale * alpha : scale;
       std::vector<float> bias = testing::randomFloats(size_t(k.n), uint32_t(k.n), -3.0f, 3.0f);
       std::vector<float> want(size_t(k.m * k.n), -1.f), got(size_t(k.m * k.n), -2.f);
       std::vector<std::byte> scratch(pd.scratchpad_desc().get_size() + 64);
       dnnl::memory ma(src, eng, a.data()), mz(zp_md, eng, &zp), md(dst, eng, want.data()), ms(one, eng, &scale),
           mb(bias_md, eng, bias.data()), mscratch(pd.scratchpad_desc(), eng, scratch.data());
+      ms.set_data_handle(&scale_given_onednn);
       std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, ma},
                                                     {DNNL_ARG_WEIGHTS, mw},
                                                     {DNNL_ARG_DST, md},
                                                     {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, mz},
                                                     {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, ms},
                                                     {DNNL_ARG_SCRATCHPAD, mscratch}};
-      if (with_bias) args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(bias_op) | DNNL_ARG_SRC_1] = mb;
+      if (with_bias) args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(want_bias_op) | DNNL_ARG_SRC_1] = mb;
       dnnl::matmul(pd).execute(strm, args);
       strm.wait();
       intMatMul(*plan, a.data(), reinterpret_cast<const int8_t*>(packed.data()), zp, scale,

@@ -1968,10 +1968,21 @@ void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t ze
                                    float*, int64_t, int64_t) = {
       intMatMulBand<kKnownEpilogue>, intMatMulBand<kKnownEpilogue | kLinearPostOp>,
       intMatMulBand<kKnownEpilogue | kBiasPostOp>, intMatMulBand<kKnownEpilogue | kLinearPostOp | kBiasPostOp>};
-  const auto band = p.n % 64 != 0 || p.scale_post_op < 0 ? intMatMulBand<kAnyEpilogue>
-                                                          : kBand[(p.linear ? 1 : 0) + (bias ? 2 : 0)];
+  // The multiply then a linear eltwise without shift is how the lowering carries a
+  // dynamic-int8 MatMul's scale product, ONNX's Mul(activation scale, weights' scale)
+  // (dnnl_fusion.cpp, prescaled_): multiplied out here, once, so that each result is
+  // ONNX's float(sum) * product, one multiply fewer a vector than the post-ops' order
+  // (float(sum) * scale) * alpha, which rounds twice.
+  IntMatMul q = p;
+  if (q.scale_post_op >= 0 && q.linear && q.beta == 0.0f) {
+    scale *= q.alpha;
+    q.linear = false;
+    q.alpha = 1.0f;
+  }
+  const auto band = q.n % 64 != 0 || q.scale_post_op < 0 ? intMatMulBand<kAnyEpilogue>
+                                                          : kBand[(q.linear ? 1 : 0) + (bias ? 2 : 0)];
   onTeam(
-      p.m, [&](int64_t r0, int64_t r1, int) { band(p, a, w, zero_point, scale, bias, c, r0, r1); }, 6);
+      q.m, [&](int64_t r0, int64_t r1, int) { band(q, a, w, zero_point, scale, bias, c, r0, r1); }, 6);
 #else
   (void)p, (void)a, (void)w, (void)zero_point, (void)scale, (void)bias, (void)c;
   throw Error(ErrorCode::kInternal, "intMatMul: built without AVX-512 VNNI");

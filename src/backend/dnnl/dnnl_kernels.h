@@ -254,7 +254,10 @@ std::optional<IntMatMul> planIntMatMul(const Step& step);
 // lowering writes attention's heads so: writeHeadsFromMatMul).
 dnnl::memory::desc columnBlocksDesc(int64_t m, int64_t n, int64_t b);
 // Runs it: c = post-ops(float(a * w + zero_point * compensation)), the same bits as
-// oneDNN's primitive. `scale` is read only when the plan has the multiply, `bias` (N
+// oneDNN's primitive, but for the multiply followed by a linear eltwise without shift
+// (a dynamic-int8 MatMul's scale product, ONNX's Mul(activation scale, weights'
+// scale)): that is float(...) * (scale * alpha), as ONNX computes it, where oneDNN's
+// post-ops round twice. `scale` is read only when the plan has the multiply, `bias` (N
 // floats) only when it has the row add. Uses the calling thread's OpenMP team, each
 // thread a band of whole 6-row tiles.
 void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t zero_point, float scale, const float* bias,
