@@ -1972,9 +1972,9 @@ TEST(DnnlKernels, IntMatMulMatchesOneDnnMatMul) {
       std::vector<float> bias = testing::randomFloats(size_t(k.n), uint32_t(k.n), -3.0f, 3.0f);
       std::vector<float> want(size_t(k.m * k.n), -1.f), got(size_t(k.m * k.n), -2.f);
       std::vector<std::byte> scratch(pd.scratchpad_desc().get_size() + 64);
-      dnnl::memory ma(src, eng, a.data()), mz(zp_md, eng, &zp), md(dst, eng, want.data()), ms(one, eng, &scale),
-          mb(bias_md, eng, bias.data()), mscratch(pd.scratchpad_desc(), eng, scratch.data());
-      ms.set_data_handle(&scale_given_onednn);
+      dnnl::memory ma(src, eng, a.data()), mz(zp_md, eng, &zp), md(dst, eng, want.data()),
+          ms(one, eng, &scale_given_onednn), mb(bias_md, eng, bias.data()),
+          mscratch(pd.scratchpad_desc(), eng, scratch.data());
       std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, ma},
                                                     {DNNL_ARG_WEIGHTS, mw},
                                                     {DNNL_ARG_DST, md},
