@@ -1972,9 +1972,10 @@ void intMatMul(const IntMatMul& p, const uint8_t* a, const int8_t* w, int32_t ze
   // dynamic-int8 MatMul's scale product, ONNX's Mul(activation scale, weights' scale)
   // (dnnl_fusion.cpp, prescaled_): multiplied out here, once, so that each result is
   // ONNX's float(sum) * product, one multiply fewer a vector than the post-ops' order
-  // (float(sum) * scale) * alpha, which rounds twice. (Nothing else lowers to that
-  // pair but a Neg, exact either way: a model's own second Mul by a constant is a
-  // binary post-op, which planIntMatMul leaves to oneDNN.)
+  // (float(sum) * scale) * alpha, which rounds twice. (Exactly ONNX's for a product
+  // written as a Mul; one written x / c is carried as x * (1 / c), within an ulp of
+  // ONNX's quotient. Nothing else lowers to that pair but a Neg, exact either way: a
+  // model's own second Mul by a constant is a binary post-op, left to oneDNN.)
   IntMatMul q = p;
   if (q.scale_post_op >= 0 && q.linear && q.beta == 0.0f) {
     scale *= q.alpha;
