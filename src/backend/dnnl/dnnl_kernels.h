@@ -112,10 +112,10 @@ struct BiasGeluArgs {
 // v = x + bias, y = v / 2 * (1 + erf(v / sqrt(2))), erf from 16 polynomial pieces of
 // degree 4 (within 2.4e-7 of erf; exactly +-1 where float32's erf rounds to it, so that
 // y = v or 0 there and the quantization's range sees the same largest value): y within
-// 2^-21 |v| of the exact value (DnnlKernels.BiasGeluFollowsItsDefinition). NaN stays NaN, +inf gives
-// +inf and -inf NaN, as the ONNX ops written out compute them. With q: q, scale and
-// zero as dynamicQuantize(y) computes them. Uses the calling thread's OpenMP team,
-// rows split into one contiguous share per thread.
+// 2^-21 |v| of the exact value (DnnlKernels.BiasGeluFollowsItsDefinition). NaN stays
+// NaN, +inf gives +inf and -inf NaN, as the ONNX ops written out compute them. With q:
+// q, scale and zero as dynamicQuantize(y) computes them. Uses the calling thread's
+// OpenMP team, rows split into one contiguous share per thread.
 void biasGelu(const BiasGeluArgs& a);
 
 // One output of addRowCopy: the elements of a strided view of x (rank <= kMaxCopyRank)
